@@ -1,0 +1,13 @@
+"""paradnn: parameterized deep-learning benchmarks after ParaDnn (Wang, Wei, Brooks 2019).
+
+Importing the package quiets TensorFlow's C++ start-up logging (CUDA probing, CPU
+feature notes) unless the user set ``TF_CPP_MIN_LOG_LEVEL`` themselves; Python
+exceptions are unaffected.
+"""
+
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+
+__version__ = "0.1.0"

@@ -1,0 +1,250 @@
+"""The measurement protocol (DESIGN section 5): time one configuration's training step.
+
+1. Build model, optimizer and device-resident synthetic data (nothing crosses from the
+   host inside the timer).
+2. The first call (trace + compile + one step) is timed separately as compile time.
+3. Calibrate K, the steps per call, so one call takes at least ``min_call_seconds``.
+4. Warm up until two consecutive calls agree within ``warmup_tolerance`` (bounded).
+5. Timed calls, each ending with a device synchronisation (the loss is copied to the
+   host); every per-step sample is kept.
+6. Stop adaptively: once the median's 95% confidence half-width is within
+   ``target_precision`` of it (after ``min_samples``), or when ``max_seconds`` is spent.
+
+A non-finite loss makes timings unrepresentative (denormals and NaNs run at other
+speeds); it is reported as state ``error`` with the numbers kept, never hidden.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from paradnn.config import POLICIES, Config, ConfigError
+
+if TYPE_CHECKING:
+    from paradnn.training import GraphCount
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """How to run a configuration (separate from what it is)."""
+
+    dtype: str = "float32"
+    xla: bool = True
+    device: str = "/CPU:0"
+    max_seconds: float = 10.0
+    min_call_seconds: float = 0.1
+    max_steps_per_call: int = 1000
+    min_samples: int = 5
+    max_samples: int = 200
+    max_warmup_calls: int = 10
+    warmup_tolerance: float = 0.05
+    target_precision: float = 0.01
+
+    def __post_init__(self) -> None:
+        if self.dtype not in POLICIES:
+            raise ConfigError("dtype", self.dtype, ", ".join(POLICIES))
+        if not self.max_seconds > 0:
+            raise ConfigError("max_seconds", self.max_seconds, "a positive number of seconds")
+
+
+@dataclass
+class Stats:
+    """Summary of per-step times in seconds."""
+
+    median: float
+    mad: float
+    mean: float
+    std: float
+    min: float
+    p5: float
+    p95: float
+    cv: float
+    n: int
+
+    @classmethod
+    def of(cls, samples: list[float]) -> Stats:
+        a = np.asarray(samples, dtype=float)
+        median = float(np.median(a))
+        mean = float(a.mean())
+        std = float(a.std(ddof=1)) if a.size > 1 else 0.0
+        return cls(
+            median=median,
+            mad=float(np.median(np.abs(a - median))),
+            mean=mean,
+            std=std,
+            min=float(a.min()),
+            p5=float(np.percentile(a, 5)),
+            p95=float(np.percentile(a, 95)),
+            cv=std / mean if mean > 0 else 0.0,
+            n=int(a.size),
+        )
+
+    def median_halfwidth(self) -> float:
+        """Approximate 95% confidence half-width of the median (normal approximation)."""
+        if self.n < 2:
+            return math.inf
+        sigma = 1.4826 * self.mad if self.mad > 0 else self.std
+        return 1.96 * 1.2533 * sigma / math.sqrt(self.n)
+
+
+UNSTABLE_CV = 0.10
+
+
+@dataclass
+class Measurement:
+    """Everything one measurement produced: state, timings, samples and the loss."""
+
+    state: str  # ok | oom | error
+    error: str = ""
+    steps_per_call: int = 0
+    compile_time_s: float = float("nan")
+    warmup_calls: int = 0
+    samples: list[float] = field(default_factory=list)  # seconds per step, one per timed call
+    stats: Stats | None = None
+    unstable: bool = False
+    final_loss: float = float("nan")
+    wall_time_s: float = 0.0
+    peak_memory_bytes: int | None = None
+    graph: GraphCount | None = None
+
+    def as_dict(self) -> dict:
+        """Flat record: ``step_time_s`` is the median; ``step_time_<stat>_s`` the rest."""
+        d = {
+            "state": self.state,
+            "error": self.error,
+            "steps_per_call": self.steps_per_call,
+            "compile_time_s": self.compile_time_s,
+            "warmup_calls": self.warmup_calls,
+            "n_samples": len(self.samples),
+            "unstable": self.unstable,
+            "final_loss": self.final_loss,
+            "wall_time_s": self.wall_time_s,
+            "peak_memory_bytes": self.peak_memory_bytes,
+            "samples_s": list(self.samples),
+        }
+        s = self.stats
+        d["step_time_s"] = s.median if s else None
+        for key in ("mad", "mean", "std", "min", "p5", "p95"):
+            d[f"step_time_{key}_s"] = getattr(s, key) if s else None
+        d["step_time_cv"] = s.cv if s else None
+        return d
+
+
+def _timed(call: Callable[[], float]) -> tuple[float, float]:
+    start = time.perf_counter()
+    loss = call()
+    return time.perf_counter() - start, loss
+
+
+class NonFiniteLoss(RuntimeError):
+    pass
+
+
+def _check(loss: float, steps_done: int) -> None:
+    if not math.isfinite(loss):
+        raise NonFiniteLoss(f"loss became non-finite ({loss}) after {steps_done} steps; timings are not representative")
+
+
+def run_protocol(run: Callable[[int], float], settings: RunSettings) -> Measurement:
+    """Apply the protocol to ``run(k)``, a function that executes k steps and syncs."""
+    m = Measurement(state="ok")
+    start = time.perf_counter()
+    steps = 0
+    try:
+        m.compile_time_s, loss = _timed(lambda: run(1))
+        steps += 1
+        _check(loss, steps)
+        one, loss = _timed(lambda: run(1))
+        steps += 1
+        k = _steps_for(one, settings)
+        if k > 1:  # refine: a single step's time includes the call overhead
+            t, loss = _timed(lambda: run(k))
+            steps += k
+            k = _steps_for(t / k, settings)
+        m.steps_per_call = k
+        _check(loss, steps)
+
+        budget_end = time.perf_counter() + settings.max_seconds
+        previous = math.inf
+        for _ in range(settings.max_warmup_calls):
+            t, loss = _timed(lambda: run(k))
+            steps += k
+            m.warmup_calls += 1
+            _check(loss, steps)
+            if abs(t - previous) <= settings.warmup_tolerance * t or time.perf_counter() > budget_end:
+                break
+            previous = t
+
+        while len(m.samples) < settings.max_samples:
+            t, loss = _timed(lambda: run(k))
+            steps += k
+            _check(loss, steps)
+            m.samples.append(t / k)
+            if len(m.samples) < settings.min_samples:
+                continue
+            stats = Stats.of(m.samples)
+            if stats.median_halfwidth() <= settings.target_precision * stats.median:
+                break
+            if time.perf_counter() > budget_end:
+                break
+        m.final_loss = loss
+    except NonFiniteLoss as exc:
+        m.state, m.error = "error", str(exc)
+    finally:
+        m.wall_time_s = time.perf_counter() - start
+    if m.samples:
+        m.stats = Stats.of(m.samples)
+        m.unstable = m.stats.cv > UNSTABLE_CV
+    return m
+
+
+def _steps_for(step_seconds: float, settings: RunSettings) -> int:
+    k = math.ceil(settings.min_call_seconds / max(step_seconds, 1e-9))
+    return int(min(max(k, 1), settings.max_steps_per_call))
+
+
+def measure(config: Config, settings: RunSettings, count_graph: bool = True) -> Measurement:
+    """Build ``config`` on ``settings.device``, count its graph FLOPs and time its step.
+
+    Out-of-memory is a result (state ``oom``), not a crash.
+    """
+    from paradnn.training import Trainer, count_graph_flops, tf
+
+    start = time.perf_counter()
+    rss_before = _rss()
+    gpu = settings.device.upper().startswith("/GPU")
+    if gpu:
+        tf.config.experimental.reset_memory_stats(settings.device.strip("/"))
+    try:
+        with tf.device(settings.device):
+            trainer = Trainer(config, settings.dtype, settings.xla)
+            graph = count_graph_flops(trainer) if count_graph else None
+            m = run_protocol(trainer.run, settings)
+            m.graph = graph
+    except tf.errors.ResourceExhaustedError as exc:
+        m = Measurement(state="oom", error=_first_line(exc))
+    except MemoryError as exc:
+        m = Measurement(state="oom", error=f"MemoryError: {exc}")
+    if gpu:
+        m.peak_memory_bytes = int(tf.config.experimental.get_memory_info(settings.device.strip("/"))["peak"])
+    else:
+        m.peak_memory_bytes = max(0, _rss() - rss_before)
+    m.wall_time_s = time.perf_counter() - start
+    return m
+
+
+def _rss() -> int:
+    import psutil
+
+    return int(psutil.Process().memory_info().rss)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"

@@ -1,0 +1,294 @@
+"""Platforms: what the device is, what software runs it, and how fast it can go.
+
+A platform is a device kind plus settings: ``cpu``, ``cpu[threads=1]``, ``gpu:0``.
+For each we record identity, the software stack, datasheet peaks (for the paper's
+platforms and current accelerators) and *measured* ceilings: large-matmul FLOP/s per
+dtype with XLA on and off, and a streaming copy bandwidth. Ceilings are measured once
+per machine and software stack and cached (``PARADNN_CACHE_DIR``, default
+``~/.cache/paradnn``). On a CPU the measured ceiling is the peak used for utilisation.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform as pyplatform
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from paradnn import __version__
+from paradnn.config import ConfigError
+
+
+@dataclass(frozen=True)
+class Datasheet:
+    """Vendor peaks: FLOP/s per compute dtype and memory bandwidth in bytes/s."""
+
+    name: str
+    peak_flops: dict[str, float]
+    memory_bandwidth: float
+    note: str = ""
+
+
+T = 1e12
+DATASHEETS: dict[str, Datasheet] = {
+    d.name: d
+    for d in [
+        Datasheet("tpu-v2-8", {"bfloat16": 180 * T, "float32": 180 * T}, 2400e9, "board of 8 cores; bf16 matmul"),
+        Datasheet("tpu-v3-8", {"bfloat16": 420 * T, "float32": 420 * T}, 3600e9, "board of 8 cores; bf16 matmul"),
+        Datasheet("v100", {"float32": 15.7 * T, "float16": 125 * T}, 900e9, "SXM2; float16 on Tensor Cores"),
+        Datasheet("a100", {"float32": 19.5 * T, "tf32": 156 * T, "bfloat16": 312 * T, "float16": 312 * T}, 2039e9, "SXM 80 GB"),
+        Datasheet("h100", {"float32": 67 * T, "tf32": 495 * T, "bfloat16": 989 * T, "float16": 989 * T}, 3350e9, "SXM, dense"),
+        Datasheet("h200", {"float32": 67 * T, "tf32": 495 * T, "bfloat16": 989 * T, "float16": 989 * T}, 4800e9, "SXM, dense"),
+    ]
+}
+
+COMPUTE_DTYPE = {"float32": "float32", "bfloat16": "bfloat16", "mixed_bfloat16": "bfloat16", "mixed_float16": "float16"}
+
+
+def compute_dtype(policy: str) -> str:
+    """The arithmetic dtype of a Keras dtype policy (``mixed_bfloat16`` -> ``bfloat16``)."""
+    if policy not in COMPUTE_DTYPE:
+        raise ConfigError("dtype", policy, ", ".join(COMPUTE_DTYPE))
+    return COMPUTE_DTYPE[policy]
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where to run: a device kind, its index, and a CPU thread count (None: all)."""
+
+    kind: str = "cpu"
+    index: int = 0
+    threads: int | None = None
+
+    @property
+    def id(self) -> str:
+        base = "cpu" if self.kind == "cpu" else f"{self.kind}:{self.index}"
+        return f"{base}[threads={self.threads}]" if self.threads else base
+
+    @property
+    def tf_device(self) -> str:
+        return f"/{self.kind.upper()}:{self.index}"
+
+
+def parse_target(text: str) -> Target:
+    """Parse a platform id: ``cpu``, ``cpu[threads=N]``, ``gpu:0`` or ``tpu:0``."""
+    m = re.fullmatch(r"(cpu|gpu|tpu)(?::(\d+))?(?:\[threads=(\d+)\])?", text.strip())
+    if not m or (m.group(3) is not None and int(m.group(3)) < 1):
+        raise ConfigError("platform", text, "cpu, cpu[threads=N], gpu:N or tpu:N")
+    return Target(m.group(1), int(m.group(2) or 0), int(m.group(3)) if m.group(3) else None)
+
+
+def apply_threads(target: Target) -> None:
+    """Limit TensorFlow's thread pools; must run before TensorFlow executes anything."""
+    if target.threads:
+        from paradnn.training import tf
+
+        tf.config.threading.set_intra_op_parallelism_threads(target.threads)
+        tf.config.threading.set_inter_op_parallelism_threads(1)
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return pyplatform.processor() or pyplatform.machine()
+
+
+def _memory_bytes() -> int:
+    import psutil
+
+    return int(psutil.virtual_memory().total)
+
+
+def git_revision() -> str:
+    """The paradnn source's git revision (``+dirty`` when modified), or '' if unknown."""
+    here = Path(__file__).resolve().parent
+
+    def git(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["git", "-C", str(here), *args], capture_output=True, text=True, timeout=5)
+
+    try:
+        rev = git("rev-parse", "--short", "HEAD")
+        if rev.returncode != 0:
+            return ""
+        dirty = git("status", "--porcelain", "--", ".").stdout.strip()
+        return rev.stdout.strip() + ("+dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def software_stack() -> dict[str, str]:
+    """Versions of everything that shapes a timing."""
+    import numpy
+
+    from paradnn.training import keras, tf
+
+    build = tf.sysconfig.get_build_info()
+    return {
+        "tensorflow": tf.__version__,
+        "keras": keras.__version__,
+        "python": pyplatform.python_version(),
+        "numpy": numpy.__version__,
+        "cuda": str(build.get("cuda_version", "")),
+        "cudnn": str(build.get("cudnn_version", "")),
+        "paradnn": __version__,
+        "git": git_revision(),
+    }
+
+
+def _accelerator_name(target: Target) -> str:
+    from paradnn.training import tf
+
+    devices = tf.config.list_physical_devices(target.kind.upper())
+    if target.index >= len(devices):
+        raise ConfigError("platform", target.id, f"{len(devices)} {target.kind.upper()} device(s) on this machine")
+    details = tf.config.experimental.get_device_details(devices[target.index])
+    return str(details.get("device_name", target.kind.upper()))
+
+
+def datasheet_for(name: str) -> Datasheet | None:
+    """The datasheet of a device name such as 'NVIDIA H200' or 'tpu-v2-8', if known."""
+    key = name.lower()
+    for sheet_name, sheet in DATASHEETS.items():
+        if sheet_name in key or sheet_name.replace("-", " ") in key:
+            return sheet
+    return None
+
+
+def describe(target: Target | None = None) -> dict:
+    """Identity and software stack of ``target`` (default: this machine's CPU)."""
+    from paradnn.training import tf
+
+    target = target or Target()
+    info = {
+        "id": target.id,
+        "kind": target.kind,
+        "device": target.tf_device,
+        "name": _cpu_name() if target.kind == "cpu" else _accelerator_name(target),
+        "host": pyplatform.node(),
+        "cpu": _cpu_name(),
+        "cores": os.cpu_count() or 1,
+        "threads": target.threads,
+        "memory_bytes": _memory_bytes(),
+        "devices": {k: len(tf.config.list_physical_devices(k)) for k in ("CPU", "GPU", "TPU")},
+        "software": software_stack(),
+    }
+    sheet = datasheet_for(info["name"]) if target.kind != "cpu" else None
+    info["datasheet"] = sheet.name if sheet else None
+    return info
+
+
+def fingerprint(info: dict) -> str:
+    """A key that changes when the hardware, thread count or software stack changes."""
+    sw = info["software"]
+    parts = [info["id"], info["name"], str(info["cores"]), sw["tensorflow"], sw["keras"], sw["cuda"]]
+    return re.sub(r"[^A-Za-z0-9_.=\-]+", "_", "|".join(parts))
+
+
+# ---------------------------------------------------------------- measured ceilings
+
+
+def _matmul_runner(n: int, dtype: str, xla: bool):
+    from paradnn.training import tf
+
+    q, _ = tf.linalg.qr(tf.random.stateless_normal((n, n), seed=(1, 2)))  # orthogonal: norms stay put
+    a = tf.cast(tf.random.stateless_uniform((n, n), seed=(3, 4), minval=-1, maxval=1), dtype)
+    b = tf.cast(q, dtype)
+
+    @tf.function(jit_compile=xla)
+    def chain(a, b, k):
+        a = tf.while_loop(lambda i, a: i < k, lambda i, a: (i + 1, tf.matmul(a, b)), (0, a))[1]
+        return a[0, 0]
+
+    return lambda k: float(chain(a, b, tf.constant(k)).numpy())
+
+
+def _copy_runner(n_bytes: int, xla: bool):
+    from paradnn.training import tf
+
+    x = tf.random.stateless_uniform((n_bytes // 4,), seed=(5, 6))
+
+    @tf.function(jit_compile=xla)
+    def stream(x, k):
+        # one read and one write of every element per iteration
+        x = tf.while_loop(lambda i, x: i < k, lambda i, x: (i + 1, x * 1.0000001), (0, x))[1]
+        return x[0]
+
+    return lambda k: float(stream(x, tf.constant(k)).numpy())
+
+
+def measure_ceilings(target: Target, seconds: float = 1.5) -> dict:
+    """Measure matmul FLOP/s per dtype (XLA on and off) and copy bandwidth on ``target``."""
+    from paradnn.harness import RunSettings, run_protocol
+    from paradnn.training import tf
+
+    settings = RunSettings(max_seconds=seconds, min_call_seconds=0.05, max_steps_per_call=200, max_warmup_calls=3)
+    n = 2048 if target.kind == "cpu" else 8192
+    dtypes = ["float32", "bfloat16"] + ([] if target.kind == "cpu" else ["float16"])
+    matmul: dict[str, dict[str, float]] = {}
+    with tf.device(target.tf_device):
+        for dtype in dtypes:
+            for xla in (True, False):
+                m = run_protocol(_matmul_runner(n, dtype, xla), settings)
+                if m.stats:
+                    matmul.setdefault(dtype, {})["xla" if xla else "no_xla"] = 2 * n**3 / m.stats.median
+        n_bytes = 256 * 2**20 if target.kind == "cpu" else 2 * 2**30
+        bandwidth = {}
+        for xla in (True, False):
+            m = run_protocol(_copy_runner(n_bytes, xla), settings)
+            if m.stats:
+                bandwidth["xla" if xla else "no_xla"] = 2 * n_bytes / m.stats.median
+    return {"matmul_size": n, "matmul_flops": matmul, "copy_bandwidth": bandwidth}
+
+
+def _cache_dir() -> Path:
+    return Path(os.environ.get("PARADNN_CACHE_DIR", Path.home() / ".cache" / "paradnn"))
+
+
+def _cache_path(info: dict) -> Path:
+    return _cache_dir() / f"ceilings-{fingerprint(info)}.json"
+
+
+def cached_ceilings(info: dict) -> dict | None:
+    """The cached ceilings of the platform ``info`` describes, or None."""
+    try:
+        return json.loads(_cache_path(info).read_text())
+    except (OSError, json.JSONDecodeError):
+        return None  # missing or damaged: measured again
+
+
+def ceilings(target: Target, info: dict | None = None, refresh: bool = False) -> dict:
+    """Measured ceilings of ``target``, from the cache when this stack measured them before."""
+    info = info or describe(target)
+    cached = None if refresh else cached_ceilings(info)
+    if cached:
+        return cached
+    result = measure_ceilings(target)
+    path = _cache_path(info)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(result, indent=2))
+    tmp.replace(path)
+    return result
+
+
+def peak(info: dict, ceil: dict, policy: str) -> tuple[float, str]:
+    """The FLOP/s peak for ``policy`` and where it came from.
+
+    A datasheet peak where the device has one for that dtype, else the best measured
+    matmul rate for that dtype (XLA on or off).
+    """
+    dtype = compute_dtype(policy)
+    sheet = DATASHEETS.get(info.get("datasheet") or "")
+    if sheet and dtype in sheet.peak_flops:
+        return sheet.peak_flops[dtype], f"datasheet:{sheet.name}"
+    measured = ceil.get("matmul_flops", {}).get(dtype, {})
+    if measured:
+        return max(measured.values()), "measured"
+    return float("nan"), "unknown"

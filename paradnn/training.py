@@ -1,0 +1,123 @@
+"""The training step: model, optimizer, device-resident data and a K-steps-per-call function.
+
+The harness times :meth:`Trainer.run`, one compiled ``tf.function`` that executes K
+training steps (forward, gradients, RMSProp update) in a device-side loop, like
+TPUEstimator's iterations per loop, so Python overhead vanishes from the timings.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+
+from paradnn.config import Config
+from paradnn.models import POLICIES, build_model, synthetic_data
+from paradnn.tfimport import keras, tf
+
+# Small enough that the loss stays finite over thousands of steps on random labels:
+# non-finite values change arithmetic speed on CPUs, so this is checked after each call.
+LEARNING_RATE = 1e-4
+
+
+def make_optimizer(policy: str) -> keras.optimizers.Optimizer:
+    """RMSProp as in the original study (rho 0.9, momentum 0.9, epsilon 1.0)."""
+    opt = keras.optimizers.RMSprop(learning_rate=LEARNING_RATE, rho=0.9, momentum=0.9, epsilon=1.0)
+    if policy == "mixed_float16":  # float16 gradients underflow without loss scaling
+        opt = keras.optimizers.LossScaleOptimizer(opt)
+    return opt
+
+
+@dataclass
+class Trainer:
+    """A built model, its optimizer, one batch of synthetic data, and the step functions."""
+
+    config: Config
+    policy: str = "float32"
+    xla: bool = True
+    seed: int = 0
+    model: keras.Model = field(init=False)
+    optimizer: keras.optimizers.Optimizer = field(init=False)
+
+    def __post_init__(self) -> None:
+        if self.policy not in POLICIES:
+            from paradnn.config import ConfigError
+
+            raise ConfigError("dtype", self.policy, ", ".join(POLICIES))
+        keras.utils.set_random_seed(self.seed)
+        self.model = build_model(self.config, self.policy)
+        self.optimizer = make_optimizer(self.policy)
+        self.optimizer.build(self.model.trainable_variables)
+        self.loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        self.x, self.y = synthetic_data(self.config, self.seed)
+        self._run = tf.function(self._steps, jit_compile=self.xla)
+
+    def step(self, x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
+        """One training step; returns the float32 loss."""
+        variables = self.model.trainable_variables
+        scaled = isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer)
+        with tf.GradientTape() as tape:
+            logits = self.model(x, training=True)
+            loss = self.loss_fn(y, tf.cast(logits, tf.float32))
+            target = self.optimizer.scale_loss(loss) if scaled else loss
+        grads = tape.gradient(target, variables)
+        self.optimizer.apply(grads, variables)
+        return loss
+
+    def _steps(self, x: tf.Tensor, y: tf.Tensor, k: tf.Tensor) -> tf.Tensor:
+        # A plain while loop: autograph's ``for _ in tf.range(k)`` would set
+        # ``maximum_iterations=k``, which XLA needs as a constant, recompiling for every k.
+        def body(i: tf.Tensor, _: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+            return i + 1, self.step(x, y)
+
+        _, loss = tf.while_loop(lambda i, _: i < k, body, (tf.constant(0), tf.constant(0.0)))
+        return loss
+
+    def run(self, k: int) -> float:
+        """Execute ``k`` training steps in one call and wait for them; returns the last loss."""
+        loss = self._run(self.x, self.y, tf.constant(k, tf.int32))
+        return float(loss.numpy())  # copies to the host, so the device has finished
+
+
+# Op types that do real arithmetic; if the profiler has no FLOP statistic for one of
+# them, its FLOPs are missing from ``flops_graph`` and the op type is reported.
+_COMPUTE_OP = re.compile(r"MatMul|Conv|Einsum|BatchNorm|RNN|While|Call|Fft|Lstm|Gru", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class GraphCount:
+    """What TensorFlow's profiler counts on one traced training step."""
+
+    flops: int
+    by_op_type: dict[str, int]
+    uncounted_ops: list[str]
+
+
+def count_graph_flops(trainer: Trainer) -> GraphCount:
+    """Profile the graph of a single (non-XLA) training step with ``float_operation``."""
+    from tensorflow.python.framework import ops as tf_ops
+
+    fn = tf.function(trainer.step).get_concrete_function(
+        tf.TensorSpec.from_tensor(trainer.x), tf.TensorSpec.from_tensor(trainer.y)
+    )
+    graph = fn.graph
+    options = (
+        tf.compat.v1.profiler.ProfileOptionBuilder(tf.compat.v1.profiler.ProfileOptionBuilder.float_operation())
+        .with_empty_output()
+        .build()
+    )
+    result = tf.compat.v1.profiler.profile(graph, options=options)
+    by_type: Counter[str] = Counter()
+    for child in result.children:
+        try:
+            by_type[graph.get_operation_by_name(child.name).type] += child.total_float_ops
+        except (KeyError, ValueError):
+            by_type["other"] += child.total_float_ops
+    uncounted = sorted(
+        {
+            op.type
+            for op in graph.get_operations()
+            if _COMPUTE_OP.search(op.type) and tf_ops.get_stats_for_node_def(graph, op.node_def, "flops").value is None
+        }
+    )
+    return GraphCount(int(result.total_float_ops), dict(by_type), uncounted)

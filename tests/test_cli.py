@@ -1,0 +1,78 @@
+"""The command-line contract: names, JSON keys, and one-line errors with exit status 2."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from paradnn.cli import main
+
+DESCRIBE_KEYS = {"family", "label", "batch", "params", "flops_model", "flops_graph", "uncounted_ops", "bytes_estimate"}
+MEASURE_KEYS = DESCRIBE_KEYS | {
+    "state", "dtype", "xla", "steps_per_call", "compile_time_s", "step_time_s", "step_time_mad_s", "step_time_cv",
+    "n_samples", "examples_per_sec", "flops_per_sec", "peak_flops", "peak_source", "utilization", "platform",
+}  # fmt: skip
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "paradnn.cli", *args], capture_output=True, text=True, env=os.environ.copy())
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["describe", "mlp", "layer_1"], "FAMILY"),
+        (["describe", "fc", "layer_1-node_2"], "label"),
+        (["describe", "fc", "layer_0-node_2-input_3-output_4-bs_5"], "layers"),
+        (["describe", "fc", "layer_1-node_2-input_3-output_4-bs_5", "--dtype", "float8"], "dtype"),
+        (["measure", "fc", "layer_1-node_2-input_3-output_4-bs_5", "--dtype", "int8"], "dtype"),
+        (["measure", "cnn", "block_1-filter_2-image_8-output_4-bs_5-dense"], "block"),
+        (["measure", "fc", "layer_1-node_2-input_3-output_4-bs_5", "--max-seconds", "0"], "max-seconds"),
+        (["measure", "fc", "layer_1-node_2-input_3-output_4-bs_5", "--platform", "fpga"], "platform"),
+        (["measure", "fc", "layer_1-node_2-input_3-output_4-bs_5", "--max-seconds", "soon"], "max-seconds"),
+        (["measure", "fc"], "LABEL"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args, needle):
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1, result.output
+    assert needle in lines[0] and lines[0].startswith("paradnn: error:")
+
+
+def test_describe_json():
+    result = CliRunner().invoke(main, ["describe", "fc", "layer_2-node_16-input_20-output_10-bs_4", "--json"])
+    assert result.exit_code == 0, result.output
+    record = json.loads(result.output)
+    assert DESCRIBE_KEYS <= set(record)
+    assert record["params"] == 20 * 16 + 16 * 16 + 16 * 10 + 2 * 16 + 10
+    assert record["flops_model"] == 6 * record["params"] * 4
+
+
+@pytest.mark.slow
+def test_measure_json_in_a_fresh_process():
+    result = run_cli("measure", "fc", "layer_2-node_32-input_64-output_10-bs_16", "--max-seconds", "0.5", "--json")
+    assert result.returncode == 0, result.stderr
+    record = json.loads(result.stdout)
+    assert MEASURE_KEYS <= set(record)
+    assert record["state"] == "ok" and record["platform"] == "cpu"
+    assert record["examples_per_sec"] == pytest.approx(16 / record["step_time_s"])
+    assert record["utilization"] == pytest.approx(record["flops_per_sec"] / record["peak_flops"])
+    assert record["peak_source"] == "measured"
+    assert "Could not find cuda" not in result.stderr and "absl" not in result.stderr
+
+
+@pytest.mark.slow
+def test_platform_json_lists_ceilings():
+    result = run_cli("platform", "--json")
+    assert result.returncode == 0, result.stderr
+    info = json.loads(result.stdout)
+    assert info["kind"] == "cpu" and info["software"]["tensorflow"]
+    assert info["ceilings"]["matmul_flops"]["float32"]["xla"] > 0
+    assert set(info["ceilings"]["copy_bandwidth"]) == {"xla", "no_xla"}
