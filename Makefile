@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml
 # Main job: measure the quick preset of every family on this machine and print a table.
 quick: $(STAMP)
 	$(BIN)/paradnn platform
-	@for family in fc cnn rnn; do $(BIN)/paradnn sweep $$family --preset quick || exit 1; done
+	@for family in fc cnn rnn; do $(BIN)/paradnn sweep $$family --preset quick --store outputs/quick/results.sqlite || exit 1; done
 
 test: $(STAMP)
 	$(BIN)/ruff check paradnn tests

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+from pathlib import Path
 
 import click
 
@@ -155,51 +156,158 @@ def measure(family: str, label: str, dtype: str, xla: bool, max_seconds: float, 
         sys.exit(1)
 
 
+DEFAULT_STORE = "outputs/results.sqlite"
+store_option = click.option("--store", "store_path", default=DEFAULT_STORE, show_default=True, help="The results store (SQLite).")
+
+
 @main.command()
 @click.argument("family")
 @click.option("--preset", default="smoke", show_default=True, help="smoke, quick or paper.")
 @click.option("--set", "overrides", multiple=True, metavar="AXIS=V1,V2", help="Replace one axis of the preset's grid.")
 @click.option("--dtype", default="float32", show_default=True, help="|".join(POLICIES))
 @click.option("--xla/--no-xla", default=True, show_default=True, help="Compile the step with XLA.")
-@click.option("--max-seconds", default=3.0, show_default=True, type=float, help="Time budget per configuration.")
 @click.option("--platform", "platform_id", default="cpu", show_default=True, help="cpu, cpu[threads=N], gpu:N or tpu:N.")
-def sweep(
-    family: str, preset: str, overrides: tuple[str, ...], dtype: str, xla: bool, max_seconds: float, platform_id: str
-) -> None:
-    """Measure every configuration of a preset's grid for FAMILY and print a table."""
+@store_option
+@click.option("--max-minutes", type=float, help="Stop the whole sweep after this many minutes (resumable).")
+@click.option("--max-seconds", default=3.0, show_default=True, type=float, help="Timing budget per configuration.")
+@click.option("--timeout", "timeout_s", default=600.0, show_default=True, type=float, help="Seconds per configuration.")
+@click.option("--memory-budget", "memory_gb", type=float, help="GB a configuration may use (default: 60% of RAM on CPU).")
+@click.option("--retry-failed", is_flag=True, help="Measure again what failed before (oom, error, timeout, skipped).")
+@click.option("--force", is_flag=True, help="Measure everything again (old rows are kept).")
+def sweep(family: str, preset: str, overrides: tuple[str, ...], dtype: str, xla: bool, platform_id: str, store_path: str,
+          max_minutes: float | None, max_seconds: float, timeout_s: float, memory_gb: float | None, retry_failed: bool,
+          force: bool) -> None:  # fmt: skip
+    """Measure a preset's grid for FAMILY, skipping what the store already has."""
     from paradnn import platform as plat
     from paradnn.harness import RunSettings
     from paradnn.space import expand, parse_override
+    from paradnn.sweep import SweepOptions, run_sweep
 
     if family not in FAMILIES:
         raise ConfigError("FAMILY", family, ", ".join(FAMILIES))
     configs = expand(family, preset, dict(parse_override(family, o) for o in overrides))
     target = plat.parse_target(platform_id)
+    for name, value in (("--max-minutes", max_minutes), ("--timeout", timeout_s), ("--memory-budget", memory_gb)):
+        if value is not None and not value > 0:
+            raise ConfigError(name, value, "a positive number")
     settings = RunSettings(dtype=dtype, xla=xla, device=target.tf_device, max_seconds=max_seconds)
-    plat.apply_threads(target)
-    from tqdm import tqdm
-
-    from paradnn.record import measure_config
-
-    info = plat.describe(target)
-    ceilings = plat.ceilings(target, info)
-    rows = []
-    bar = tqdm(configs, unit="config", desc=f"{family} {preset}")
-    for config in bar:
-        bar.set_postfix_str(config.label)
-        rows.append(measure_config(config, settings, target, info, ceilings))
-    _print_table(rows)
+    options = SweepOptions(settings=settings, target=target, memory_budget_bytes=memory_gb * 1e9 if memory_gb else None,
+                           timeout_s=timeout_s, max_minutes=max_minutes, retry_failed=retry_failed, force=force)  # fmt: skip
+    with _open_store(store_path) as store:
+        summary = run_sweep(configs, store, options)
+        df = store.results(family=family, platform=target.id)
+    labels = {c.label for c in configs}
+    df = df[df["label"].isin(labels) & (df["dtype"] == dtype) & (df["xla"] == xla)]
+    _print_table(df.drop_duplicates("label", keep="last").to_dict("records"))
+    click.echo(summary.line(), err=True)
+    if summary.interrupted:
+        sys.exit(130)
 
 
-def _print_table(rows: list[dict]) -> None:
-    columns = [("label", "{}"), ("state", "{}"), ("step_time_s", "{:.4g}"), ("examples_per_sec", "{:.4g}"),
+def _open_store(path: str, create: bool = True):
+    from paradnn.store import Store, StoreError
+
+    try:
+        return Store(path, create=create)
+    except StoreError as exc:
+        raise ConfigError("--store", path, f"a paradnn store ({exc})") from None
+
+
+@main.command()
+@store_option
+@click.option("--family", type=click.Choice(FAMILIES))
+@click.option("--platform", "platform_id", help="Only this platform (e.g. cpu, v100, tpu-v2-8).")
+@click.option("--state", type=click.Choice(("ok", "oom", "error", "timeout", "skipped")))
+@click.option("--format", "fmt", type=click.Choice(("table", "csv", "json", "parquet")), default="table", show_default=True)
+@click.option("--output", type=click.Path(dir_okay=False), help="Write to this file instead of the terminal.")
+def results(
+    store_path: str, family: str | None, platform_id: str | None, state: str | None, fmt: str, output: str | None
+) -> None:
+    """Show or export the results in a store."""
+    from paradnn.store import export
+
+    if fmt == "parquet" and not output:
+        raise ConfigError("--output", None, "a file name for --format parquet")
+    with _open_store(store_path, create=False) as store:
+        df = store.results(family=family, platform=platform_id, state=state)
+    if fmt == "table":
+        text = _table(df.to_dict("records"))
+        if output:
+            Path(output).write_text(text + "\n")
+        else:
+            click.echo(text)
+        return
+    text = export(df, fmt, output)
+    if text is not None:
+        click.echo(text)
+
+
+@main.command("import-legacy")
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@store_option
+@click.option("--platform", "platform_id", help="Platform name for all files (default: from each file name).")
+def import_legacy(files: tuple[str, ...], store_path: str, platform_id: str | None) -> None:
+    """Import the original ParaDnn study's JSON files (sweeps and traces) into a store."""
+    from paradnn.legacy import LegacyError, import_files
+
+    with _open_store(store_path) as store:
+        try:
+            summary = import_files(store, [Path(f) for f in files], platform=platform_id)
+        except LegacyError as exc:
+            _fail(str(exc))
+    for name, info in summary["files"].items():
+        click.echo(f"{name}: {info['kind']} of {info['platform']}, {info['rows']} rows, {info['added']} added")
+
+
+@main.command()
+@click.option("--baseline", required=True, help="Baseline platform (or value of --by).")
+@click.option("--target", required=True, help="Target platform (or value of --by).")
+@click.option("--by", default="platform", show_default=True, type=click.Choice(("platform", "dtype", "xla", "sw_tensorflow")))
+@click.option("--family", type=click.Choice(FAMILIES))
+@store_option
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (with the per-configuration table).")
+def compare(baseline: str, target: str, by: str, family: str | None, store_path: str, as_json: bool) -> None:
+    """Speedup in examples/s of TARGET over BASELINE on the configurations both have."""
+    from paradnn.analysis.speedup import compare as speedup
+
+    with _open_store(store_path, create=False) as store:
+        df = store.results(family=family, state="ok")
+    if by == "xla":
+        baseline, target = _parse_bool(baseline), _parse_bool(target)  # type: ignore[assignment]
+    result = speedup(df, baseline, target, by=by, family=family)
+    summary = result.summary()
+    if as_json:
+        _emit({**summary, "table": result.table.to_dict("records")}, True)
+        return
+    _emit(summary, False)
+
+
+def _parse_bool(text: str) -> bool:
+    if text.lower() in ("on", "true", "1", "xla"):
+        return True
+    if text.lower() in ("off", "false", "0", "no-xla"):
+        return False
+    raise ConfigError("--baseline/--target", text, "on or off when --by xla")
+
+
+def _table(rows: list[dict]) -> str:
+    columns = [("platform", "{}"), ("label", "{}"), ("state", "{}"), ("step_time_s", "{:.4g}"), ("examples_per_sec", "{:.4g}"),
                ("flops_per_sec", "{:.3g}"), ("utilization", "{:.1%}"), ("step_time_cv", "{:.1%}")]  # fmt: skip
     cells = [[name for name, _ in columns]]
     for row in rows:
-        cells.append([("-" if row.get(n) is None else fmt.format(row[n])) for n, fmt in columns])
+        cells.append([_cell(row.get(n), fmt) for n, fmt in columns])
     widths = [max(len(r[i]) for r in cells) for i in range(len(columns))]
-    for r in cells:
-        click.echo("  ".join(c.ljust(w) for c, w in zip(r, widths)))
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells)
+
+
+def _cell(value, fmt: str) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "-"
+    return fmt.format(value)
+
+
+def _print_table(rows: list[dict]) -> None:
+    click.echo(_table(rows))
 
 
 if __name__ == "__main__":

@@ -88,6 +88,10 @@ class FCConfig(_Base):
     )
 
 
+# Strides of the CNN's four groups (filters F, 2F, 4F, 8F).
+CNN_GROUP_STRIDES = (1, 2, 2, 2)
+
+
 @dataclass(frozen=True)
 class CNNConfig(_Base):
     """ResNet-v1 style network: 4 groups of ``blocks`` blocks, base width ``filters``."""

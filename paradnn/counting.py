@@ -26,8 +26,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from paradnn.config import CNNConfig, Config, FCConfig, RNNConfig
-from paradnn.models.cnn import GROUP_STRIDES
+from paradnn.config import CNN_GROUP_STRIDES, CNNConfig, Config, FCConfig, RNNConfig
 
 WEIGHT_TOUCHES = 10
 ACTIVATION_TOUCHES = 4
@@ -68,7 +67,7 @@ def _cnn_layers(c: CNNConfig) -> list[Layer]:
     hw = _same(hw, 2)  # 3x3/2 max-pool
     channels = c.filters
     bottleneck = c.block == "bottleneck"
-    for g, group_stride in enumerate(GROUP_STRIDES):
+    for g, group_stride in enumerate(CNN_GROUP_STRIDES):
         f = c.filters * 2**g
         out = 4 * f if bottleneck else f
         for b in range(c.blocks):
@@ -155,3 +154,20 @@ def fc_executed_matmul_flops(config: FCConfig) -> int:
     pairs = list(zip(widths, widths[1:]))
     per_matmul = [2 * config.batch * w_in * w_out for w_in, w_out in pairs]
     return 2 * sum(per_matmul) + sum(per_matmul[1:])
+
+
+# Resident bytes per trainable parameter: float32 weight, gradient and RMSProp's two slots.
+BYTES_PER_PARAM = 16
+# Live activation copies per element: the forward value kept for backward, its gradient,
+# and one temporary.
+ACTIVATION_COPIES = 3
+
+
+def memory_estimate(config: Config, compute_bytes: int = 4) -> int:
+    """Predicted peak memory of one training step in bytes (model and data, no runtime).
+
+    Deliberately simple: it only has to say which configurations cannot fit, so that a
+    sweep records them as ``skipped`` instead of running into the OOM killer.
+    """
+    acts = ACTIVATION_COPIES * compute_bytes * activations_per_example(config) * config.batch
+    return BYTES_PER_PARAM * count_params(config) + acts

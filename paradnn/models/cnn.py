@@ -8,10 +8,8 @@ for 100-pixel images and is not global at 300; we pool globally.
 
 from __future__ import annotations
 
-from paradnn.config import CNNConfig
+from paradnn.config import CNN_GROUP_STRIDES, CNNConfig
 from paradnn.tfimport import keras, tf
-
-GROUP_STRIDES = (1, 2, 2, 2)
 
 
 def _conv_bn(x, filters: int, kernel: int, stride: int, policy: str, relu: bool):
@@ -39,7 +37,7 @@ def build(config: CNNConfig, policy: str) -> keras.Model:
     inputs = keras.Input(shape=(config.image, config.image, 3), batch_size=config.batch, name="x")
     x = _conv_bn(inputs, config.filters, 7, 2, policy, relu=True)
     x = keras.layers.MaxPooling2D(3, strides=2, padding="same", dtype=policy)(x)
-    for group, stride in enumerate(GROUP_STRIDES):
+    for group, stride in enumerate(CNN_GROUP_STRIDES):
         filters = config.filters * 2**group
         for b in range(config.blocks):
             x = _block(x, filters, stride if b == 0 else 1, b == 0, config.block == "bottleneck", policy)

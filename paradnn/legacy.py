@@ -1,0 +1,384 @@
+"""Import the original ParaDnn study's JSON files (2019), read as they are, into a store.
+
+The study published four kinds of JSON object, each a set of parallel lists:
+
+* sweep files (``tpu_fc.json``, ``gpu_fc.json``): one entry per finished configuration
+  (``labels``, ``params``, ``fl``, ``flops``, ``step_per_sec``, ``example_per_sec``,
+  ``intensity``) plus the configurations that did not finish (``err_jobs``, ``states``);
+* trace files (``fc_trace_10sec.json``): TPU profiler figures per configuration;
+* op-breakdown trace files (``fc_trace_10sec_opbreakdown.json``): the same figures per
+  ``<configuration label>-<op category>``.
+
+Each sweep entry becomes one result row with the same columns a measurement has, so
+legacy and new numbers can be compared with the same code. The study's own figures are
+converted to whole-device units: on the TPU v2-8 ``fl`` and ``flops`` are per core, so
+they are multiplied by the board's 8 cores; the V100 ran 16-bit Tensor Cores, recorded
+as ``mixed_float16``. The original numbers are kept unchanged in ``extra``; ``params``
+and ``flops_model`` are this package's analytic counts, so they match measured rows.
+
+Every file given is read and validated completely before anything is written, so a
+malformed file leaves the store untouched. Each file is then written in one transaction,
+and importing a file again adds nothing (the store keeps each legacy row once).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from paradnn import counting
+from paradnn.config import ConfigError, FCConfig, label_format, parse_label
+from paradnn.platform import DATASHEETS, compute_dtype
+from paradnn.store import Store
+
+STUDY = "ParaDnn 2019"
+
+SWEEP_KEYS = ("labels", "params", "fl", "flops", "step_per_sec", "example_per_sec", "intensity", "err_jobs", "states")
+# Per-label numeric lists of a sweep file, and those kept unchanged in an ok row's ``extra``
+# (``example_per_sec`` is stored as is in ``examples_per_sec``).
+SWEEP_NUMBERS = ("params", "fl", "flops", "step_per_sec", "example_per_sec", "intensity")
+EXTRA_KEYS = ("params", "fl", "flops", "intensity", "step_per_sec")
+
+# Trace-table column <- file key, for whole-configuration traces and per-op breakdowns.
+TRACE_FIELDS = {
+    "flops_perc": "flops_perc",
+    "flops_perc_mean": "flops_perc_m",
+    "flops_perc_std": "flops_perc_std",
+    "memory_bandwidth": "memory_bandwidth",
+    "intensity": "intensity",
+    "raw_mb": "rawMB",
+    "time_perc": "time_perc",
+    "infeed": "infeed",
+    "infeed_mean": "infeed_m",
+    "infeed_std": "infeed_std",
+}
+# An op-breakdown file has no per-capture statistics and no infeed figures.
+BREAKDOWN_FIELDS = {c: TRACE_FIELDS[c] for c in ("flops_perc", "memory_bandwidth", "intensity", "raw_mb", "time_perc")}
+# Category of a trace row that covers the whole configuration (not NULL: SQLite's UNIQUE
+# treats NULLs as distinct, so re-importing would duplicate the row).
+WHOLE = "all"
+FC_LABEL_FIELDS = 5  # layer, node, input, output, bs
+
+# State text of ``err_jobs`` -> store state; any other text is an ``error``.
+STATE_TEXTS = {"oom": "oom", "no error but not finished": "timeout"}
+
+
+@dataclass(frozen=True)
+class LegacyPlatform:
+    """A platform of the original study and how to read its numbers."""
+
+    name: str  # platform id in the store (a DATASHEETS key)
+    device_name: str
+    dtype: str  # Keras dtype policy the runs correspond to
+    xla: bool | None  # None: not known
+    cores: int  # ``fl`` and ``flops`` are per core: multiply by this for the device
+
+    @property
+    def compute_dtype(self) -> str:
+        return compute_dtype(self.dtype)
+
+    @property
+    def peak_flops(self) -> float:
+        return DATASHEETS[self.name].peak_flops[self.compute_dtype]
+
+    @property
+    def fingerprint(self) -> str:
+        return f"legacy:{self.name}"
+
+
+PLATFORMS: dict[str, LegacyPlatform] = {
+    "tpu-v2-8": LegacyPlatform("tpu-v2-8", "TPU v2-8", "mixed_bfloat16", True, 8),
+    "v100": LegacyPlatform("v100", "NVIDIA V100", "mixed_float16", None, 1),
+}
+# File-name prefix -> platform (the trace files are TPU v2 traces).
+NAME_PLATFORMS = (("tpu", "tpu-v2-8"), ("fc_trace", "tpu-v2-8"), ("gpu", "v100"))
+
+
+class LegacyError(ValueError):
+    """A legacy file cannot be imported: names the file, what is wrong and what is expected."""
+
+
+@dataclass(frozen=True)
+class LegacyFile:
+    """One validated legacy file: its rows, ready for the store, nothing written yet."""
+
+    path: Path
+    kind: str  # "sweep", "trace" or "breakdown"
+    platform: LegacyPlatform
+    results: list[dict] = field(default_factory=list)
+    traces: list[dict] = field(default_factory=list)
+
+    @property
+    def source(self) -> str:
+        return source_of(self.path)
+
+
+def source_of(path: Path) -> str:
+    """The ``source`` value of rows imported from ``path``."""
+    return f"legacy:{path.name}"
+
+
+def _fail(path: Path, problem: str, expected: str) -> LegacyError:
+    return LegacyError(f"{path}: {problem}; expected {expected}")
+
+
+def _json_type(value: object) -> str:
+    """The JSON name of a decoded value's type, for error messages."""
+    names = {bool: "boolean", int: "number", float: "number", str: "string", list: "list", dict: "object"}
+    return "null" if value is None else names.get(type(value), type(value).__name__)
+
+
+# ------------------------------------------------------------------ reading and checking
+
+
+def _read_json(path: Path) -> dict:
+    """The file's JSON object, or LegacyError if it cannot be read or is not an object."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise _fail(path, f"cannot be read ({exc.__class__.__name__}: {exc})", "a readable UTF-8 JSON file") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise _fail(path, f"is not valid JSON ({exc})", "one JSON object of parallel lists") from None
+    if not isinstance(data, dict):
+        raise _fail(path, f"holds a JSON {_json_type(data)}, not an object", "one JSON object of parallel lists")
+    return data
+
+
+def resolve_platform(path: Path, platform: str | None = None) -> LegacyPlatform:
+    """The platform of ``path``: ``platform`` if given, else from the file name."""
+    known = " or ".join(PLATFORMS)
+    if platform is not None:
+        if platform not in PLATFORMS:
+            raise LegacyError(f"platform {platform!r} is not a platform of the original study; expected {known}")
+        return PLATFORMS[platform]
+    for prefix, name in NAME_PLATFORMS:
+        if path.name.startswith(prefix):
+            return PLATFORMS[name]
+    prefixes = ", ".join(f"'{p}...' ({n})" for p, n in NAME_PLATFORMS)
+    raise _fail(
+        path, "the file name does not say which platform it is from", f"a name starting with {prefixes}, or a platform ({known})"
+    )
+
+
+def _kind(path: Path, data: dict) -> str:
+    """Sweep, whole-configuration trace or op-breakdown trace: by name, else by keys."""
+    name = path.name
+    if "opbreakdown" in name:
+        return "breakdown"
+    if name.startswith("fc_trace"):
+        return "trace"
+    if name.startswith(("tpu", "gpu")) or "step_per_sec" in data or "err_jobs" in data:
+        return "sweep"
+    if "flops_perc" in data:
+        return "trace" if "infeed" in data else "breakdown"
+    raise _fail(path, "is neither a sweep nor a trace file", f"the keys {', '.join(SWEEP_KEYS)} (a sweep file)")
+
+
+def _lists(path: Path, data: dict, keys: Iterable[str]) -> dict[str, list]:
+    """The lists under ``keys``: every key present and holding a list."""
+    keys = tuple(keys)
+    missing = [k for k in keys if k not in data]
+    if missing:
+        raise _fail(path, f"missing key(s) {', '.join(missing)}", f"the keys {', '.join(keys)}")
+    for key in keys:
+        if not isinstance(data[key], list):
+            raise _fail(path, f"key {key!r} holds a {_json_type(data[key])}", "a list")
+    return {k: data[k] for k in keys}
+
+
+def _same_length(path: Path, lists: dict[str, list], keys: Iterable[str]) -> int:
+    """The common length of ``lists[keys]``, or LegacyError naming the odd ones out."""
+    keys = tuple(keys)
+    lengths = {k: len(lists[k]) for k in keys}
+    if len(set(lengths.values())) > 1:
+        shown = ", ".join(f"{k}: {n}" for k, n in lengths.items())
+        raise _fail(path, f"lists of unequal length ({shown})", f"parallel lists of one length ({', '.join(keys)})")
+    return lengths[keys[0]]
+
+
+def _number(path: Path, key: str, index: int, value: object, finite: bool = True) -> float:
+    """``value`` as a float, or LegacyError; NaN and infinities pass only if not ``finite``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _fail(path, f"{key}[{index}] is {value!r}", "a number")
+    if finite and not math.isfinite(value):
+        raise _fail(path, f"{key}[{index}] is {value!r}", "a finite number")
+    return float(value)
+
+
+def _text(path: Path, key: str, index: int, value: object) -> str:
+    if not isinstance(value, str):
+        raise _fail(path, f"{key}[{index}] is {value!r}", "a string")
+    return value
+
+
+def _fc_config(path: Path, key: str, index: int, label: object) -> FCConfig:
+    """The FC configuration of a label, or LegacyError (wrapping the ConfigError)."""
+    text = _text(path, key, index, label)
+    try:
+        config = parse_label("fc", text)
+    except ConfigError as exc:
+        detail = "" if exc.field == "label" else f" ({exc})"  # e.g. a zero layer count
+        raise _fail(path, f"{key}[{index}] {text!r} is not an FC label{detail}", label_format("fc")) from exc
+    assert isinstance(config, FCConfig)
+    return config
+
+
+def _unique(path: Path, key: str, labels: list[str]) -> None:
+    """Each label once: the store keeps one row per (file, platform, label, state)."""
+    seen: set[str] = set()
+    for label in labels:
+        if label in seen:
+            raise _fail(path, f"label {label!r} appears more than once in {key}", "each configuration once per list")
+        seen.add(label)
+
+
+# ------------------------------------------------------------------ building rows
+
+
+def _base_record(config: FCConfig, plat: LegacyPlatform, source: str, state: str, error: str | None) -> dict:
+    """The columns every row of a legacy sweep has: configuration, platform, counts."""
+    return {
+        "family": "fc",
+        "label": config.label,
+        **config.hyperparameters(),
+        "dtype": plat.dtype,
+        "compute_dtype": plat.compute_dtype,
+        "xla": plat.xla,
+        "platform": plat.name,
+        "platform_fingerprint": plat.fingerprint,
+        "device_name": plat.device_name,
+        "state": state,
+        "error": error,
+        "params": counting.count_params(config),
+        "flops_model": counting.flops_model(config),
+        "peak_flops": plat.peak_flops,
+        "peak_source": f"datasheet:{plat.name}",
+        "n_samples": None,
+        "started_at": None,  # unknown: measured in 2019, not at import time
+        "finished_at": None,
+        "source": source,
+    }
+
+
+def _ok_record(config: FCConfig, values: dict[str, float], plat: LegacyPlatform, source: str) -> dict:
+    """A finished configuration: the study's figures in whole-device units."""
+    flops_per_sec = values["flops"] * 1e9 * plat.cores
+    return {
+        **_base_record(config, plat, source, "ok", None),
+        "flops_graph": values["fl"] * 1e9 * plat.cores,
+        "examples_per_sec": values["example_per_sec"],
+        "step_time_s": 1.0 / values["step_per_sec"],
+        "flops_per_sec": flops_per_sec,
+        "utilization": flops_per_sec / plat.peak_flops,
+        "extra": {k: values[k] for k in EXTRA_KEYS},
+    }
+
+
+def state_of(text: str) -> str:
+    """Store state of an ``err_jobs`` state text: ``OOM`` -> oom, not finished -> timeout."""
+    return STATE_TEXTS.get(text.strip().lower(), "error")
+
+
+def _sweep(path: Path, data: dict, plat: LegacyPlatform) -> LegacyFile:
+    lists = _lists(path, data, SWEEP_KEYS)
+    n = _same_length(path, lists, ("labels", *SWEEP_NUMBERS))
+    _same_length(path, lists, ("err_jobs", "states"))
+    source = source_of(path)
+    records = []
+    for i in range(n):
+        config = _fc_config(path, "labels", i, lists["labels"][i])
+        values = {k: _number(path, k, i, lists[k][i]) for k in SWEEP_NUMBERS}
+        if values["step_per_sec"] <= 0:
+            raise _fail(path, f"step_per_sec[{i}] is {values['step_per_sec']!r}", "a positive rate")
+        records.append(_ok_record(config, values, plat, source))
+    failed = []
+    for i, (label, text) in enumerate(zip(lists["err_jobs"], lists["states"])):
+        config = _fc_config(path, "err_jobs", i, label)
+        text = _text(path, "states", i, text)
+        failed.append(_base_record(config, plat, source, state_of(text), text))
+    _unique(path, "labels", [r["label"] for r in records])
+    _unique(path, "err_jobs", [r["label"] for r in failed])
+    return LegacyFile(path, "sweep", plat, results=records + failed)
+
+
+def _split_category(path: Path, index: int, label: object) -> tuple[FCConfig, str]:
+    """``<configuration label>-<op category>``: the first five dash-separated fields, the rest."""
+    text = _text(path, "labels", index, label)
+    parts = text.split("-")
+    category = "-".join(parts[FC_LABEL_FIELDS:]).strip()
+    if not category:
+        raise _fail(path, f"labels[{index}] {text!r} has no op category", f"{label_format('fc')}-<op category>")
+    return _fc_config(path, "labels", index, "-".join(parts[:FC_LABEL_FIELDS])), category
+
+
+def _traces(path: Path, data: dict, plat: LegacyPlatform, breakdown: bool) -> LegacyFile:
+    fields = BREAKDOWN_FIELDS if breakdown else TRACE_FIELDS
+    lists = _lists(path, data, ("labels", *fields.values()))
+    n = _same_length(path, lists, ("labels", *fields.values()))
+    source = source_of(path)
+    rows, seen = [], set()
+    for i in range(n):
+        if breakdown:
+            config, category = _split_category(path, i, lists["labels"][i])
+        else:
+            config, category = _fc_config(path, "labels", i, lists["labels"][i]), WHOLE
+        if (config.label, category) in seen:
+            raise _fail(path, f"labels[{i}] {lists['labels'][i]!r} appears more than once", "each label once")
+        seen.add((config.label, category))
+        row = {"source": source, "platform": plat.name, "label": config.label, "category": category}
+        for column, key in fields.items():
+            value = _number(path, key, i, lists[key][i], finite=False)
+            row[column] = value if math.isfinite(value) else None  # e.g. 0/0 intensity of empty ops
+        rows.append(row)
+    return LegacyFile(path, "breakdown" if breakdown else "trace", plat, traces=rows)
+
+
+def load_file(path: str | Path, platform: str | None = None) -> LegacyFile:
+    """Read and validate one legacy file; raises LegacyError, writes nothing."""
+    path = Path(path)
+    plat = resolve_platform(path, platform)
+    data = _read_json(path)
+    kind = _kind(path, data)
+    if kind == "sweep":
+        return _sweep(path, data, plat)
+    return _traces(path, data, plat, breakdown=kind == "breakdown")
+
+
+# ------------------------------------------------------------------ writing
+
+
+def _record_platform(store: Store, plat: LegacyPlatform) -> None:
+    """Record the study's platform once (re-recording it would only change the timestamp)."""
+    info = {"name": plat.device_name, "datasheet": plat.name, "source": STUDY}
+    known = store.platform(plat.fingerprint)
+    if known and known["platform"] == plat.name and known["info"] == info and known["source"] == "legacy":
+        return
+    store.put_platform(fingerprint=plat.fingerprint, platform=plat.name, info=info, ceilings=None, source="legacy")
+
+
+def import_files(store: Store, paths: Iterable[str | Path], platform: str | None = None) -> dict:
+    """Import legacy files into ``store``; all are validated before anything is written.
+
+    ``platform`` overrides the platform the file names imply (``tpu-v2-8`` or ``v100``).
+    Returns ``{"files": {name: {"kind", "platform", "rows", "added"}}, "results_added",
+    "traces_added"}``, where ``rows`` is what the file holds and ``added`` what was new.
+    """
+    files = [load_file(p, platform) for p in paths]
+    summary: dict = {"files": {}, "results_added": 0, "traces_added": 0}
+    for f in files:
+        _record_platform(store, f.platform)
+        if f.kind == "sweep":
+            added = store.add_results(f.results, ignore_duplicates=True)
+            summary["results_added"] += added
+        else:
+            added = store.add_traces(f.traces)
+            summary["traces_added"] += added
+        entry = summary["files"].setdefault(f.path.name, {"kind": f.kind, "platform": f.platform.name, "rows": 0, "added": 0})
+        entry["rows"] += len(f.results) + len(f.traces)
+        entry["added"] += added
+    return summary

@@ -1,0 +1,109 @@
+"""Speedup comparisons: the study's TPU/V100 figures and small tables with known answers."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from paradnn.analysis.speedup import SpeedupResult, compare
+from paradnn.legacy import import_files
+from paradnn.store import Store
+
+SUMMARY_KEYS = {"n", "min", "median", "geomean", "max", "baseline", "target", "by", "family", "metric"}
+
+
+@pytest.fixture(scope="module")
+def legacy_results(reference, tmp_path_factory) -> pd.DataFrame:
+    with Store(tmp_path_factory.mktemp("speedup") / "store.db") as store:
+        import_files(store, [reference / "tpu_fc.json", reference / "gpu_fc.json"])
+        return store.results(family="fc")
+
+
+def test_tpu_over_v100_matches_the_study(legacy_results):
+    result = compare(legacy_results, "v100", "tpu-v2-8")
+    assert result.n == 176
+    assert round(result.median, 2) == 3.79
+    assert round(result.min, 2) == 0.21
+    assert round(result.max, 2) == 11.70
+    assert result.min <= result.geomean <= result.max
+    table = result.table
+    assert list(table.columns) == [
+        "family",
+        "label",
+        "layers",
+        "nodes",
+        "input",
+        "output",
+        "batch",
+        "baseline",
+        "target",
+        "speedup",
+    ]
+    assert (table.speedup == table.target / table.baseline).all()
+    assert table.label.is_unique
+
+
+def test_reversed_comparison_is_the_reciprocal(legacy_results):
+    forward = compare(legacy_results, "v100", "tpu-v2-8", family="fc")
+    backward = compare(legacy_results, "tpu-v2-8", "v100")
+    assert backward.n == forward.n
+    assert backward.max == pytest.approx(1 / forward.min)
+    assert backward.geomean == pytest.approx(1 / forward.geomean)
+    assert forward.summary()["family"] == "fc"
+
+
+def _row(label: str, platform: str, xla: object, value: float, state: str = "ok") -> dict:
+    layers = int(label[-1])
+    return {"family": "fc", "label": label, "layers": layers, "blocks": None, "platform": platform, "xla": xla,
+            "state": state, "examples_per_sec": value}  # fmt: skip
+
+
+@pytest.fixture
+def xla_table() -> pd.DataFrame:
+    """Two configurations matched on the CPU; everything else must be ignored."""
+    return pd.DataFrame(
+        [
+            _row("fc1", "cpu", False, 100.0),
+            _row("fc1", "cpu", True, 150.0),
+            _row("fc1", "cpu", True, 250.0),  # repeated run: median 200 -> speedup 2
+            _row("fc2", "cpu", False, 100.0),
+            _row("fc2", "cpu", True, 50.0),  # speedup 0.5
+            _row("fc3", "gpu", False, 10.0),
+            _row("fc3", "cpu", True, 40.0),  # other platform: no pair
+            _row("fc4", "cpu", False, 10.0, state="oom"),
+            _row("fc4", "cpu", True, 40.0),  # baseline not ok: no pair
+            _row("fc5", "cpu", None, 10.0),
+            _row("fc5", "cpu", True, 40.0),  # XLA unknown is neither side
+        ]
+    )
+
+
+def test_compare_by_xla_with_known_numbers(xla_table):
+    result = compare(xla_table, False, True, by="xla")
+    assert isinstance(result, SpeedupResult)
+    assert result.n == 2
+    assert list(result.table.speedup) == [2.0, 0.5]
+    assert list(result.table.baseline) == [100.0, 100.0] and list(result.table.target) == [200.0, 50.0]
+    assert list(result.table.columns) == ["family", "label", "platform", "layers", "baseline", "target", "speedup"]
+    assert (result.min, result.median, result.max) == (0.5, 1.25, 2.0)
+    assert result.geomean == pytest.approx(1.0)
+    summary = result.summary()
+    assert set(summary) == SUMMARY_KEYS
+    assert summary["by"] == "xla" and summary["baseline"] is False and summary["target"] is True
+
+
+def test_no_common_configuration_gives_nan_not_an_error(xla_table):
+    result = compare(xla_table, "tpu-v2-8", "v100")
+    assert result.n == 0 and len(result.table) == 0
+    assert all(math.isnan(result.summary()[k]) for k in ("min", "median", "geomean", "max"))
+    assert {"baseline", "target", "speedup"} <= set(result.table.columns)
+    assert compare(xla_table, False, True, by="xla", family="cnn").n == 0
+
+
+def test_bad_requests_are_refused(xla_table):
+    with pytest.raises(ValueError, match="both 'cpu'"):
+        compare(xla_table, "cpu", "cpu")
+    with pytest.raises(ValueError, match="lacks column.*sw_tensorflow"):
+        compare(xla_table, "2.15", "2.16", by="sw_tensorflow")

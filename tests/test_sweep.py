@@ -1,0 +1,177 @@
+"""Sweeps, end to end in subprocesses: resume after kill -9, failures as results, bad input."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from paradnn.store import Store
+from paradnn.sweep import ordered
+
+pytestmark = pytest.mark.slow
+
+TINY = ["--set", "layers=1", "--set", "nodes=8,16,32", "--set", "input=16", "--set", "output=4", "--set", "batch=8,16"]
+FAST = ["--max-seconds", "0.2"]
+
+
+def paradnn(*args: str, env: dict | None = None, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "paradnn.cli", *args], capture_output=True, text=True, env={**os.environ, **(env or {})}, **kwargs
+    )
+
+
+def start(*args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "paradnn.cli", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def rows(store: Path):
+    with Store(store, create=False) as s:
+        return s.results()
+
+
+def wait_for_rows(store: Path, n: int, proc: subprocess.Popen, limit: float = 120) -> None:
+    end = time.monotonic() + limit
+    while time.monotonic() < end and proc.poll() is None:
+        if store.exists() and rows(store).shape[0] >= n:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"no {n} rows within {limit} s (exit {proc.poll()})")
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_killed_sweep_resumes_with_every_configuration_exactly_once(tmp_path):
+    store = tmp_path / "r.sqlite"
+    proc = start("sweep", "fc", *TINY, *FAST, "--store", str(store))
+    wait_for_rows(store, 2, proc)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(30)
+    assert 2 <= rows(store).shape[0] < 6
+    result = paradnn("sweep", "fc", *TINY, *FAST, "--store", str(store))
+    assert result.returncode == 0, result.stderr
+    df = rows(store)
+    assert sorted(df["label"]) == sorted(set(df["label"])) and len(df) == 6
+    assert set(df["state"]) == {"ok"}
+    again = paradnn("sweep", "fc", *TINY, *FAST, "--store", str(store))
+    assert "6 already in the store; this run: nothing measured" in again.stderr
+    assert rows(store).shape[0] == 6
+
+
+def test_out_of_memory_is_a_result_and_the_sweep_goes_on(tmp_path):
+    store = tmp_path / "r.sqlite"
+    # A tiny budget: every configuration is predicted not to fit and recorded as skipped.
+    result = paradnn("sweep", "fc", *TINY, *FAST, "--store", str(store), "--memory-budget", "0.001")
+    assert result.returncode == 0, result.stderr
+    df = rows(store)
+    assert len(df) == 6 and set(df["state"]) == {"skipped"}
+    assert df["error"].str.contains("predicted").all() and (df["memory_estimate_bytes"] > 0).all()
+    # A real allocation failure: a 100,000 x 100,000 float32 weight (40 GB) cannot be allocated.
+    huge = ["--set", "layers=2", "--set", "nodes=100000,16", "--set", "input=16", "--set", "output=4", "--set", "batch=8"]
+    result = paradnn("sweep", "fc", *huge, *FAST, "--store", str(store), "--memory-budget", "100000")
+    assert result.returncode == 0, result.stderr
+    df = rows(store).set_index("label")
+    assert df.loc["layer_2-node_100000-input_16-output_4-bs_8", "state"] == "oom"
+    assert "OOM when allocating" in df.loc["layer_2-node_100000-input_16-output_4-bs_8", "error"]
+    assert df.loc["layer_2-node_16-input_16-output_4-bs_8", "state"] == "ok"
+
+
+def test_a_crashing_worker_is_an_error_and_the_sweep_goes_on(tmp_path):
+    store = tmp_path / "r.sqlite"
+    crash = "layer_1-node_16-input_16-output_4-bs_8"
+    result = paradnn("sweep", "fc", *TINY, *FAST, "--store", str(store), env={"PARADNN_FAULT_CRASH_ON": crash})
+    assert result.returncode == 0, result.stderr
+    df = rows(store).set_index("label")
+    assert len(df) == 6
+    assert df.loc[crash, "state"] == "error" and "worker crashed" in df.loc[crash, "error"]
+    assert (df.drop(crash)["state"] == "ok").all()
+    # --retry-failed measures the failure again (the crash hook is off now), nothing else.
+    result = paradnn("sweep", "fc", *TINY, *FAST, "--store", str(store), "--retry-failed")
+    assert "5 already in the store; this run: 1 ok" in result.stderr
+
+
+def test_two_sweeps_share_one_store_without_losing_rows(tmp_path):
+    store = tmp_path / "r.sqlite"
+    Store(store).close()
+    a = start("sweep", "fc", *TINY, *FAST, "--store", str(store))
+    b = start("sweep", "fc", *TINY, *FAST, "--store", str(store), "--no-xla")
+    assert a.wait(300) == 0 and b.wait(300) == 0
+    df = rows(store)
+    assert len(df) == 12
+    assert df.groupby("xla")["label"].nunique().to_dict() == {False: 6, True: 6}
+
+
+def test_ctrl_c_keeps_what_finished_and_exits_cleanly(tmp_path):
+    store = tmp_path / "r.sqlite"
+    proc = start("sweep", "fc", *TINY, "--max-seconds", "1", "--store", str(store))
+    wait_for_rows(store, 1, proc)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err.decode() and "rerun to resume" in err.decode()
+    n = rows(store).shape[0]
+    assert 1 <= n < 6
+    result = paradnn("sweep", "fc", *TINY, *FAST, "--store", str(store))
+    assert f"{n} already in the store" in result.stderr
+    assert rows(store).shape[0] == 6
+
+
+def test_max_minutes_bounds_the_sweep(tmp_path):
+    store = tmp_path / "r.sqlite"
+    result = paradnn("sweep", "fc", *TINY, "--max-seconds", "1", "--store", str(store), "--max-minutes", "0.001")
+    assert result.returncode == 0, result.stderr
+    assert "time budget spent" in result.stderr
+    assert rows(store).shape[0] < 6
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["sweep", "fc", "--set", "depth=3"], "axis"),
+        (["sweep", "fc", "--set", "nodes=-4"], "nodes"),
+        (["sweep", "fc", "--set", "cell=gru"], "axis"),
+        (["sweep", "fc", "--preset", "huge"], "preset"),
+        (["sweep", "fc", "--memory-budget", "0"], "memory-budget"),
+        (["results", "--format", "xml"], "format"),
+        (["compare", "--baseline", "a", "--target", "b", "--by", "colour"], "by"),
+    ],
+)
+def test_bad_sweep_input_exits_2_and_leaves_the_store_unchanged(tmp_path, args, needle):
+    store = tmp_path / "r.sqlite"
+    with Store(store) as s:
+        s.add_results([{"family": "fc", "label": "x", "platform": "p", "state": "ok"}])
+    before = digest(store)
+    result = paradnn(*args, "--store", str(store))
+    assert result.returncode == 2, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and needle in result.stderr
+    assert digest(store) == before
+
+
+@pytest.mark.parametrize("content", [b"not a database at all", b"SQLite format 3\x00" + b"\x00" * 200])
+def test_a_file_that_is_not_a_store_is_refused_untouched(tmp_path, content):
+    store = tmp_path / "notes.sqlite"
+    store.write_bytes(content)
+    for args in (["sweep", "fc", *TINY], ["results"], ["compare", "--baseline", "a", "--target", "b"]):
+        result = paradnn(*args, "--store", str(store))
+        assert result.returncode == 2, result.stderr
+        assert "store" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+        assert store.read_bytes() == content
+
+
+def test_order_covers_the_grid_evenly():
+    from paradnn.space import expand
+
+    configs = expand("fc", "paper")
+    first = ordered(configs)[: len(configs) // 10]
+    assert ordered(configs) == ordered(configs)  # deterministic
+    for axis in ("layers", "nodes", "batch"):
+        values = {getattr(c, axis) for c in configs}
+        assert {getattr(c, axis) for c in first} == values
