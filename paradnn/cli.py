@@ -282,6 +282,25 @@ def compare(baseline: str, target: str, by: str, family: str | None, store_path:
     _emit(summary, False)
 
 
+@main.command()
+@click.argument("pipeline")
+@click.option("-p", "--parameter", "parameters", multiple=True, metavar="NAME=VALUE", help="Override a notebook parameter.")
+@click.option("--reference", type=click.Path(file_okay=False), help="Folder with the original study's JSON files.")
+@click.option("--outputs", default="outputs", show_default=True, type=click.Path(file_okay=False), help="Root output folder.")
+def report(pipeline: str, parameters: tuple[str, ...], reference: str | None, outputs: str) -> None:
+    """Execute PIPELINE's notebooks (smoke, quick, paper or a .yaml file) and render HTML reports."""
+    from paradnn.reports import load_pipeline, parse_parameter, run_pipeline
+
+    load_pipeline(pipeline)  # bad names fail before anything runs
+    overrides = dict(parse_parameter(p) for p in parameters)
+    reports = run_pipeline(pipeline, overrides, Path(reference) if reference else None, Path(outputs))
+    for r in reports:
+        click.echo(f"{r.status:<6} {r.duration_s:6.0f} s  {r.html}" + (f"  ({r.error})" if r.error else ""))
+    click.echo(str(reports[0].html.parent / "index.html") if reports else "no notebooks in the pipeline")
+    if any(r.status != "ok" for r in reports):
+        sys.exit(1)
+
+
 def _parse_bool(text: str) -> bool:
     if text.lower() in ("on", "true", "1", "xla"):
         return True

@@ -112,6 +112,8 @@ class Measurement:
     wall_time_s: float = 0.0
     peak_memory_bytes: int | None = None
     graph: GraphCount | None = None
+    # Seconds spent per phase (build, calibration, warmup, timed): where the wall time went.
+    phases: dict[str, float] = field(default_factory=dict)
 
     def as_dict(self) -> dict:
         """Flat record: ``step_time_s`` is the median; ``step_time_<stat>_s`` the rest."""
@@ -127,6 +129,7 @@ class Measurement:
             "wall_time_s": self.wall_time_s,
             "peak_memory_bytes": self.peak_memory_bytes,
             "samples_s": list(self.samples),
+            "extra": {"phases": dict(self.phases)},
         }
         s = self.stats
         d["step_time_s"] = s.median if s else None
@@ -169,8 +172,10 @@ def run_protocol(run: Callable[[int], float], settings: RunSettings) -> Measurem
             k = _steps_for(t / k, settings)
         m.steps_per_call = k
         _check(loss, steps)
+        m.phases["calibration_s"] = time.perf_counter() - start - m.compile_time_s
 
-        budget_end = time.perf_counter() + settings.max_seconds
+        warmup_start = time.perf_counter()
+        budget_end = warmup_start + settings.max_seconds
         previous = math.inf
         for _ in range(settings.max_warmup_calls):
             t, loss = _timed(lambda: run(k))
@@ -180,12 +185,15 @@ def run_protocol(run: Callable[[int], float], settings: RunSettings) -> Measurem
             if abs(t - previous) <= settings.warmup_tolerance * t or time.perf_counter() > budget_end:
                 break
             previous = t
+        m.phases["warmup_s"] = time.perf_counter() - warmup_start
 
+        m.phases["timed_s"] = 0.0
         while len(m.samples) < settings.max_samples:
             t, loss = _timed(lambda: run(k))
             steps += k
             _check(loss, steps)
             m.samples.append(t / k)
+            m.phases["timed_s"] += t
             if len(m.samples) < settings.min_samples:
                 continue
             stats = Stats.of(m.samples)
@@ -225,8 +233,10 @@ def measure(config: Config, settings: RunSettings, count_graph: bool = True) -> 
         with tf.device(settings.device):
             trainer = Trainer(config, settings.dtype, settings.xla)
             graph = count_graph_flops(trainer) if count_graph else None
+            built = time.perf_counter() - start
             m = run_protocol(trainer.run, settings)
             m.graph = graph
+            m.phases["build_s"] = built
     except tf.errors.ResourceExhaustedError as exc:
         m = Measurement(state="oom", error=_first_line(exc))
     except MemoryError as exc:

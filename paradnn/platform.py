@@ -74,8 +74,12 @@ class Target:
 
 
 def parse_target(text: str) -> Target:
-    """Parse a platform id: ``cpu``, ``cpu[threads=N]``, ``gpu:0`` or ``tpu:0``."""
-    m = re.fullmatch(r"(cpu|gpu|tpu)(?::(\d+))?(?:\[threads=(\d+)\])?", text.strip())
+    """Parse a platform id: ``cpu``, ``cpu[threads=N]``, ``gpu:0`` or ``tpu:0``.
+
+    ``cpu[threads:N]`` is accepted as well: papermill cannot read a notebook parameter whose
+    line holds a second ``=``.
+    """
+    m = re.fullmatch(r"(cpu|gpu|tpu)(?::(\d+))?(?:\[threads[=:](\d+)\])?", text.strip())
     if not m or (m.group(3) is not None and int(m.group(3)) < 1):
         raise ConfigError("platform", text, "cpu, cpu[threads=N], gpu:N or tpu:N")
     return Target(m.group(1), int(m.group(2) or 0), int(m.group(3)) if m.group(3) else None)

@@ -226,6 +226,13 @@ class Store:
             return None
         return {**dict(row), "info": json.loads(row["info"]), "ceilings": json.loads(row["ceilings"] or "null")}
 
+    def platform_infos(self, platform: str) -> list[dict]:
+        """Identity records of measured ``platform`` rows, newest first."""
+        rows = self.conn.execute(
+            "SELECT info FROM platforms WHERE platform = ? AND source = 'measured' ORDER BY measured_at DESC", (platform,)
+        )
+        return [json.loads(r[0]) for r in rows]
+
     def platforms(self) -> pd.DataFrame:
         return pd.read_sql_query("SELECT * FROM platforms ORDER BY platform", self.conn)
 

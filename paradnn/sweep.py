@@ -24,6 +24,7 @@ from __future__ import annotations
 import ctypes
 import multiprocessing as mp
 import os
+import platform as pyplatform
 import random
 import signal
 import time
@@ -31,10 +32,12 @@ import traceback
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from importlib import metadata
 from pathlib import Path
 
 import psutil
 
+from paradnn import __version__
 from paradnn.config import Config, parse_label
 from paradnn.counting import memory_estimate
 from paradnn.harness import RunSettings
@@ -232,9 +235,10 @@ def run_sweep(
     worker: Worker | None = None
     bar = None
     try:
-        worker = Worker(options.target)
-        info = worker.info
-        store.put_platform(fingerprint(info), options.target.id, info, worker.ceilings, "measured")
+        info = _known_platform(store, options.target)
+        if info is None:  # first sweep of this platform and stack: ask a worker
+            worker = _start_worker(store, options.target)
+            info = worker.info
         done = store.run_keys(_skip_states(options))
         todo = [c for c in ordered(configs, options.seed) if _key(c, options, info) not in done]
         summary.already_done = len(configs) - len(todo)
@@ -246,7 +250,7 @@ def run_sweep(
                 break
             bar.set_postfix_str(f"failed {sum(n for s, n in summary.states.items() if s != 'ok')} | {config.label}")
             if worker is None or not worker.alive():
-                worker = Worker(options.target)
+                worker = _start_worker(store, options.target)
             record, worker = _run_one(config, worker, options, budget, deadline)
             if record is None:  # the sweep's own time ran out mid-configuration: not a result
                 summary.out_of_time = True
@@ -263,6 +267,30 @@ def run_sweep(
         if worker is not None:
             worker.stop()
     return summary
+
+
+def _start_worker(store: Store, target: Target) -> Worker:
+    worker = Worker(target)
+    store.put_platform(fingerprint(worker.info), target.id, worker.info, worker.ceilings, "measured")
+    return worker
+
+
+def _known_platform(store: Store, target: Target) -> dict | None:
+    """What an earlier sweep recorded about ``target`` on this host with these versions.
+
+    Lets a sweep with nothing left to measure finish without starting TensorFlow.
+    """
+    installed = {"python": pyplatform.python_version(), "paradnn": __version__}
+    for name in ("tensorflow", "keras"):
+        try:
+            installed[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return None
+    for info in store.platform_infos(target.id):
+        software = info.get("software", {})
+        if info.get("host") == pyplatform.node() and all(software.get(k) == v for k, v in installed.items()):
+            return info
+    return None
 
 
 def _run_one(

@@ -1,0 +1,59 @@
+"""Rooflines: where each model sits against the platform's compute and memory ceilings.
+
+Operational intensity of a model is ``flops_model / bytes_estimate`` (FLOPs per byte of
+estimated memory traffic); its performance is the achieved model FLOP/s. The ceilings
+come from the store's platforms table: measured matmul FLOP/s and copy bandwidth for
+measured platforms, datasheet figures for imported ones.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import pandas as pd
+
+from paradnn.platform import DATASHEETS, compute_dtype
+
+
+@dataclass(frozen=True)
+class Ceilings:
+    """A platform's peak FLOP/s (for one dtype) and memory bandwidth, and their source."""
+
+    peak_flops: float
+    bandwidth: float
+    source: str
+
+    @property
+    def ridge(self) -> float:
+        """Intensity (FLOPs/byte) where the memory roof meets the compute roof."""
+        return self.peak_flops / self.bandwidth
+
+
+def ceilings_for(platforms: pd.DataFrame, platform: str, dtype: str = "float32") -> Ceilings | None:
+    """Ceilings of ``platform`` for a dtype policy, from a store's platforms table."""
+    rows = platforms[platforms["platform"] == platform]
+    dt = compute_dtype(dtype)
+    for _, row in rows.iloc[::-1].iterrows():
+        measured = json.loads(row["ceilings"]) if isinstance(row["ceilings"], str) else None
+        if measured and measured.get("matmul_flops", {}).get(dt) and measured.get("copy_bandwidth"):
+            peak = max(measured["matmul_flops"][dt].values())
+            return Ceilings(peak, max(measured["copy_bandwidth"].values()), "measured")
+    sheet = DATASHEETS.get(platform)
+    if sheet:
+        peak = sheet.peak_flops.get(dt) or max(sheet.peak_flops.values())
+        return Ceilings(peak, sheet.memory_bandwidth, f"datasheet:{sheet.name}")
+    return None
+
+
+def model_points(df: pd.DataFrame) -> pd.DataFrame:
+    """One point per measured configuration: intensity (FLOPs/byte) and FLOP/s achieved."""
+    ok = df[(df["state"] == "ok") & df["bytes_estimate"].notna() & (df["bytes_estimate"] > 0)].copy()
+    ok["intensity"] = ok["flops_model"] / ok["bytes_estimate"]
+    ok["achieved_flops"] = ok["flops_per_sec"]
+    return ok
+
+
+def bound(intensity: pd.Series, ceilings: Ceilings) -> pd.Series:
+    """'memory' left of the ridge point, 'compute' right of it."""
+    return intensity.map(lambda i: "memory" if i < ceilings.ridge else "compute")

@@ -1,0 +1,110 @@
+"""Per-op breakdown of a training step (paper Fig. 3): time share, FLOPs, bytes, intensity.
+
+Times come from TensorFlow's profiler (an xplane trace converted by ``xprof``'s
+``framework_op_stats``); FLOPs from the profiler's static count of the step's graph; bytes
+from the sizes of every op's input and output tensors. Runtime ops are fused by grappler
+(``_FusedMatMul`` is MatMul + BiasAdd + ReLU), so ops are compared by *category*
+(matmul, convolution, element-wise, ...), not by exact type. XLA is off while profiling:
+with XLA a step is one opaque cluster.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import re
+import tempfile
+from collections import Counter
+
+import pandas as pd
+
+from paradnn.config import Config
+
+CATEGORIES = (
+    ("matmul", r"MatMul|Einsum"),
+    ("convolution", r"Conv"),
+    ("normalisation", r"BatchNorm"),
+    ("recurrent loop", r"While|CudnnRNN"),
+    ("loss", r"SoftmaxCrossEntropy|Softmax"),
+    ("optimizer", r"ApplyRMSProp|AssignSub|AssignAdd|AssignVariable"),
+    ("reduction", r"^(Sum|Mean|Max|Min|Prod|ArgMax|BiasAddGrad)$"),
+    ("data movement", r"Transpose|Reshape|Concat|Slice|Gather|Scatter|Tile|Pad|Identity|ReadVariable|Pack|Unpack|Split|Fill"),
+    ("pooling", r"Pool"),
+    ("element-wise", r".*"),
+)
+_IGNORED = re.compile(r"^(IDLE|NoOp|Const|Placeholder|_Arg|_Retval|Shape|Size|Rank|StopGradient)$")
+
+
+def category(op_type: str) -> str:
+    """The category of a TensorFlow op type (see ``CATEGORIES``)."""
+    for name, pattern in CATEGORIES:
+        if re.search(pattern, op_type):
+            return name
+    return "element-wise"
+
+
+def _graph_counts(trainer) -> tuple[Counter, Counter]:
+    """FLOPs and bytes per category of one step's graph."""
+    from paradnn.training import count_graph_flops, tf
+
+    graph_count = count_graph_flops(trainer)
+    flops: Counter[str] = Counter()
+    for op_type, n in graph_count.by_op_type.items():
+        flops[category(op_type)] += n
+    fn = tf.function(trainer.step).get_concrete_function(
+        tf.TensorSpec.from_tensor(trainer.x), tf.TensorSpec.from_tensor(trainer.y)
+    )
+    moved: Counter[str] = Counter()
+    for op in fn.graph.get_operations():
+        if _IGNORED.match(op.type):
+            continue
+        n = 0
+        for t in list(op.inputs) + list(op.outputs):
+            if t.shape.is_fully_defined() and t.dtype.size:
+                n += t.shape.num_elements() * t.dtype.size
+        moved[category(op.type)] += n
+    return flops, moved
+
+
+def _op_times(logdir: str) -> pd.DataFrame:
+    from xprof.convert import raw_to_tool_data
+
+    paths = glob.glob(f"{logdir}/**/*.xplane.pb", recursive=True)
+    raw = raw_to_tool_data.xspace_to_tool_data(paths, "framework_op_stats", {})
+    data = json.loads(raw[0] if isinstance(raw, tuple) else raw)
+    table = data[0] if isinstance(data, list) else data
+    cols = [c["id"] for c in table["cols"]]
+    rows = [[cell.get("v") for cell in r["c"]] for r in table["rows"]]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def op_breakdown(config: Config, policy: str = "float32", steps: int = 5) -> pd.DataFrame:
+    """Profile ``steps`` training steps of ``config`` (XLA off) and summarise by op category.
+
+    Columns: category, time_share, time_s (per step), flops, bytes (per step), intensity
+    (FLOPs/byte), flops_per_sec.
+    """
+    from paradnn.training import Trainer, tf
+
+    trainer = Trainer(config, policy, xla=False)
+    trainer.run(2)  # trace and warm up outside the profile
+    with tempfile.TemporaryDirectory() as logdir:
+        tf.profiler.experimental.start(logdir)
+        trainer.run(steps)
+        tf.profiler.experimental.stop()
+        times = _op_times(logdir)
+    times = times[~times["type"].astype(str).str.match(_IGNORED.pattern)]
+    times["category"] = times["type"].map(category)
+    seconds = times.groupby("category")["total_self_time"].sum() / 1e6 / steps
+    flops, moved = _graph_counts(trainer)
+    out = pd.DataFrame({"time_s": seconds})
+    out["flops"] = pd.Series(flops, dtype=float)
+    out["bytes"] = pd.Series(moved, dtype=float)
+    out = out.fillna({"flops": 0.0, "bytes": 0.0})
+    out["time_share"] = out["time_s"] / out["time_s"].sum()
+    out["intensity"] = out["flops"] / out["bytes"].where(out["bytes"] > 0)
+    out["flops_per_sec"] = out["flops"] / out["time_s"].where(out["time_s"] > 0)
+    out = out.reset_index(names="category").sort_values("time_share", ascending=False)
+    out.insert(0, "label", config.label)
+    out.insert(0, "family", config.family)
+    return out.reset_index(drop=True)

@@ -1,0 +1,266 @@
+"""Figures for the notebooks: heatmaps, regression weights, rooflines, breakdowns, speedups.
+
+Every function returns a matplotlib Figure with a title, axis labels with units and, for
+heatmaps, a colour bar with units. Power-of-two axes are drawn as evenly spaced
+categories labelled with their values, i.e. on a log2 scale.
+"""
+
+from __future__ import annotations
+
+import math
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+from matplotlib.colors import LogNorm, Normalize, TwoSlopeNorm
+from matplotlib.patches import Rectangle
+
+from paradnn.analysis.roofline import Ceilings
+
+# Heatmap axes per family: rows (y), columns (x), one panel per value of ``panel``.
+HEATMAP_AXES = {
+    "fc": {"y": "nodes", "x": "batch", "panel": "layers"},
+    "cnn": {"y": "filters", "x": "batch", "panel": "blocks"},
+    "rnn": {"y": "embedding", "x": "batch", "panel": "layers"},
+}
+AXIS_LABELS = {
+    "batch": "batch size (examples, log2 scale)",
+    "nodes": "nodes per layer (log2 scale)",
+    "filters": "filters in the first group (log2 scale)",
+    "embedding": "embedding size",
+    "layers": "layers",
+    "blocks": "blocks per group",
+}
+MAX_ANNOTATED_CELLS = 36  # larger panels show colour only: the numbers would not be legible
+FAILED_MARK = {"oom": "OOM", "skipped": "OOM?", "timeout": "t/o", "error": "err"}
+
+
+def _grid(df: pd.DataFrame, family: str, value: str, panel_value) -> tuple[pd.DataFrame, pd.DataFrame]:
+    axes = HEATMAP_AXES[family]
+    sub = df[(df["family"] == family) & (df[axes["panel"]] == panel_value)]
+    ok = sub[sub["state"] == "ok"]
+    values = ok.pivot_table(index=axes["y"], columns=axes["x"], values=value, aggfunc="median")
+    failed = sub[sub["state"] != "ok"].groupby([axes["y"], axes["x"]])["state"].first().unstack()
+    rows = sorted(set(values.index) | set(failed.index))
+    cols = sorted(set(values.columns) | set(failed.columns))
+    return values.reindex(index=rows, columns=cols), failed.reindex(index=rows, columns=cols)
+
+
+def _aggregated_axes(df: pd.DataFrame, family: str) -> list[str]:
+    axes = set(HEATMAP_AXES[family].values())
+    others = {"fc": ["input", "output"], "cnn": ["image", "output", "block"], "rnn": ["maxlength", "vocab", "cell"]}[family]
+    sub = df[df["family"] == family]
+    return [a for a in others if a not in axes and a in sub and sub[a].nunique() > 1]
+
+
+def heatmaps(
+    df: pd.DataFrame,
+    family: str,
+    value: str,
+    title: str,
+    colorbar: str,
+    scale: float = 1.0,
+    fmt: str = "{:.2g}",
+    log_color: bool = False,
+    center: float | None = None,
+    cmap: str = "viridis",
+) -> plt.Figure:
+    """One heatmap panel per layer/block count; failed cells marked (OOM, t/o, err)."""
+    axes = HEATMAP_AXES[family]
+    fam = df[df["family"] == family]
+    panels = sorted(fam[axes["panel"]].dropna().unique())
+    ncols = min(3, max(len(panels), 1))
+    nrows = math.ceil(max(len(panels), 1) / ncols)
+    fig, grid = plt.subplots(nrows, ncols, figsize=(4.4 * ncols + 1.2, 3.6 * nrows), squeeze=False, layout="constrained")
+    axs = grid.ravel()
+    for ax in axs[len(panels) :]:
+        ax.set_visible(False)
+    ok = fam.loc[fam["state"] == "ok", value].dropna() * scale
+    positive = ok[ok > 0]
+    if center is not None and len(positive):
+        lo, hi = min(positive.min(), center / 1.01), max(positive.max(), center * 1.01)
+        norm = TwoSlopeNorm(vcenter=center, vmin=lo, vmax=hi)
+    elif log_color and len(positive):
+        norm = LogNorm(positive.min(), max(positive.max(), positive.min() * 1.01))
+    else:
+        norm = Normalize(ok.min() if len(ok) else 0, ok.max() if len(ok) else 1)
+    image = None
+    for ax, panel_value in zip(axs, panels):
+        values, failed = _grid(fam, family, value, panel_value)
+        image = ax.imshow(values.to_numpy(dtype=float) * scale, origin="lower", aspect="auto", cmap=cmap, norm=norm)
+        ax.grid(False)
+        annotate = values.size <= MAX_ANNOTATED_CELLS
+        for i in range(values.shape[0]):
+            for j in range(values.shape[1]):
+                v = values.iat[i, j]
+                if pd.notna(v) and annotate:
+                    ax.text(j, i, fmt.format(v * scale), ha="center", va="center", fontsize=8, color=_ink(image, v * scale))
+                elif pd.isna(v) and pd.notna(failed.iat[i, j]):
+                    ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="xx", edgecolor="firebrick"))
+                    if annotate:
+                        mark = FAILED_MARK.get(failed.iat[i, j], "?")
+                        ax.text(j, i, mark, ha="center", va="center", fontsize=7, color="firebrick")
+        ax.set_xticks(range(values.shape[1]), [str(int(c)) for c in values.columns], rotation=45)
+        ax.set_yticks(range(values.shape[0]), [str(int(r)) for r in values.index])
+        ax.set_xlabel(AXIS_LABELS[axes["x"]])
+        ax.set_ylabel(AXIS_LABELS[axes["y"]])
+        ax.set_title(f"{AXIS_LABELS[axes['panel']]} = {int(panel_value)}", fontsize=10)
+    if image is not None:
+        fig.colorbar(image, ax=axs.tolist(), label=colorbar, shrink=0.9)
+    agg = _aggregated_axes(df, family)
+    fig.suptitle(title + (f" (median over {', '.join(agg)})" if agg else ""), fontsize=12)
+    return fig
+
+
+def _ink(image, value: float) -> str:
+    """Black on light cells, white on dark ones."""
+    r, g, b, _ = image.cmap(image.norm(value))
+    return "black" if 0.299 * r + 0.587 * g + 0.114 * b > 0.5 else "white"
+
+
+def coefficients(results: dict, title: str, xlabel: str) -> plt.Figure:
+    """Regression weights with 95% confidence intervals, one panel per family."""
+    fig, axs = plt.subplots(1, max(len(results), 1), figsize=(4.5 * max(len(results), 1), 3.2), squeeze=False)
+    for ax, (family, res) in zip(axs[0], results.items()):
+        coef = res.coefficients
+        if coef.empty:
+            ax.text(0.5, 0.5, "not enough data", ha="center", va="center", transform=ax.transAxes)
+        else:
+            y = np.arange(len(coef))
+            err = np.vstack([coef["coef"] - coef["ci_low"], coef["ci_high"] - coef["coef"]])
+            ax.barh(y, coef["coef"], xerr=err, color=sns.color_palette()[0], capsize=3)
+            ax.set_yticks(y, [f"log2 {f}" for f in coef.index])
+            ax.axvline(0, color="black", lw=0.8)
+        ax.set_title(f"{family.upper()}  (R² = {res.r_squared:.2f}, n = {res.n})", fontsize=10)
+        ax.set_xlabel(xlabel)
+    fig.suptitle(title, fontsize=12)
+    fig.tight_layout()
+    return fig
+
+
+def roofline(points: pd.DataFrame, ceilings: Ceilings, title: str, hue: str = "family") -> plt.Figure:
+    """Achieved FLOP/s against operational intensity, under the platform's two roofs."""
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    lo = min(points["intensity"].min() / 2, ceilings.ridge / 10) if len(points) else ceilings.ridge / 100
+    hi = max(points["intensity"].max() * 2, ceilings.ridge * 10) if len(points) else ceilings.ridge * 100
+    x = np.logspace(math.log10(lo), math.log10(hi), 200)
+    ax.plot(x, np.minimum(ceilings.peak_flops, ceilings.bandwidth * x) / 1e9, color="black", lw=1.5, label="roofline")
+    ax.axvline(ceilings.ridge, color="grey", ls=":", lw=1)
+    ax.text(ceilings.ridge, ceilings.peak_flops / 1e9 * 1.1, f" ridge {ceilings.ridge:.0f} FLOPs/B", fontsize=8, color="grey")
+    if len(points):
+        data = points.assign(gflops=points["achieved_flops"] / 1e9)
+        sns.scatterplot(data=data, x="intensity", y="gflops", hue=hue, ax=ax, s=30)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("operational intensity (FLOPs per byte)")
+    ax.set_ylabel("performance (GFLOP/s)")
+    roofs = f"peak {ceilings.peak_flops / 1e9:.0f} GFLOP/s, {ceilings.bandwidth / 1e9:.0f} GB/s ({ceilings.source})"
+    ax.set_title(f"{title}\n{roofs}")
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    return fig
+
+
+def op_breakdown(breakdown: pd.DataFrame, ceilings: Ceilings | None, title: str) -> plt.Figure:
+    """Left: time share by op category per configuration. Right: the categories on the roofline."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.2), gridspec_kw={"width_ratios": [1.1, 1]})
+    shares = breakdown.pivot_table(index="label", columns="category", values="time_share", aggfunc="sum").fillna(0)
+    shares.mul(100).plot.barh(stacked=True, ax=left, colormap="tab10", width=0.7)
+    left.set_xlabel("share of step time (%)")
+    left.set_ylabel("")
+    left.set_yticks(range(len(shares)), [label.replace("-", "\n", 2) for label in shares.index], fontsize=7)
+    left.legend(fontsize=7, ncol=2, loc="lower right")
+    left.set_title("time share by op category")
+    pts = breakdown[(breakdown["flops"] > 0) & (breakdown["bytes"] > 0) & (breakdown["time_s"] > 0)]
+    if ceilings is not None:
+        x = np.logspace(-2, max(3, math.log10(ceilings.ridge * 10)), 200)
+        right.plot(x, np.minimum(ceilings.peak_flops, ceilings.bandwidth * x) / 1e9, color="black", lw=1.5)
+        right.axvline(ceilings.ridge, color="grey", ls=":", lw=1)
+    sns.scatterplot(data=pts.assign(gflops=pts["flops_per_sec"] / 1e9), x="intensity", y="gflops", hue="category",
+                    style="label", ax=right, s=50, legend="brief")  # fmt: skip
+    right.set_xscale("log")
+    right.set_yscale("log")
+    right.set_xlabel("operational intensity (FLOPs per byte)")
+    right.set_ylabel("performance (GFLOP/s)")
+    right.set_title("op categories on the roofline")
+    right.legend(fontsize=6, loc="lower right", ncol=2)
+    fig.suptitle(title, fontsize=12)
+    fig.tight_layout()
+    return fig
+
+
+def paired_scatter(table: pd.DataFrame, xlabel: str, ylabel: str, title: str, scale: float = 100.0) -> plt.Figure:
+    """Each configuration measured two ways (baseline on x, target on y), with y = x."""
+    fig, ax = plt.subplots(figsize=(5.5, 4.5))
+    sns.scatterplot(x=table["baseline"] * scale, y=table["target"] * scale, hue=table["family"], ax=ax)
+    hi = max(table["baseline"].max(), table["target"].max()) * scale * 1.05 if len(table) else 1
+    ax.plot([0, hi], [0, hi], color="grey", ls="--", lw=1, label="equal")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def speedup_scatter(table: pd.DataFrame, title: str, baseline: str, target: str) -> plt.Figure:
+    """Speedup against parameter count, coloured by batch size (log scales)."""
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    sns.scatterplot(data=table, x="params", y="speedup", hue="batch", palette="viridis", hue_norm=LogNorm(), ax=ax, s=25)
+    ax.axhline(1, color="grey", ls="--", lw=1)
+    ax.set_xscale("log")
+    ax.set_yscale("log", base=2)
+    ax.set_xlabel("trainable parameters (log scale)")
+    ax.set_ylabel(f"speedup of {target} over {baseline} (x, log2 scale)")
+    ax.set_title(title)
+    ax.legend(title="batch size", fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def speedup_distributions(tables: dict[str, pd.DataFrame], title: str) -> plt.Figure:
+    """Box plot of per-configuration speedups for each comparison, split by family."""
+    frames = [t.assign(comparison=name) for name, t in tables.items() if len(t)]
+    fig, ax = plt.subplots(figsize=(8, 4))
+    if frames:
+        data = pd.concat(frames, ignore_index=True)
+        sns.boxplot(data=data, x="comparison", y="speedup", hue="family", ax=ax, fliersize=0)
+        sns.stripplot(data=data, x="comparison", y="speedup", hue="family", dodge=True, ax=ax, size=3, legend=False,
+                      palette="dark:black")  # fmt: skip
+    ax.axhline(1, color="grey", ls="--", lw=1)
+    ax.set_yscale("log", base=2)
+    ax.set_xlabel("")
+    ax.set_ylabel("speedup (x, log2 scale)")
+    ax.set_title(title)
+    fig.tight_layout()
+    return fig
+
+
+def trace_figures(traces: pd.DataFrame, peak_flops: float, bandwidth: float, title: str) -> plt.Figure:
+    """The original TPU v2 traces: utilisation against memory bandwidth per configuration,
+    and op categories on the roofline (ridge = peak / bandwidth, 75 FLOPs/byte on TPU v2)."""
+    whole = traces[traces["category"] == "all"]
+    ops = traces[(traces["category"] != "all") & traces["intensity"].notna() & (traces["intensity"] > 0)]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.5))
+    sns.scatterplot(data=whole, x="memory_bandwidth", y="flops_perc", ax=left, s=20)
+    left.set_xlabel("memory bandwidth utilisation (% of peak)")
+    left.set_ylabel("FLOPS utilisation (% of peak)")
+    left.set_title(f"{len(whole)} traced FC configurations")
+    ridge = peak_flops / bandwidth
+    x = np.logspace(-2, 4, 200)
+    right.plot(x, np.minimum(peak_flops, bandwidth * x) / 1e12, color="black", lw=1.5)
+    right.axvline(ridge, color="grey", ls=":", lw=1)
+    right.text(ridge, peak_flops / 1e12 * 1.1, f" ridge {ridge:.0f} FLOPs/B", fontsize=8, color="grey")
+    achieved = ops.assign(tflops=ops["flops_perc"] / 100 * peak_flops / 1e12)
+    achieved = achieved[achieved["tflops"] > 0]
+    sns.scatterplot(data=achieved, x="intensity", y="tflops", hue="category", ax=right, s=12, alpha=0.6)
+    right.set_xscale("log")
+    right.set_yscale("log")
+    right.set_xlabel("operational intensity (FLOPs per byte)")
+    right.set_ylabel("performance (TFLOP/s)")
+    right.set_title("op categories on the TPU v2 roofline")
+    right.legend(fontsize=7, loc="lower right")
+    fig.suptitle(title, fontsize=12)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,214 @@
+"""Pipelines: execute the notebooks with papermill, export HTML, write an index page.
+
+A pipeline file (``pipelines/<name>.yaml``) names its store, its kernel, parameters shared
+by all notebooks and the notebooks with their own parameters. ``run_pipeline`` executes
+each notebook on the ``paradnn`` kernel into ``outputs/<name>/``, exports it to HTML
+without code cells and with a parameters-and-provenance summary at the top, and writes
+``index.html`` with one row per report. A failing notebook still gets its HTML (with the
+error) and a red row; the others still run.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import html
+import json
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from paradnn.config import ConfigError
+
+ROOT = Path(__file__).resolve().parents[1]
+KERNEL = "paradnn"
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    name: str
+    store: str  # relative to the pipeline's output folder
+    kernel: str
+    parameters: dict
+    notebooks: list[dict]
+    path: Path
+
+
+@dataclass
+class Report:
+    notebook: str
+    status: str  # ok | failed
+    duration_s: float
+    parameters: dict
+    html: Path
+    error: str = ""
+    extra: dict = field(default_factory=dict)
+
+
+def pipeline_path(name: str) -> Path:
+    """``smoke`` -> ``pipelines/smoke.yaml``; a path to a YAML file is taken as is."""
+    path = Path(name)
+    if path.suffix in (".yaml", ".yml") and path.exists():
+        return path
+    candidate = ROOT / "pipelines" / f"{name}.yaml"
+    if not candidate.exists():
+        known = sorted(p.stem for p in (ROOT / "pipelines").glob("*.yaml"))
+        raise ConfigError("PIPELINE", name, ", ".join(known) + " or a path to a pipeline .yaml file")
+    return candidate
+
+
+def load_pipeline(name: str) -> Pipeline:
+    path = pipeline_path(name)
+    try:
+        spec = yaml.safe_load(path.read_text())
+        return Pipeline(
+            name=spec.get("name", path.stem),
+            store=spec.get("store", "results.sqlite"),
+            kernel=spec.get("kernel", KERNEL),
+            parameters=spec.get("parameters") or {},
+            notebooks=list(spec["notebooks"]),
+            path=path,
+        )
+    except (yaml.YAMLError, KeyError, TypeError, AttributeError) as exc:
+        raise ConfigError("PIPELINE", str(path), f"a pipeline file with 'notebooks' ({exc})") from None
+
+
+def parse_parameter(text: str) -> tuple[str, object]:
+    """``NAME=VALUE`` with VALUE read as YAML (numbers, booleans, lists, dicts, strings)."""
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip().isidentifier():
+        raise ConfigError("-p", text, "NAME=VALUE, e.g. -p budget_minutes=5 or -p families=[fc]")
+    try:
+        return name.strip(), yaml.safe_load(value)
+    except yaml.YAMLError:
+        return name.strip(), value
+
+
+def ensure_kernel(name: str = KERNEL) -> None:
+    """Register this interpreter as Jupyter kernel ``name`` if it is not registered yet."""
+    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+
+    try:
+        spec = KernelSpecManager().get_kernel_spec(name)
+        if Path(spec.argv[0]).resolve() == Path(sys.executable).resolve():
+            return
+    except NoSuchKernel:
+        pass
+    subprocess.run(
+        [sys.executable, "-m", "ipykernel", "install", "--sys-prefix", "--name", name, "--display-name", f"Python ({name})"],
+        check=True,
+        capture_output=True,
+    )
+
+
+def notebook_parameters(pipeline: Pipeline, entry: dict, overrides: dict, store: Path, reference: Path | None) -> dict:
+    """Pipeline-wide, then per-notebook, then command-line parameters; paths made absolute."""
+    params = {**pipeline.parameters, **(entry.get("parameters") or {}), **overrides}
+    params["store"] = str(store)
+    if reference is not None:
+        params["reference_dir"] = str(reference.resolve())
+    return params
+
+
+def provenance(store: Path, params: dict) -> str:
+    """Markdown summary placed at the top of each report."""
+    from paradnn.store import Store
+
+    platform, software = "not measured yet", {}
+    try:
+        with Store(store, create=False) as s:
+            rows = s.platforms()
+        measured = rows[rows["source"] == "measured"]
+        if len(measured):
+            info = json.loads(measured.iloc[-1]["info"])
+            memory = info.get("memory_bytes", 0) / 2**30
+            ids = ", ".join(sorted(set(measured["platform"])))
+            machine = f"{info.get('name')} on {info.get('host')} ({info.get('cores')} cores, {memory:.0f} GiB)"
+            platform = f"{machine}; measured as {ids}"
+            software = info.get("software", {})
+    except Exception:  # noqa: BLE001 - provenance must never break a report
+        pass
+    sw = ", ".join(f"{k} {v}" for k, v in software.items() if v) or "unknown"
+    shown = ", ".join(f"`{k}={v!r}`" for k, v in params.items())
+    return (
+        f"**Report generated** {dt.datetime.now().astimezone():%Y-%m-%d %H:%M %Z} · **store** `{store}`  \n"
+        f"**platform** {platform}  \n**software** {sw}  \n**parameters** {shown}"
+    )
+
+
+def export_html(executed: Path, target: Path, header: str) -> None:
+    """HTML without code cells, with ``header`` as the first cell."""
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    nb = nbformat.read(executed, as_version=4)
+    nb.cells.insert(0, nbformat.v4.new_markdown_cell(header))
+    exporter = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
+    body, _ = exporter.from_notebook_node(nb)
+    target.write_text(body)
+
+
+def run_pipeline(
+    name: str, overrides: dict | None = None, reference: Path | None = None, outputs: Path = Path("outputs")
+) -> list[Report]:
+    """Execute every notebook of pipeline ``name``; see the module docstring."""
+    import papermill as pm
+
+    pipeline = load_pipeline(name)
+    if reference is not None and not reference.is_dir():
+        raise ConfigError("--reference", str(reference), "a folder with the original study's JSON files")
+    out = (outputs / pipeline.name).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    store = out / pipeline.store
+    ensure_kernel(pipeline.kernel)
+    reports = []
+    for entry in pipeline.notebooks:
+        source = ROOT / entry["notebook"]
+        stem = Path(entry["notebook"]).stem
+        params = notebook_parameters(pipeline, entry, overrides or {}, store, reference)
+        executed, page = out / f"{stem}.ipynb", out / f"{stem}.html"
+        start = time.monotonic()
+        status, error = "ok", ""
+        try:
+            pm.execute_notebook(str(source), str(executed), parameters=params, kernel_name=pipeline.kernel,
+                                cwd=str(ROOT), progress_bar=False)  # fmt: skip
+        except Exception as exc:  # noqa: BLE001 - a failed notebook is a red row, not a crash
+            status, error = "failed", f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"
+        duration = time.monotonic() - start
+        if executed.exists():
+            export_html(executed, page, provenance(store, params))
+        else:
+            page.write_text(f"<html><body><h1>{html.escape(stem)}</h1><pre>{html.escape(error)}</pre></body></html>")
+        reports.append(Report(stem, status, duration, params, page, error))
+    write_index(out, pipeline, reports)
+    return reports
+
+
+def write_index(out: Path, pipeline: Pipeline, reports: list[Report]) -> Path:
+    """``index.html``: status, duration, parameters and a link for every report."""
+    rows = []
+    for r in reports:
+        colour = "#e6f4ea" if r.status == "ok" else "#fce8e6"
+        params = "<br>".join(f"{html.escape(k)} = {html.escape(repr(v))}" for k, v in r.parameters.items() if k != "store")
+        rows.append(
+            f'<tr style="background:{colour}"><td><a href="{html.escape(r.html.name)}">{html.escape(r.notebook)}</a></td>'
+            f"<td>{r.status}{'<br><small>' + html.escape(r.error) + '</small>' if r.error else ''}</td>"
+            f"<td>{r.duration_s:.0f} s</td><td><small>{params}</small></td></tr>"
+        )
+    page = f"""<!DOCTYPE html>
+<html><head><meta charset="utf-8"><title>paradnn — {html.escape(pipeline.name)} reports</title>
+<style>body{{font-family:sans-serif;margin:2em}} table{{border-collapse:collapse}}
+td,th{{border:1px solid #ccc;padding:.4em .8em;vertical-align:top;text-align:left}}</style></head>
+<body><h1>paradnn reports — pipeline <code>{html.escape(pipeline.name)}</code></h1>
+<p>Generated {dt.datetime.now().astimezone():%Y-%m-%d %H:%M %Z} from <code>{html.escape(str(pipeline.path))}</code>.
+Store: <code>{html.escape(pipeline.store)}</code> in this folder.</p>
+<table><tr><th>report</th><th>status</th><th>duration</th><th>parameters</th></tr>
+{"".join(rows)}
+</table></body></html>
+"""
+    index = out / "index.html"
+    index.write_text(page)
+    return index

@@ -1,0 +1,104 @@
+"""Regression, roofline and the paper's observations on data with known answers."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from paradnn.analysis import observations as obs
+from paradnn.analysis.regression import regress
+from paradnn.analysis.roofline import ceilings_for, model_points
+from paradnn.analysis.speedup import compare
+
+
+def fc_frame(util) -> pd.DataFrame:
+    """A full FC grid whose utilisation is ``util(nodes, batch, layers)``."""
+    rows = []
+    for layers in (2, 4):
+        for nodes in (64, 128, 256, 512):
+            for batch in (32, 64, 128, 256):
+                rows.append({"family": "fc", "label": f"layer_{layers}-node_{nodes}-input_100-output_10-bs_{batch}",
+                             "layers": layers, "nodes": nodes, "input": 100, "output": 10, "batch": batch,
+                             "state": "ok", "utilization": util(nodes, batch, layers)})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_regression_recovers_known_weights():
+    df = fc_frame(lambda n, b, layers: 0.1 * np.log2(n) + 0.05 * np.log2(b))
+    res = regress(df, "utilization", family="fc")
+    assert res.r_squared == pytest.approx(1.0)
+    # Standardised log2 features: weight = slope x s.d. of log2 values (4 evenly spaced levels: s.d. sqrt(1.25)).
+    assert res.coefficients.loc["nodes", "coef"] == pytest.approx(0.1 * np.sqrt(1.25))
+    assert res.coefficients.loc["batch", "coef"] == pytest.approx(0.05 * np.sqrt(1.25))
+    assert abs(res.coefficients.loc["layers", "coef"]) < 1e-9
+    assert set(res.dropped) == {"input", "output"}
+
+
+def test_regression_with_too_little_data_says_so():
+    for df in (fc_frame(lambda n, b, layers: 0.5), fc_frame(lambda n, b, layers: float(b)).head(2)):
+        res = regress(df, "utilization", family="fc")
+        assert res.coefficients.empty and np.isnan(res.r_squared)
+
+
+def test_trend_verdicts():
+    rising = fc_frame(lambda n, b, layers: 0.001 * b)
+    falling = fc_frame(lambda n, b, layers: 1 / b)
+    assert obs.trend(rising, "batch", "fc").verdict == obs.HOLDS
+    verdict = obs.trend(falling, "batch", "fc")
+    assert verdict.verdict == obs.FAILS and verdict.numbers["groups"] == 8
+    assert verdict.numbers["median_ratio"] == pytest.approx(32 / 256)
+    assert obs.trend(rising, "batch", "cnn").verdict == obs.UNKNOWN
+    assert "The paper found" in obs.trend(rising, "nodes", "fc", paper="x").sentence
+
+
+def test_memory_bound_share():
+    breakdown = pd.DataFrame({"label": ["a", "a"], "category": ["matmul", "element-wise"], "flops": [100.0, 1.0],
+                              "bytes": [1.0, 10.0], "time_share": [0.7, 0.3], "intensity": [100.0, 0.1]})  # fmt: skip
+    v = obs.memory_bound_share(breakdown, ridge=10)
+    assert v.verdict == obs.HOLDS and v.numbers["memory_bound_share"] == pytest.approx(0.3)
+    assert obs.memory_bound_share(pd.DataFrame(), ridge=10).verdict == obs.UNKNOWN
+
+
+def test_speedup_depends_on_nodes_and_batch():
+    base = fc_frame(lambda n, b, layers: 1.0).assign(platform="a", examples_per_sec=1000.0)
+    tgt = base.assign(platform="b", examples_per_sec=1000.0 * base["batch"] / base["nodes"])
+    result = compare(pd.concat([base, tgt]), "a", "b")
+    assert result.n == len(base)
+    verdict = obs.speedup_depends_on(result.table, "fc")
+    assert verdict.verdict == obs.HOLDS and set(verdict.numbers["significant"]) == {"nodes", "batch"}
+    flat = compare(pd.concat([base, base.assign(platform="b")]), "a", "b")
+    assert (
+        obs.speedup_depends_on(
+            flat.table.assign(
+                speedup=flat.table["speedup"] * (1 + 1e-3 * np.random.default_rng(0).standard_normal(len(flat.table)))
+            ),
+            "fc",
+        ).verdict
+        == obs.FAILS
+    )  # noqa: E501
+
+
+def test_stack_speedup_compute_bound_only():
+    base = fc_frame(lambda n, b, layers: 1.0).assign(dtype="float32", platform="cpu", examples_per_sec=100.0)
+    # Lower precision doubles the throughput of the larger half (by FLOPs) and halves the rest.
+    big = base["nodes"] * base["batch"] >= 128 * 64
+    fast = base.assign(dtype="mixed_bfloat16", examples_per_sec=np.where(big, 200.0, 50.0))
+    result = compare(pd.concat([base, fast]), "float32", "mixed_bfloat16", by="dtype")
+    assert obs.stack_speedup(result, "x", "y", compute_bound_only=True).verdict == obs.HOLDS
+    assert obs.stack_speedup(result, "x", "y").numbers["n"] == len(base)
+
+
+def test_roofline_ceilings_and_points():
+    ceilings = {"matmul_flops": {"float32": {"xla": 100e9, "no_xla": 120e9}}, "copy_bandwidth": {"xla": 10e9, "no_xla": 8e9}}
+    platforms = pd.DataFrame([{"platform": "cpu", "source": "measured", "ceilings": json.dumps(ceilings)}])
+    c = ceilings_for(platforms, "cpu", "float32")
+    assert (c.peak_flops, c.bandwidth, c.ridge, c.source) == (120e9, 10e9, 12.0, "measured")
+    assert ceilings_for(platforms, "tpu-v2-8", "mixed_bfloat16").ridge == pytest.approx(75.0)
+    assert ceilings_for(platforms, "unknown-box") is None
+    df = pd.DataFrame({"state": ["ok", "oom"], "flops_model": [100.0, 5.0], "bytes_estimate": [10.0, 1.0],
+                       "flops_per_sec": [1e9, None]})  # fmt: skip
+    points = model_points(df)
+    assert points["intensity"].tolist() == [10.0]

@@ -1,0 +1,151 @@
+"""The smoke pipeline end to end: notebooks executed, HTML reports and index checked."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from paradnn.store import Store
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = ("architecture", "platform_comparison", "software_stack")
+
+
+def report(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "paradnn.cli", "report", *args], capture_output=True, text=True,
+                          env=os.environ.copy(), cwd=ROOT)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory, reference) -> dict[str, Path]:
+    """The smoke pipeline without, then with, the original study's data (sharing one store)."""
+    plain, with_ref = tmp_path_factory.mktemp("plain"), tmp_path_factory.mktemp("reference")
+    first = report("smoke", "--outputs", str(plain))
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert first.stdout.strip().splitlines()[-1] == str(plain / "smoke" / "index.html")
+    (with_ref / "smoke").mkdir()
+    shutil.copy(plain / "smoke" / "results.sqlite", with_ref / "smoke" / "results.sqlite")
+    second = report("smoke", "--outputs", str(with_ref), "--reference", str(reference))
+    assert second.returncode == 0, second.stdout + second.stderr
+    return {"plain": plain / "smoke", "reference": with_ref / "smoke"}
+
+
+def images(html: str) -> int:
+    return len(re.findall(r'<img[^>]+src="data:image/png;base64,', html))
+
+
+@pytest.mark.parametrize("run", ["plain", "reference"])
+def test_every_report_has_its_figures_and_no_errors(smoke, run):
+    out = smoke[run]
+    minimum = {"architecture": 6, "platform_comparison": 4, "software_stack": 2}
+    for name in NOTEBOOKS:
+        executed = json.loads((out / f"{name}.ipynb").read_text())
+        errors = [o for c in executed["cells"] for o in c.get("outputs", []) if o["output_type"] == "error"]
+        assert not errors, errors
+        page = (out / f"{name}.html").read_text()
+        assert "Traceback" not in page and 'data-mime-type="application/vnd.jupyter.stderr"' not in page
+        assert images(page) >= minimum[name], name
+        assert "Report generated" in page and "software" in page and "tensorflow" in page
+        assert "The paper found" in page
+        assert "def " not in page  # code cells are hidden
+        assert "holds" in page or "not enough data" in page
+
+
+def test_index_links_resolve(smoke):
+    index = (smoke["plain"] / "index.html").read_text()
+    links = re.findall(r'href="([^"]+)"', index)
+    assert sorted(links) == sorted(f"{n}.html" for n in NOTEBOOKS)
+    assert all((smoke["plain"] / link).exists() for link in links)
+    assert index.count(">ok<") == 3
+
+
+def test_reference_data_adds_the_original_study(smoke):
+    page = (smoke["reference"] / "platform_comparison.html").read_text()
+    assert "tpu-v2-8 over v100: median speedup 3.79x" in page
+    assert re.search(r"v100 wins on \d+", page)
+    arch = (smoke["reference"] / "architecture.html").read_text()
+    assert "the best-utilised trace" in arch and "75 FLOPs/byte ridge" in arch
+    assert images(arch) > images((smoke["plain"] / "architecture.html").read_text())
+
+
+def test_rerun_with_new_parameters_measures_only_what_is_new(tmp_path):
+    pipeline = tmp_path / "fc_only.yaml"
+    pipeline.write_text(
+        "name: fc_only\nnotebooks:\n  - notebook: notebooks/architecture.ipynb\n    parameters:\n"
+        "      families: [fc]\n      low_precision: ''\n      profile_count: 0\n      max_seconds: 0.2\n"
+    )
+    assert report(str(pipeline), "--outputs", str(tmp_path), "-p", "overrides={fc: {batch: [64, 256]}}").returncode == 0
+    store = tmp_path / "fc_only" / "results.sqlite"
+    with Store(store) as s:
+        before = s.results()
+    result = report(str(pipeline), "--outputs", str(tmp_path), "-p", "overrides={fc: {batch: [64, 128]}}")
+    assert result.returncode == 0, result.stderr
+    with Store(store) as s:
+        after = s.results()
+    new = after[~after["id"].isin(before["id"])]
+    assert len(before) == 4 and set(new["batch"]) == {128} and len(new) == 2
+    assert after["label"].is_unique
+
+
+def test_a_failing_notebook_gets_a_red_row_and_the_others_run(tmp_path):
+    pipeline = tmp_path / "broken.yaml"
+    pipeline.write_text(
+        "name: broken\nnotebooks:\n"
+        "  - notebook: notebooks/architecture.ipynb\n    parameters: {families: [fc], dtype: float8}\n"
+        "  - notebook: notebooks/software_stack.ipynb\n    parameters: {families: [fc], measure_missing: false}\n"
+    )
+    result = report(str(pipeline), "--outputs", str(tmp_path))
+    assert result.returncode == 1
+    out = tmp_path / "broken"
+    index = (out / "index.html").read_text()
+    assert index.count(">failed") == 1 and index.count(">ok<") == 1
+    assert (out / "software_stack.html").exists() and (out / "architecture.html").exists()
+    assert "float8" in (out / "architecture.html").read_text()
+
+
+@pytest.mark.parametrize("args,needle", [(["nonsense"], "PIPELINE"), (["smoke", "-p", "oops"], "NAME=VALUE")])
+def test_bad_report_input_exits_2(args, needle):
+    result = report(*args)
+    assert result.returncode == 2 and needle in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+CHECK_IMAGES = """<script>window.addEventListener("load", () => {
+  const all = [...document.images];
+  const ok = all.filter(i => i.complete && i.naturalWidth > 0);
+  document.body.setAttribute("data-images", all.length + "/" + ok.length);
+});</script>"""
+
+
+def chromium_dom(page: Path, tmp_path: Path) -> str:
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None:
+        pytest.skip("Debian's chromium is not installed (make test installs it)")
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-sync",
+             "--disable-background-networking", "--disable-component-update", f"--user-data-dir={tmp_path / 'profile'}",
+             "--virtual-time-budget=10000", "--dump-dom"]  # fmt: skip
+    result = subprocess.run([browser, *flags, page.as_uri()], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result.stdout
+
+
+def test_index_and_report_render_in_chromium(smoke, tmp_path):
+    site = tmp_path / "site"
+    shutil.copytree(smoke["reference"], site, ignore=shutil.ignore_patterns("*.sqlite*", "*.ipynb"))
+    for name in ("index.html", "architecture.html"):
+        page = site / name
+        page.write_text(page.read_text().replace("</body>", CHECK_IMAGES + "</body>"))
+    index = chromium_dom(site / "index.html", tmp_path)
+    assert "architecture.html" in index and 'data-images="0/0"' in index
+    arch = chromium_dom(site / "architecture.html", tmp_path)
+    loaded = re.search(r'data-images="(\d+)/(\d+)"', arch)
+    assert loaded and int(loaded.group(1)) >= 6 and loaded.group(1) == loaded.group(2)
