@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup quick test chromium clean gpu
+.PHONY: setup quick test chromium bench clean gpu
 
 setup: $(STAMP)
 
@@ -32,6 +32,10 @@ chromium:
 test: $(STAMP) chromium
 	$(BIN)/ruff check paradnn tests
 	$(BIN)/python -m pytest
+
+# Performance evidence for the harness itself: a table of ratios (about 15 minutes).
+bench: $(STAMP)
+	$(BIN)/python benchmarks/run.py
 
 # CUDA-enabled TensorFlow for machines with an NVIDIA GPU.
 gpu: $(STAMP)

@@ -1,0 +1,360 @@
+"""Evidence that the harness is fast and trustworthy: ratios measured side by side in one run.
+
+    python benchmarks/run.py                 # everything but the main job (about 15 minutes)
+    python benchmarks/run.py --only harness,fit
+    python benchmarks/run.py --main-job      # also time `paradnn report quick` from an empty store
+    python benchmarks/run.py --tiny          # seconds; what the test suite runs
+
+Sections (targets in brackets):
+  harness   harness vs a minimal hand-written tf.function loop, alternating [>= 0.97]
+  fit       harness vs Keras model.fit(steps_per_execution=32) [>= 0.97 large FC, >= 1.2 small FC]
+  ceiling   model FLOP/s of the large FC over the measured matmul ceiling [>= 0.9, float32 + XLA]
+  overhead  sweep wall time outside timed samples, per configuration [median < 2 s without compile]
+  repeat    the same configurations in two separate sweeps [median |diff| <= 5%]
+  analysis  each notebook over a store of 20,000 synthetic rows [< 60 s each]; store rates
+  main      wall time of the README's main command from an empty store (--main-job)
+
+Prints one table and writes it as JSON to ``outputs/bench/latest.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from paradnn.config import parse_label  # noqa: E402
+from paradnn.harness import RunSettings, measure  # noqa: E402
+
+LARGE_FC = "layer_4-node_2048-input_2000-output_1000-bs_512"
+SMALL_FC = "layer_4-node_64-input_2000-output_1000-bs_64"
+# CNN and RNN configurations of similar cost to the large FC on a 2-core CPU.
+SIMILAR = [("fc", LARGE_FC), ("cnn", "block_1-filter_16-image_64-output_1000-bs_32-residual"),
+           ("rnn", "layer_1-maxlength_20-vocab_1000-embedding_256-bs_64-gru")]  # fmt: skip
+TINY_FC = "layer_2-node_64-input_100-output_10-bs_32"
+
+rows: list[dict] = []
+
+
+def row(section: str, case: str, metric: str, value: float, target: str = "", ok: bool | None = None) -> None:
+    rows.append({"section": section, "case": case, "metric": metric, "value": value, "target": target, "ok": ok})
+    mark = "" if ok is None else ("  ok" if ok else "  MISSED")
+    print(f"{section:<9} {case:<58} {metric:<28} {value:>10.4g}  {target}{mark}", flush=True)
+
+
+# ------------------------------------------------------------------ minimal loop and fit
+
+
+def minimal_loop(config, policy: str, xla: bool, k: int):
+    """The shortest correct training loop: same model, optimizer, loss and data."""
+    from paradnn.models import build_model, synthetic_data
+    from paradnn.training import keras, make_optimizer, tf
+
+    model = build_model(config, policy)
+    opt = make_optimizer(policy)
+    opt.build(model.trainable_variables)
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    x, y = synthetic_data(config)
+
+    @tf.function(jit_compile=xla)
+    def train(x, y):
+        loss = tf.constant(0.0)
+        for _ in tf.range(k):
+            with tf.GradientTape() as tape:
+                loss = loss_fn(y, tf.cast(model(x, training=True), tf.float32))
+            opt.apply(tape.gradient(loss, model.trainable_variables), model.trainable_variables)
+        return loss
+
+    return lambda: float(train(x, y).numpy())
+
+
+def time_minimal(config, policy: str, xla: bool, k: int, seconds: float) -> float:
+    """Median seconds per step of the minimal loop (two warm-up calls, then calls of k steps)."""
+    call = minimal_loop(config, policy, xla, k)
+    call()
+    call()
+    samples, end = [], time.perf_counter() + seconds
+    while len(samples) < 5 or time.perf_counter() < end:
+        start = time.perf_counter()
+        call()
+        samples.append((time.perf_counter() - start) / k)
+    return float(np.median(samples))
+
+
+def time_fit(config, policy: str, xla: bool, seconds: float, per_step_guess: float) -> float:
+    """Median seconds per step inside one Keras ``fit`` call, after warm-up, via a callback."""
+    from paradnn.models import build_model, synthetic_data
+    from paradnn.training import keras, make_optimizer, tf
+
+    spe = 32
+    model = build_model(config, policy)
+    model.compile(optimizer=make_optimizer(policy), loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  steps_per_execution=spe, jit_compile=xla)  # fmt: skip
+    x, y = synthetic_data(config)
+    stamps: list[float] = []
+
+    class Stamp(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            stamps.append(time.perf_counter())
+
+    executions = max(8, math.ceil(seconds / (per_step_guess * spe)))
+    data = tf.data.Dataset.from_tensors((x, y)).repeat()
+    model.fit(data, epochs=1, steps_per_epoch=executions * spe, callbacks=[Stamp()], verbose=0)
+    deltas = np.diff(stamps[2:]) / spe  # the first executions trace and compile
+    return float(np.median(deltas))
+
+
+def harness_step(config, policy: str, xla: bool, seconds: float):
+    m = measure(config, RunSettings(dtype=policy, xla=xla, max_seconds=seconds), count_graph=False)
+    assert m.state == "ok", m.error
+    return m
+
+
+def bench_harness(tiny: bool, rounds: int) -> None:
+    cases = [("fc", TINY_FC)] if tiny else SIMILAR
+    policies = ["float32"] if tiny else ["float32", "mixed_bfloat16"]
+    for family, label in cases:
+        config = parse_label(family, label)
+        for policy in policies:
+            for xla in (True, False):
+                ratios = []
+                for _ in range(rounds):  # alternate the two, so drift hits both
+                    m = harness_step(config, policy, xla, 0.5 if tiny else 3)
+                    minimal = time_minimal(config, policy, xla, m.steps_per_call, 0.5 if tiny else 3)
+                    ratios.append(minimal / m.stats.median)  # examples/s ratio harness / minimal
+                value = float(np.median(ratios))
+                row("harness", f"{family} {label} {policy} xla={'on' if xla else 'off'}", "examples/s harness/minimal",
+                    value, ">= 0.97", value >= 0.97)  # fmt: skip
+
+
+def bench_fit(tiny: bool) -> None:
+    cases = [(TINY_FC, 0.97)] if tiny else [(LARGE_FC, 0.97), (SMALL_FC, 1.2)]
+    for label, target in cases:
+        config = parse_label("fc", label)
+        for xla in (True, False):
+            ratios = []
+            for _ in range(1 if tiny else 2):
+                m = harness_step(config, "float32", xla, 0.5 if tiny else 3)
+                fit = time_fit(config, "float32", xla, 0.5 if tiny else 4, m.stats.median)
+                ratios.append(fit / m.stats.median)
+            value = float(np.median(ratios))
+            row("fit", f"fc {label} xla={'on' if xla else 'off'}", "examples/s harness/fit", value, f">= {target}",
+                value >= target)  # fmt: skip
+
+
+def bench_ceiling(tiny: bool) -> None:
+    from paradnn import platform as plat
+    from paradnn.counting import flops_model
+
+    target = plat.Target()
+    info = plat.describe(target)
+    ceilings = plat.ceilings(target, info)
+    config = parse_label("fc", TINY_FC if tiny else LARGE_FC)
+    for policy, xla in [("float32", True), ("float32", False), ("mixed_bfloat16", True), ("mixed_bfloat16", False)]:
+        if tiny and policy != "float32":
+            continue
+        m = harness_step(config, policy, xla, 0.5 if tiny else 3)
+        peak, _ = plat.peak(info, ceilings, policy)
+        value = flops_model(config) / m.stats.median / peak
+        goal = policy == "float32" and xla
+        row("ceiling", f"fc {config.label} {policy} xla={'on' if xla else 'off'}", "model FLOP/s / matmul ceiling", value,
+            ">= 0.9" if goal else "", (value >= 0.9) if goal else None)  # fmt: skip
+
+
+# ------------------------------------------------------------------ sweeps
+
+
+def paradnn(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "paradnn.cli", *args], capture_output=True, text=True, cwd=ROOT)
+
+
+def sweep_rows(store: Path):
+    from paradnn.store import Store
+
+    with Store(store, create=False) as s:
+        return s.results()
+
+
+def bench_overhead(tiny: bool, work: Path) -> None:
+    families = ["fc"] if tiny else ["fc", "cnn", "rnn"]
+    extra = ["--set", "nodes=64", "--set", "batch=64"] if tiny else []
+    for family in families:
+        store = work / f"overhead-{family}.sqlite"
+        start = time.perf_counter()
+        result = paradnn("sweep", family, "--preset", "smoke", "--max-seconds", "0.5", "--store", str(store), *extra)
+        wall = time.perf_counter() - start
+        assert result.returncode == 0, result.stderr
+        df = sweep_rows(store)
+        phases = [e["phases"] for e in df["extra"]]
+
+        def phase(name: str, phases: list[dict] = phases) -> np.ndarray:
+            return np.array([p.get(name, 0.0) for p in phases])
+
+        compile_s = df["compile_time_s"].to_numpy()
+        driver = (df["finished_at"] - df["started_at"]).to_numpy()  # send, measure, receive, store
+        startup = (wall - driver.sum()) / len(df)  # interpreter, worker and TensorFlow start, amortised
+        split = {
+            "start-up (amortised)": np.full(len(df), startup),
+            "build (model, optimizer, data, graph count)": phase("build_s"),
+            "compile": compile_s,
+            "calibration + warm-up": phase("calibration_s") + phase("warmup_s"),
+            "timed samples": phase("timed_s"),
+            "bookkeeping (IPC, record, store)": driver - df["wall_time_s"].to_numpy(),
+        }
+        for name, values in split.items():
+            row("overhead", f"{family} smoke ({len(df)} configs)", f"median s: {name}", float(np.median(values)))
+        overhead = driver + startup - phase("timed_s") - compile_s
+        value = float(np.median(overhead))
+        row("overhead", f"{family} smoke ({len(df)} configs)", "median s/config outside samples", value, "< 2 (no compile)",
+            value < 2)  # fmt: skip
+
+
+def bench_repeat(tiny: bool, work: Path) -> None:
+    sets = ["--set", "layers=2", "--set", "nodes=64,256,1024", "--set", "batch=64,256" if not tiny else "batch=64"]
+    if tiny:
+        sets = ["--set", "layers=1", "--set", "nodes=32,64", "--set", "batch=32", "--set", "input=100", "--set", "output=10"]
+    stores = [work / "repeat-a.sqlite", work / "repeat-b.sqlite"]
+    for store in stores:
+        result = paradnn("sweep", "fc", *sets, "--max-seconds", "0.5" if tiny else "2", "--store", str(store))
+        assert result.returncode == 0, result.stderr
+    a, b = (sweep_rows(s).set_index("label")["examples_per_sec"] for s in stores)
+    diff = ((b - a).abs() / a).dropna()
+    cv = np.concatenate([sweep_rows(s)["step_time_cv"].dropna().to_numpy() for s in stores])
+    row("repeat", f"fc, {len(diff)} configurations, two sweeps", "median |diff| examples/s", float(diff.median()), "<= 0.05",
+        bool(diff.median() <= 0.05))  # fmt: skip
+    row("repeat", f"fc, {len(diff)} configurations, two sweeps", "worst |diff| examples/s", float(diff.max()))
+    for q in (0.5, 0.9, 1.0):
+        row("repeat", "within-run CV of step time", f"quantile {q:.1f}", float(np.quantile(cv, q)))
+
+
+# ------------------------------------------------------------------ analysis at scale
+
+
+def synthetic_store(path: Path, n: int) -> tuple[float, float]:
+    """Fill ``path`` with ``n`` synthetic FC rows on two platforms; returns insert and query rates (rows/s)."""
+    from paradnn.counting import count_params, flops_model
+    from paradnn.space import expand
+    from paradnn.store import Store
+
+    rng = np.random.default_rng(0)
+    configs = expand("fc", "paper")
+    plans = [("synthetic-a", "float32", True), ("synthetic-b", "float32", True), ("synthetic-a", "float32", False),
+             ("synthetic-a", "mixed_bfloat16", True)]  # fmt: skip
+    records = []
+    for platform, dtype, xla in plans:
+        speed = {"synthetic-a": 1e12, "synthetic-b": 3e12}[platform] * (1.3 if dtype != "float32" else 1) * (1.1 if xla else 1)
+        for c in configs:
+            if len(records) >= n:
+                break
+            util = min(0.95, 0.05 * math.log2(c.batch) * math.log2(c.nodes) / 10 * rng.lognormal(0, 0.1))
+            step = flops_model(c) / (speed * util)
+            state = "oom" if c.nodes * c.nodes * c.layers > 2**31 else "ok"
+            records.append({"family": "fc", "label": c.label, **c.hyperparameters(), "dtype": dtype, "xla": xla,
+                            "platform": platform, "state": state, "params": count_params(c), "flops_model": flops_model(c),
+                            "bytes_estimate": 40.0 * count_params(c), "step_time_s": step if state == "ok" else None,
+                            "examples_per_sec": c.batch / step if state == "ok" else None,
+                            "flops_per_sec": flops_model(c) / step if state == "ok" else None,
+                            "utilization": util if state == "ok" else None, "sw_tensorflow": "2.21.0",
+                            "source": "synthetic"})  # fmt: skip
+    with Store(path) as s:
+        start = time.perf_counter()
+        for i in range(0, len(records), 500):
+            s.add_results(records[i : i + 500])
+        insert_rate = len(records) / (time.perf_counter() - start)
+        for name, peak in (("synthetic-a", 2e12), ("synthetic-b", 6e12)):
+            ceil = {"matmul_flops": {"float32": {"xla": peak}, "bfloat16": {"xla": 2 * peak}}, "copy_bandwidth": {"xla": 1e11}}
+            s.put_platform(f"synthetic:{name}", name, {"name": name, "source": "synthetic"}, ceil, "measured")
+        start = time.perf_counter()
+        n_read = len(s.results())
+        query_rate = n_read / (time.perf_counter() - start)
+    return insert_rate, query_rate
+
+
+def bench_analysis(tiny: bool, work: Path) -> None:
+    import papermill as pm
+
+    from paradnn.reports import ensure_kernel
+
+    n = 500 if tiny else 20_000
+    store = work / "synthetic.sqlite"
+    insert_rate, query_rate = synthetic_store(store, n)
+    row("analysis", f"store of {n} synthetic rows", "insert rows/s (batches of 500)", insert_rate)
+    row("analysis", f"store of {n} synthetic rows", "query rows/s (all rows)", query_rate)
+    ensure_kernel()
+    common = {"store": str(store), "measure_missing": False, "families": ["fc"]}
+    notebooks = {
+        "architecture": {"platform": "synthetic-a", "profile_count": 0, "low_precision_families": ["fc"]},
+        "platform_comparison": {"baseline": "synthetic-a", "target": "synthetic-b"},
+        "software_stack": {"platform": "synthetic-a"},
+    }
+    for name, params in list(notebooks.items())[: 1 if tiny else 3]:
+        start = time.perf_counter()
+        source, executed = ROOT / "notebooks" / f"{name}.ipynb", work / f"{name}.ipynb"
+        pm.execute_notebook(str(source), str(executed), parameters={**common, **params}, kernel_name="paradnn",
+                            progress_bar=False, cwd=str(ROOT))  # fmt: skip
+        value = time.perf_counter() - start
+        row("analysis", f"{name} over {n} rows", "wall s", value, "< 60", value < 60)
+
+
+def bench_main_job(work: Path) -> None:
+    start = time.perf_counter()
+    result = paradnn("report", "quick", "--outputs", str(work / "main"))
+    value = time.perf_counter() - start
+    row("main", "paradnn report quick, empty store", "wall s", value, "about 900", result.returncode == 0)
+
+
+SECTIONS = ("harness", "fit", "ceiling", "overhead", "repeat", "analysis")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tiny", action="store_true", help="tiny settings: checks that every section runs")
+    parser.add_argument("--only", default=",".join(SECTIONS), help="comma-separated sections")
+    parser.add_argument("--main-job", action="store_true", help="also time the README's main command (about 15 min)")
+    parser.add_argument("--rounds", type=int, default=3, help="alternations of harness and minimal loop")
+    parser.add_argument("--output", default=str(ROOT / "outputs" / "bench" / "latest.json"))
+    args = parser.parse_args()
+    only = [s.strip() for s in args.only.split(",") if s.strip()]
+    unknown = set(only) - set(SECTIONS)
+    if unknown:
+        print(f"benchmarks: error: unknown section {sorted(unknown)[0]!r}; allowed: {', '.join(SECTIONS)}", file=sys.stderr)
+        return 2
+    os.environ.setdefault("PARADNN_CACHE_DIR", str(Path.home() / ".cache" / "paradnn"))
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        rounds = 1 if args.tiny else args.rounds
+        steps = {
+            "harness": lambda: bench_harness(args.tiny, rounds),
+            "fit": lambda: bench_fit(args.tiny),
+            "ceiling": lambda: bench_ceiling(args.tiny),
+            "overhead": lambda: bench_overhead(args.tiny, work),
+            "repeat": lambda: bench_repeat(args.tiny, work),
+            "analysis": lambda: bench_analysis(args.tiny, work),
+        }
+        for name in only:
+            steps[name]()
+        if args.main_job:
+            bench_main_job(work)
+    out = Path(args.output)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    from paradnn.platform import describe
+
+    out.write_text(json.dumps({"machine": describe(), "tiny": args.tiny, "rows": rows}, indent=1, default=str))
+    missed = [r for r in rows if r["ok"] is False]
+    print(f"{len(rows)} figures, {len(missed)} targets missed; written to {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
