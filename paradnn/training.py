@@ -61,6 +61,10 @@ class Trainer:
             loss = self.loss_fn(y, tf.cast(logits, tf.float32))
             target = self.optimizer.scale_loss(loss) if scaled else loss
         grads = tape.gradient(target, variables)
+        # The embedding's gradient arrives as IndexedSlices, whose data-dependent shape makes
+        # XLA recompile the step on every call (measured: ~3 s per call for a tiny LSTM);
+        # a dense gradient keeps every shape static.
+        grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g for g in grads]
         self.optimizer.apply(grads, variables)
         return loss
 

@@ -109,3 +109,20 @@ def test_loss_stays_finite_over_many_steps():
 
     trainer = Trainer(parse_label("fc", "layer_8-node_64-input_200-output_100-bs_32"), xla=True)
     assert math.isfinite(trainer.run(500))
+
+
+def test_embedding_gradients_reach_the_optimizer_dense():
+    """Sparse (IndexedSlices) gradients have data-dependent shapes: XLA would recompile every call."""
+    from paradnn.training import Trainer
+
+    trainer = Trainer(parse_label("rnn", "layer_1-maxlength_4-vocab_50-embedding_8-bs_2-lstm"), xla=False)
+    seen: list[str] = []
+    apply = trainer.optimizer.apply
+
+    def spy(grads, variables):
+        seen.extend(type(g).__name__ for g in grads)
+        return apply(grads, variables)
+
+    trainer.optimizer.apply = spy
+    trainer.run(1)
+    assert seen and "IndexedSlices" not in seen
