@@ -16,7 +16,7 @@ import json
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -45,7 +45,6 @@ class Report:
     parameters: dict
     html: Path
     error: str = ""
-    extra: dict = field(default_factory=dict)
 
 
 def pipeline_path(name: str) -> Path:

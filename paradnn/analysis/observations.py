@@ -85,10 +85,6 @@ PAPER_TRENDS = {
 }
 
 
-def architecture_trends(df: pd.DataFrame, families: list[str]) -> list[Verdict]:
-    return [trend(df, axis, fam, paper=paper) for (fam, axis), paper in PAPER_TRENDS.items() if fam in families]
-
-
 def memory_bound_share(breakdown: pd.DataFrame, ridge: float, threshold: float = 0.10) -> Verdict:
     """Even the most compute-bound profiled model spends a noticeable time share in
     memory-bound op categories (intensity below the ridge point)."""

@@ -52,8 +52,3 @@ def model_points(df: pd.DataFrame) -> pd.DataFrame:
     ok["intensity"] = ok["flops_model"] / ok["bytes_estimate"]
     ok["achieved_flops"] = ok["flops_per_sec"]
     return ok
-
-
-def bound(intensity: pd.Series, ceilings: Ceilings) -> pd.Series:
-    """'memory' left of the ridge point, 'compute' right of it."""
-    return intensity.map(lambda i: "memory" if i < ceilings.ridge else "compute")
