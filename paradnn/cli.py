@@ -49,16 +49,10 @@ def _config(family: str, label: str) -> Config:
     return parse_label(family, label)
 
 
-def _json_default(value):
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return str(value)
-
-
 def _emit(record: dict, as_json: bool, skip: tuple[str, ...] = ("samples_s",)) -> None:
     if as_json:
         clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in record.items()}
-        click.echo(json.dumps(clean, indent=2, default=_json_default))
+        click.echo(json.dumps(clean, indent=2, default=str))
         return
     width = max(len(k) for k in record)
     for key, value in record.items():

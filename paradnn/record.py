@@ -43,7 +43,7 @@ def describe_config(config: Config, policy: str = "float32", graph=None, trace: 
 def derived(record: dict, peak_flops: float) -> dict:
     """Throughput and utilisation from the median step time and ``flops_model``."""
     step = record.get("step_time_s")
-    if not step or record.get("state") not in ("ok",):
+    if not step or record.get("state") != "ok":
         return {"examples_per_sec": None, "flops_per_sec": None, "utilization": None}
     flops_per_sec = record["flops_model"] / step
     return {
