@@ -30,7 +30,7 @@ chromium:
 	  echo "chromium not installed: the browser test will be skipped"
 
 test: $(STAMP) chromium
-	$(BIN)/ruff check paradnn tests
+	$(BIN)/ruff check paradnn tests benchmarks notebooks
 	$(BIN)/python -m pytest
 
 # Performance evidence for the harness itself: a table of ratios (about 15 minutes).

@@ -2,7 +2,8 @@
 
 1. Build model, optimizer and device-resident synthetic data (nothing crosses from the
    host inside the timer).
-2. The first call (trace + compile + one step) is timed separately as compile time.
+2. Tracing the step and the first call (compile + one step) are timed apart, together as
+   compile time.
 3. Calibrate K, the steps per call, so one call takes at least ``min_call_seconds``.
 4. Warm up until two consecutive calls agree within ``warmup_tolerance`` (bounded).
 5. Timed calls, each ending with a device synchronisation (the loss is copied to the
@@ -165,18 +166,18 @@ def run_protocol(run: Callable[[int], float], settings: RunSettings) -> Measurem
         _check(loss, steps)
         one, loss = _timed(lambda: run(1))
         steps += 1
-        k = _steps_for(one, settings)
+        per_step, k = one, _steps_for(one, settings)
         if k > 1:  # refine: a single step's time includes the call overhead
             t, loss = _timed(lambda: run(k))
             steps += k
-            k = _steps_for(t / k, settings)
+            per_step, k = t / k, _steps_for(t / k, settings)
         m.steps_per_call = k
         _check(loss, steps)
         m.phases["calibration_s"] = time.perf_counter() - start - m.compile_time_s
 
         warmup_start = time.perf_counter()
         budget_end = warmup_start + settings.max_seconds
-        previous = math.inf
+        previous = per_step * k  # the last calibration call is the first warm-up sample
         for _ in range(settings.max_warmup_calls):
             t, loss = _timed(lambda: run(k))
             steps += k
@@ -232,11 +233,15 @@ def measure(config: Config, settings: RunSettings, count_graph: bool = True) -> 
     try:
         with tf.device(settings.device):
             trainer = Trainer(config, settings.dtype, settings.xla)
+            built = time.perf_counter()
+            trainer.trace()  # part of compiling; reused by the FLOP count and the first call
+            traced = time.perf_counter()
             graph = count_graph_flops(trainer) if count_graph else None
-            built = time.perf_counter() - start
+            counted = time.perf_counter()
             m = run_protocol(trainer.run, settings)
             m.graph = graph
-            m.phases["build_s"] = built
+            m.compile_time_s += traced - built
+            m.phases.update(build_s=built - start, trace_s=traced - built, count_s=counted - traced)
     except tf.errors.ResourceExhaustedError as exc:
         m = Measurement(state="oom", error=_first_line(exc))
     except MemoryError as exc:

@@ -125,9 +125,9 @@ def _worker(conn, target: Target) -> None:
         try:
             message = conn.recv()
         except EOFError:
-            return
-        if message is None:
-            return
+            message = None
+        if message is None:  # done: skip TensorFlow's interpreter teardown (~1 s); nothing is pending
+            os._exit(0)
         family, label, settings = message
         if os.environ.get(FAULT_CRASH_ENV) == label:
             os.abort()

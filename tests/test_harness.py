@@ -46,6 +46,25 @@ def test_protocol_caps_steps_per_call(monkeypatch):
     assert m.steps_per_call == 1000
 
 
+def test_warm_up_ends_when_a_call_agrees_with_the_one_before(monkeypatch):
+    steady = FakeDevice(monkeypatch, step=0.004)
+    assert run_protocol(steady, RunSettings()).warmup_calls == 1  # agrees with the last calibration call
+
+    slow_start = FakeDevice(monkeypatch, step=0.004)
+    base = slow_start.__call__
+
+    def warming(k):  # calls 2-5 take 3x, 2x, 1.5x, 1.2x as long; from call 6 on, steady
+        factor = {2: 3.0, 3: 2.0, 4: 1.5, 5: 1.2}.get(len(slow_start.calls) + 1, 1.0)
+        loss = base(k)
+        slow_start.now += (factor - 1) * k * slow_start.step
+        return loss
+
+    m = run_protocol(warming, RunSettings())
+    # Calls: compile, calibration x2 (3x, 2x), warm-up 1.5x, 1.2x, 1x, 1x (the first pair within 5%).
+    assert m.warmup_calls == 4
+    assert all(s == pytest.approx(0.004) for s in m.samples)
+
+
 def test_non_finite_loss_is_reported_not_hidden(monkeypatch):
     device = FakeDevice(monkeypatch, step=0.01, losses=lambda call: 1.0 if call < 6 else math.nan)
     m = run_protocol(device, RunSettings())
@@ -126,3 +145,47 @@ def test_embedding_gradients_reach_the_optimizer_dense():
     trainer.optimizer.apply = spy
     trainer.run(1)
     assert seen and "IndexedSlices" not in seen
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16", "bfloat16", "mixed_float16"])
+@pytest.mark.parametrize("xla", [True, False], ids=["xla", "no-xla"])
+def test_fused_rmsprop_matches_keras_rmsprop(policy, xla):
+    """The fused kernel does Keras's arithmetic: same weights after a few steps from one seed."""
+    import numpy as np
+
+    from paradnn import training
+    from paradnn.training import RMSPROP, Trainer, keras
+
+    config = parse_label("fc", "layer_2-node_16-input_20-output_5-bs_8")
+    fused = Trainer(config, policy, xla=xla)
+    assert "ResourceApplyRMSProp" in _op_types(fused)
+    stock = Trainer(config, policy, xla=xla)
+    inner = keras.optimizers.RMSprop(**RMSPROP)
+    stock.optimizer = keras.optimizers.LossScaleOptimizer(inner) if policy == "mixed_float16" else inner
+    stock.optimizer.build(stock.model.trainable_variables)
+    stock._run = training.tf.function(stock._steps, jit_compile=xla)
+    fused.run(3)
+    stock.run(3)
+    tolerance = 1e-2 if policy == "bfloat16" else 1e-5  # bfloat16 weights keep 8 bits of mantissa
+    for a, b in zip(fused.model.get_weights(), stock.model.get_weights()):
+        np.testing.assert_allclose(np.asarray(a, np.float32), np.asarray(b, np.float32), rtol=tolerance, atol=tolerance)
+    assert any(np.any(a != b) for a, b in zip(fused.model.get_weights(), Trainer(config, policy).model.get_weights()))
+
+
+def test_flops_graph_counts_the_fused_optimizer_update():
+    from paradnn.counting import count_params
+    from paradnn.training import RMSPROP_FLOPS_PER_WEIGHT, Trainer, count_graph_flops
+
+    config = parse_label("fc", "layer_2-node_16-input_20-output_5-bs_8")
+    graph = count_graph_flops(Trainer(config, xla=False))
+    assert graph.by_op_type["ResourceApplyRMSProp"] == RMSPROP_FLOPS_PER_WEIGHT * count_params(config)
+
+
+def _op_types(trainer) -> set[str]:
+    """Op types of the traced step, including the bodies of its conditionals (loss scaling)."""
+    from paradnn.training import tf
+
+    spec = (tf.TensorSpec.from_tensor(trainer.x), tf.TensorSpec.from_tensor(trainer.y))
+    graph_def = tf.function(trainer.step).get_concrete_function(*spec).graph.as_graph_def()
+    nodes = [*graph_def.node, *(n for f in graph_def.library.function for n in f.node_def)]
+    return {n.op for n in nodes}
