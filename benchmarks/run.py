@@ -6,8 +6,8 @@
     python benchmarks/run.py --tiny          # seconds; what the test suite runs
 
 Sections (targets in brackets):
-  harness   harness vs a minimal hand-written tf.function loop, alternating [>= 0.97]
-  fit       harness vs Keras model.fit(steps_per_execution=32), alternating [>= 0.97 large FC, >= 1.2 small FC]
+  harness   harness vs a minimal hand-written tf.function loop, call by call [>= 0.97]
+  fit       harness vs Keras model.fit(steps_per_execution=32), call by call [>= 0.97 large FC, >= 1.2 small FC]
   ceiling   model FLOP/s of the large FC over the measured matmul ceiling [>= 0.9, float32 + XLA]
   overhead  sweep wall time outside timed samples, per configuration [median < 2 s without compile]
   repeat    the same configurations in two separate sweeps [median |diff| <= 5%]
@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -79,78 +80,103 @@ def minimal_loop(config, policy: str, xla: bool, k: int):
     return lambda: float(train(x, y).numpy())
 
 
-def time_minimal(config, policy: str, xla: bool, k: int, seconds: float) -> float:
-    """Median seconds per step of the minimal loop (two warm-up calls, then calls of k steps)."""
-    call = minimal_loop(config, policy, xla, k)
-    call()
-    call()
-    samples, end = [], time.perf_counter() + seconds
-    while len(samples) < 5 or time.perf_counter() < end:
-        start = time.perf_counter()
+def harness_calls(config, policy: str, xla: bool):
+    """The harness's timed call, ``Trainer.run(k)``, with k from the harness's own calibration."""
+    from paradnn.training import Trainer
+
+    m = measure(config, RunSettings(dtype=policy, xla=xla, max_seconds=0.2), count_graph=False)
+    assert m.state == "ok", m.error
+    trainer = Trainer(config, policy, xla)
+    trainer.run(m.steps_per_call)  # compile
+    return lambda: trainer.run(m.steps_per_call), m.steps_per_call
+
+
+def interleaved(runs: dict[str, tuple[Callable[[], object], int]], seconds: float, min_rounds: int) -> list[dict[str, float]]:
+    """Seconds per step of each ``(call, steps per call)``, taking turns call by call.
+
+    Returns one dict per round. The first of each round is swapped every round, so the
+    machine's drift (10-20% over minutes here) reaches every contender alike, and a
+    ratio taken within a round cancels it.
+    """
+    for call, _ in runs.values():  # warm up
         call()
-        samples.append((time.perf_counter() - start) / k)
-    return float(np.median(samples))
+        call()
+    rounds: list[dict[str, float]] = []
+    names = list(runs)
+    end = time.perf_counter() + seconds
+    while len(rounds) < min_rounds or time.perf_counter() < end:
+        sample = {}
+        for name in names:
+            call, steps = runs[name]
+            start = time.perf_counter()
+            call()
+            sample[name] = (time.perf_counter() - start) / steps
+        rounds.append(sample)
+        names.reverse()
+    return rounds
 
 
-def time_fit(config, policy: str, xla: bool, seconds: float, per_step_guess: float) -> float:
-    """Median seconds per step inside one Keras ``fit`` call, after warm-up, via a callback.
+def time_fit_interleaved(config, xla: bool, seconds: float) -> dict[str, float]:
+    """Median seconds per step of Keras ``fit`` executions and of harness calls, taking turns.
 
-    With the optimizer users would pick: Keras's own RMSprop, same hyperparameters.
+    One ``fit`` call with ``steps_per_execution=32`` and the optimizer users would pick
+    (Keras's own RMSprop, same hyperparameters); a callback runs one harness call after
+    each execution, so the two alternate; an execution's time excludes that call.
     """
     from paradnn.models import build_model, synthetic_data
     from paradnn.training import RMSPROP, keras, tf
 
+    harness, k = harness_calls(config, "float32", xla)
     spe = 32
-    model = build_model(config, policy)
+    model = build_model(config, "float32")
     loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
     model.compile(optimizer=keras.optimizers.RMSprop(**RMSPROP), loss=loss, steps_per_execution=spe, jit_compile=xla)
     x, y = synthetic_data(config)
-    stamps: list[float] = []
+    samples: dict[str, list[float]] = {"fit": [], "harness": []}
 
-    class Stamp(keras.callbacks.Callback):
+    class TakeTurns(keras.callbacks.Callback):
+        last: float | None = None
+
         def on_train_batch_end(self, batch, logs=None):
-            stamps.append(time.perf_counter())
+            if batch >= 2 * spe and self.last is not None:  # the first two executions trace and compile
+                samples["fit"].append((time.perf_counter() - self.last) / spe)
+            start = time.perf_counter()
+            harness()
+            samples["harness"].append((time.perf_counter() - start) / k)
+            self.last = time.perf_counter()
 
-    executions = 2 + max(4, math.ceil(seconds / (per_step_guess * spe)))  # 2 to warm up
+    start = time.perf_counter()
+    harness()
+    guess = (time.perf_counter() - start) / k
+    executions = 2 + max(6, math.ceil(seconds / (guess * (spe + k))))
     data = tf.data.Dataset.from_tensors((x, y)).repeat()
-    model.fit(data, epochs=1, steps_per_epoch=executions * spe, callbacks=[Stamp()], verbose=0)
-    deltas = np.diff(stamps[2:]) / spe  # the first executions trace and compile
-    return float(np.median(deltas))
+    model.fit(data, epochs=1, steps_per_epoch=executions * spe, callbacks=[TakeTurns()], verbose=0)
+    return {name: float(np.median(values)) for name, values in samples.items()}
 
 
-def harness_step(config, policy: str, xla: bool, seconds: float):
-    m = measure(config, RunSettings(dtype=policy, xla=xla, max_seconds=seconds), count_graph=False)
-    assert m.state == "ok", m.error
-    return m
-
-
-def bench_harness(tiny: bool, rounds: int, families: list[str]) -> None:
+def bench_harness(tiny: bool, families: list[str]) -> None:
     cases = [("fc", TINY_FC)] if tiny else [(f, label) for f, label in SIMILAR if f in families]
     policies = ["float32"] if tiny else ["float32", "mixed_bfloat16"]
     for family, label in cases:
         config = parse_label(family, label)
         for policy in policies:
             for xla in (True, False):
-                ratios = []
-                for _ in range(rounds):  # alternate the two, so drift hits both
-                    m = harness_step(config, policy, xla, 0.5 if tiny else 3)
-                    minimal = time_minimal(config, policy, xla, m.steps_per_call, 0.5 if tiny else 3)
-                    ratios.append(minimal / m.stats.median)  # examples/s ratio harness / minimal
-                value = float(np.median(ratios))
+                harness, k = harness_calls(config, policy, xla)
+                rounds = interleaved({"harness": (harness, k), "minimal": (minimal_loop(config, policy, xla, k), k)},
+                                     0.5 if tiny else 8, 5 if tiny else 15)  # fmt: skip
+                # examples/s ratio harness / minimal: the median of the ratios within rounds
+                value = float(np.median([r["minimal"] / r["harness"] for r in rounds]))
                 row("harness", f"{family} {label} {policy} xla={'on' if xla else 'off'}", "examples/s harness/minimal",
                     value, ">= 0.97", value >= 0.97)  # fmt: skip
 
 
-def bench_fit(tiny: bool, rounds: int) -> None:
+def bench_fit(tiny: bool) -> None:
     cases = [(TINY_FC, 0.97)] if tiny else [(LARGE_FC, 0.97), (SMALL_FC, 1.2)]
     for label, target in cases:
         config = parse_label("fc", label)
         for xla in (True, False):
-            ratios = []
-            for _ in range(rounds):  # alternate the two, so drift hits both
-                m = harness_step(config, "float32", xla, 0.5 if tiny else 3)
-                ratios.append(time_fit(config, "float32", xla, 0.5 if tiny else 3, m.stats.median) / m.stats.median)
-            value = float(np.median(ratios))
+            medians = time_fit_interleaved(config, xla, 0.5 if tiny else 10)
+            value = medians["fit"] / medians["harness"]
             row("fit", f"fc {label} xla={'on' if xla else 'off'}", "examples/s harness/fit", value, f">= {target}",
                 value >= target)  # fmt: skip
 
@@ -166,7 +192,8 @@ def bench_ceiling(tiny: bool) -> None:
     for policy, xla in [("float32", True), ("float32", False), ("mixed_bfloat16", True), ("mixed_bfloat16", False)]:
         if tiny and policy != "float32":
             continue
-        m = harness_step(config, policy, xla, 0.5 if tiny else 3)
+        m = measure(config, RunSettings(dtype=policy, xla=xla, max_seconds=0.5 if tiny else 3), count_graph=False)
+        assert m.state == "ok", m.error
         peak, _ = plat.peak(info, ceilings, policy)
         value = flops_model(config) / m.stats.median / peak
         goal = policy == "float32" and xla
@@ -224,12 +251,13 @@ def bench_overhead(tiny: bool, work: Path) -> None:
 
 
 def bench_repeat(tiny: bool, work: Path) -> None:
-    sets = ["--set", "layers=2,4", "--set", "nodes=64,256,1024", "--set", "batch=64,256"]
+    sets = ["--set", "layers=2,4", "--set", "nodes=64,256,1024", "--set", "batch=64,256"]  # the default 10 s each
     if tiny:
-        sets = ["--set", "layers=1", "--set", "nodes=32,64", "--set", "batch=32", "--set", "input=100", "--set", "output=10"]
+        sets = ["--set", "layers=1", "--set", "nodes=32,64", "--set", "batch=32", "--set", "input=100", "--set", "output=10",
+                "--max-seconds", "0.5"]  # fmt: skip
     stores = [work / "repeat-a.sqlite", work / "repeat-b.sqlite"]
     for store in stores:
-        result = paradnn("sweep", "fc", *sets, "--max-seconds", "0.5" if tiny else "2", "--store", str(store))
+        result = paradnn("sweep", "fc", *sets, "--store", str(store))
         assert result.returncode == 0, result.stderr
     a, b = (sweep_rows(s).set_index("label")["examples_per_sec"] for s in stores)
     ratio = (b / a).dropna()
@@ -241,10 +269,10 @@ def bench_repeat(tiny: bool, work: Path) -> None:
     cv = np.concatenate([sweep_rows(s)["step_time_cv"].dropna().to_numpy() for s in stores])
     case = f"fc, {len(diff)} configurations, two sweeps"
     row("repeat", case, "median |diff| examples/s", float(diff.median()), "<= 0.05", bool(diff.median() <= 0.05))
-    row("repeat", case, "worst |diff| examples/s", float(diff.max()))
+    row("repeat", case, f"worst |diff| examples/s ({diff.idxmax()})", float(diff.max()))
     row("repeat", case, "common drift (median b/a)", drift)
     row("repeat", case, "median |diff| after drift", float(scatter.median()))
-    row("repeat", case, "worst |diff| after drift", float(scatter.max()))
+    row("repeat", case, f"worst |diff| after drift ({scatter.idxmax()})", float(scatter.max()))
     for q in (0.5, 0.9, 1.0):
         row("repeat", "within-run CV of step time", f"quantile {q:.1f}", float(np.quantile(cv, q)))
 
@@ -293,9 +321,7 @@ def synthetic_store(path: Path, n: int) -> tuple[float, float]:
 
 
 def bench_analysis(tiny: bool, work: Path) -> None:
-    import papermill as pm
-
-    from paradnn.reports import ensure_kernel
+    from paradnn.reports import ensure_kernel, execute_notebook
 
     n = 500 if tiny else 20_000
     store = work / "synthetic.sqlite"
@@ -312,8 +338,7 @@ def bench_analysis(tiny: bool, work: Path) -> None:
     for name, params in list(notebooks.items())[: 1 if tiny else 3]:
         start = time.perf_counter()
         source, executed = ROOT / "notebooks" / f"{name}.ipynb", work / f"{name}.ipynb"
-        pm.execute_notebook(str(source), str(executed), parameters={**common, **params}, kernel_name="paradnn",
-                            progress_bar=False, cwd=str(ROOT))  # fmt: skip
+        execute_notebook(source, executed, {**common, **params})
         value = time.perf_counter() - start
         row("analysis", f"{name} over {n} rows", "wall s", value, "< 60", value < 60)
 
@@ -322,7 +347,7 @@ def bench_main_job(work: Path) -> None:
     start = time.perf_counter()
     result = paradnn("report", "quick", "--outputs", str(work / "main"))
     value = time.perf_counter() - start
-    row("main", "paradnn report quick, empty store", "wall s", value, "about 900", result.returncode == 0)
+    row("main", "paradnn report quick, empty store", "wall s", value, "exit status 0", result.returncode == 0)
 
 
 SECTIONS = ("harness", "fit", "ceiling", "overhead", "repeat", "analysis")
@@ -333,7 +358,6 @@ def main() -> int:
     parser.add_argument("--tiny", action="store_true", help="tiny settings: checks that every section runs")
     parser.add_argument("--only", default=",".join(SECTIONS), help="comma-separated sections")
     parser.add_argument("--main-job", action="store_true", help="also time the README's main command (about 15 min)")
-    parser.add_argument("--rounds", type=int, default=3, help="alternations of harness and minimal loop")
     parser.add_argument("--families", default="fc,cnn,rnn", help="families in the harness section")
     parser.add_argument("--output", default=str(ROOT / "outputs" / "bench" / "latest.json"))
     args = parser.parse_args()
@@ -345,10 +369,9 @@ def main() -> int:
     os.environ.setdefault("PARADNN_CACHE_DIR", str(Path.home() / ".cache" / "paradnn"))
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        rounds = 1 if args.tiny else args.rounds
         steps = {
-            "harness": lambda: bench_harness(args.tiny, rounds, args.families.split(",")),
-            "fit": lambda: bench_fit(args.tiny, rounds),
+            "harness": lambda: bench_harness(args.tiny, args.families.split(",")),
+            "fit": lambda: bench_fit(args.tiny),
             "ceiling": lambda: bench_ceiling(args.tiny),
             "overhead": lambda: bench_overhead(args.tiny, work),
             "repeat": lambda: bench_repeat(args.tiny, work),

@@ -45,18 +45,19 @@ def category(op_type: str) -> str:
 
 def _graph_counts(trainer) -> tuple[Counter, Counter]:
     """FLOPs and bytes per category of one step's graph."""
-    from paradnn.training import count_graph_flops, tf
+    from paradnn.training import count_graph_flops
 
     graph_count = count_graph_flops(trainer)
     flops: Counter[str] = Counter()
     for op_type, n in graph_count.by_op_type.items():
         flops[category(op_type)] += n
-    fn = tf.function(trainer.step).get_concrete_function(
-        tf.TensorSpec.from_tensor(trainer.x), tf.TensorSpec.from_tensor(trainer.y)
-    )
     moved: Counter[str] = Counter()
-    for op in fn.graph.get_operations():
+    for op in trainer.trace().graph.get_operations():
         if _IGNORED.match(op.type):
+            continue
+        if op.type == "ResourceApplyRMSProp":  # reads weight, 2 slots, gradient; writes 3
+            grad = op.inputs[7]
+            moved[category(op.type)] += 7 * grad.shape.num_elements() * grad.dtype.size
             continue
         n = 0
         for t in list(op.inputs) + list(op.outputs):

@@ -103,6 +103,19 @@ def ensure_kernel(name: str = KERNEL) -> None:
     )
 
 
+def execute_notebook(source: Path, executed: Path, params: dict, kernel: str = KERNEL) -> None:
+    """Run ``source`` with ``params`` through papermill into ``executed``.
+
+    The kernel is local, so it talks over Unix sockets (IPC) rather than TCP: no ports are
+    opened, and ipykernel has no reason to warn about unencrypted TCP traffic.
+    """
+    import papermill as pm
+    from traitlets.config import Config
+
+    pm.execute_notebook(str(source), str(executed), parameters=params, kernel_name=kernel, cwd=str(ROOT),
+                        progress_bar=False, config=Config({"KernelManager": {"transport": "ipc"}}))  # fmt: skip
+
+
 def notebook_parameters(pipeline: Pipeline, entry: dict, overrides: dict, store: Path, reference: Path | None) -> dict:
     """Pipeline-wide, then per-notebook, then command-line parameters; paths made absolute."""
     params = {**pipeline.parameters, **(entry.get("parameters") or {}), **overrides}
@@ -154,7 +167,6 @@ def run_pipeline(
     name: str, overrides: dict | None = None, reference: Path | None = None, outputs: Path = Path("outputs")
 ) -> list[Report]:
     """Execute every notebook of pipeline ``name``; see the module docstring."""
-    import papermill as pm
 
     pipeline = load_pipeline(name)
     if reference is not None and not reference.is_dir():
@@ -172,8 +184,7 @@ def run_pipeline(
         start = time.monotonic()
         status, error = "ok", ""
         try:
-            pm.execute_notebook(str(source), str(executed), parameters=params, kernel_name=pipeline.kernel,
-                                cwd=str(ROOT), progress_bar=False)  # fmt: skip
+            execute_notebook(source, executed, params, pipeline.kernel)
         except Exception as exc:  # noqa: BLE001 - a failed notebook is a red row, not a crash
             status, error = "failed", f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"
         duration = time.monotonic() - start
