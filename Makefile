@@ -33,7 +33,7 @@ test: $(STAMP) chromium
 	$(BIN)/ruff check paradnn tests benchmarks notebooks
 	$(BIN)/python -m pytest
 
-# Performance evidence for the harness itself: a table of ratios (about 15 minutes).
+# Performance evidence for the harness itself: a table of ratios (about 30 minutes).
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py
 

@@ -1,6 +1,6 @@
 """Evidence that the harness is fast and trustworthy: ratios measured side by side in one run.
 
-    python benchmarks/run.py                 # everything but the main job (about 15 minutes)
+    python benchmarks/run.py                 # everything but the main job (about 30 minutes)
     python benchmarks/run.py --only harness,fit
     python benchmarks/run.py --main-job      # also time `paradnn report quick` from an empty store
     python benchmarks/run.py --tiny          # seconds; what the test suite runs
@@ -357,7 +357,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tiny", action="store_true", help="tiny settings: checks that every section runs")
     parser.add_argument("--only", default=",".join(SECTIONS), help="comma-separated sections")
-    parser.add_argument("--main-job", action="store_true", help="also time the README's main command (about 15 min)")
+    parser.add_argument("--main-job", action="store_true", help="also time the README's main command (about 7 min)")
     parser.add_argument("--families", default="fc,cnn,rnn", help="families in the harness section")
     parser.add_argument("--output", default=str(ROOT / "outputs" / "bench" / "latest.json"))
     args = parser.parse_args()

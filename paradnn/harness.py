@@ -7,7 +7,8 @@
 3. Calibrate K, the steps per call, so one call takes at least ``min_call_seconds``.
 4. Warm up until two consecutive calls agree within ``warmup_tolerance`` (bounded).
 5. Timed calls, each ending with a device synchronisation (the loss is copied to the
-   host); every per-step sample is kept.
+   host); every per-step sample is kept. Python's garbage collector is paused from
+   warm-up to the last sample, as ``timeit`` does.
 6. Stop adaptively: once the median's 95% confidence half-width is within
    ``target_precision`` of it (after ``min_samples``), or when ``max_seconds`` is spent.
 
@@ -17,6 +18,7 @@ speeds); it is reported as state ``error`` with the numbers kept, never hidden.
 
 from __future__ import annotations
 
+import gc
 import math
 import time
 from collections.abc import Callable
@@ -160,6 +162,7 @@ def run_protocol(run: Callable[[int], float], settings: RunSettings) -> Measurem
     m = Measurement(state="ok")
     start = time.perf_counter()
     steps = 0
+    gc_was_enabled = gc.isenabled()
     try:
         m.compile_time_s, loss = _timed(lambda: run(1))
         steps += 1
@@ -175,6 +178,10 @@ def run_protocol(run: Callable[[int], float], settings: RunSettings) -> Measurem
         _check(loss, steps)
         m.phases["calibration_s"] = time.perf_counter() - start - m.compile_time_s
 
+        # No Python garbage collection inside the timer (as ``timeit``): a collection of
+        # earlier garbage would land in whichever call it interrupts.
+        gc.collect()
+        gc.disable()
         warmup_start = time.perf_counter()
         budget_end = warmup_start + settings.max_seconds
         previous = per_step * k  # the last calibration call is the first warm-up sample
@@ -206,6 +213,8 @@ def run_protocol(run: Callable[[int], float], settings: RunSettings) -> Measurem
     except NonFiniteLoss as exc:
         m.state, m.error = "error", str(exc)
     finally:
+        if gc_was_enabled:
+            gc.enable()
         m.wall_time_s = time.perf_counter() - start
     if m.samples:
         m.stats = Stats.of(m.samples)

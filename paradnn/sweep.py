@@ -117,6 +117,7 @@ def _worker(conn, target: Target) -> None:
 
     plat.apply_threads(target)
     from paradnn.record import measure_config
+    from paradnn.tfimport import keras
 
     info = plat.describe(target)
     ceilings = plat.ceilings(target, info)
@@ -131,6 +132,9 @@ def _worker(conn, target: Target) -> None:
         family, label, settings = message
         if os.environ.get(FAULT_CRASH_ENV) == label:
             os.abort()
+        # Drop Keras's global state from the previous configuration (its garbage is collected
+        # once, before timing starts: see harness.run_protocol).
+        keras.utils.clear_session(free_memory=False)
         try:
             record = measure_config(parse_label(family, label), RunSettings(**settings), target, info, ceilings)
             conn.send(("result", record))

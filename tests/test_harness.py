@@ -65,6 +65,25 @@ def test_warm_up_ends_when_a_call_agrees_with_the_one_before(monkeypatch):
     assert all(s == pytest.approx(0.004) for s in m.samples)
 
 
+@pytest.mark.parametrize("loss", [1.0, math.nan], ids=["ok", "error"])
+def test_garbage_collection_is_paused_while_timing_and_restored(monkeypatch, loss):
+    import gc
+
+    device = FakeDevice(monkeypatch, step=0.004, losses=lambda call: 1.0 if call < 6 else loss)
+    enabled: list[bool] = []
+
+    def run(k):
+        enabled.append(gc.isenabled())
+        return device(k)
+
+    assert gc.isenabled()
+    m = run_protocol(run, RunSettings())
+    assert m.state == ("ok" if loss == 1.0 else "error")
+    assert enabled[:3] == [True, True, True]  # compile and calibration
+    assert not any(enabled[3:])  # warm-up and timed samples
+    assert gc.isenabled()
+
+
 def test_non_finite_loss_is_reported_not_hidden(monkeypatch):
     device = FakeDevice(monkeypatch, step=0.01, losses=lambda call: 1.0 if call < 6 else math.nan)
     m = run_protocol(device, RunSettings())
