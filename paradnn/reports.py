@@ -167,7 +167,6 @@ def run_pipeline(
     name: str, overrides: dict | None = None, reference: Path | None = None, outputs: Path = Path("outputs")
 ) -> list[Report]:
     """Execute every notebook of pipeline ``name``; see the module docstring."""
-
     pipeline = load_pipeline(name)
     if reference is not None and not reference.is_dir():
         raise ConfigError("--reference", str(reference), "a folder with the original study's JSON files")
