@@ -35,7 +35,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from paradnn.config import parse_label  # noqa: E402
+from paradnn.families import parse_label  # noqa: E402
 from paradnn.harness import RunSettings, measure  # noqa: E402
 
 LARGE_FC = "layer_4-node_2048-input_2000-output_1000-bs_512"
@@ -59,14 +59,15 @@ def row(section: str, case: str, metric: str, value: float, target: str = "", ok
 
 def minimal_loop(config, policy: str, xla: bool, k: int):
     """The shortest correct training loop: same model, optimizer, loss and data."""
-    from paradnn.models import build_model, synthetic_data
+    from paradnn.families import family_of
     from paradnn.training import keras, make_optimizer, tf
 
-    model = build_model(config, policy)
+    family = family_of(config)
+    model = family.build(config, policy)
     opt = make_optimizer(policy)
     opt.build(model.trainable_variables)
     loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-    x, y = synthetic_data(config)
+    x, y = family.data(config, 0)
 
     @tf.function(jit_compile=xla)
     def train(x, y):
@@ -123,15 +124,16 @@ def time_fit_interleaved(config, xla: bool, seconds: float) -> dict[str, float]:
     (Keras's own RMSprop, same hyperparameters); a callback runs one harness call after
     each execution, so the two alternate; an execution's time excludes that call.
     """
-    from paradnn.models import build_model, synthetic_data
+    from paradnn.families import family_of
     from paradnn.training import RMSPROP, keras, tf
 
     harness, k = harness_calls(config, "float32", xla)
     spe = 32
-    model = build_model(config, "float32")
+    family = family_of(config)
+    model = family.build(config, "float32")
     loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
     model.compile(optimizer=keras.optimizers.RMSprop(**RMSPROP), loss=loss, steps_per_execution=spe, jit_compile=xla)
-    x, y = synthetic_data(config)
+    x, y = family.data(config, 0)
     samples: dict[str, list[float]] = {"fit": [], "harness": []}
 
     class TakeTurns(keras.callbacks.Callback):
@@ -182,12 +184,13 @@ def bench_fit(tiny: bool) -> None:
 
 
 def bench_ceiling(tiny: bool) -> None:
+    from paradnn import ceilings as ceil
     from paradnn import platform as plat
     from paradnn.counting import flops_model
 
     target = plat.Target()
     info = plat.describe(target)
-    ceilings = plat.ceilings(target, info)
+    ceilings = ceil.ceilings(target, info)
     config = parse_label("fc", TINY_FC if tiny else LARGE_FC)
     for policy, xla in [("float32", True), ("float32", False), ("mixed_bfloat16", True), ("mixed_bfloat16", False)]:
         if tiny and policy != "float32":

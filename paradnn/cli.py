@@ -14,7 +14,12 @@ from pathlib import Path
 
 import click
 
-from paradnn.config import FAMILIES, POLICIES, Config, ConfigError, parse_label
+from paradnn import families
+from paradnn.config import POLICIES, ConfigError
+from paradnn.families import Config
+from paradnn.store import StoreError
+
+FAMILIES = families.names()
 
 
 class _OneLineErrors(click.Group):
@@ -32,6 +37,8 @@ class _OneLineErrors(click.Group):
             _fail(exc.format_message())
         except ConfigError as exc:
             _fail(str(exc))
+        except StoreError as exc:
+            _fail(str(exc))
         except click.ClickException as exc:
             click.echo(f"paradnn: error: {exc.format_message()}", err=True)
             sys.exit(exc.exit_code)
@@ -43,10 +50,22 @@ def _fail(message: str) -> None:
     sys.exit(2)
 
 
-def _config(family: str, label: str) -> Config:
+def _family(family: str) -> str:
     if family not in FAMILIES:
         raise ConfigError("FAMILY", family, ", ".join(FAMILIES))
-    return parse_label(family, label)
+    return family
+
+
+def _config(family: str, label: str) -> Config:
+    return families.parse_label(_family(family), label)
+
+
+def _memory_budget(memory_gb: float | None, target) -> float | None:
+    from paradnn.sweep import default_memory_budget
+
+    if memory_gb is not None and not memory_gb > 0:
+        raise ConfigError("--memory-budget", memory_gb, "a positive number of GB")
+    return memory_gb * 1e9 if memory_gb else default_memory_budget(target)
 
 
 def _emit(record: dict, as_json: bool, skip: tuple[str, ...] = ("samples_s",)) -> None:
@@ -83,14 +102,15 @@ def main() -> None:
 @click.option("--refresh", is_flag=True, help="Measure the ceilings again instead of using the cache.")
 def platform(platform_id: str, as_json: bool, refresh: bool) -> None:
     """Identify this machine and show its peaks and measured ceilings."""
+    from paradnn import ceilings
     from paradnn import platform as plat
 
     target = plat.parse_target(platform_id)
     plat.apply_threads(target)
     info = plat.describe(target)
-    if not refresh and not plat.cached_ceilings(info):
+    if not refresh and not ceilings.cached_ceilings(info):
         click.echo("measuring this platform's ceilings once (about 20 s)...", err=True)
-    info["ceilings"] = plat.ceilings(target, info, refresh=refresh)
+    info["ceilings"] = ceilings.ceilings(target, info, refresh=refresh)
     info["peaks"] = {p: dict(zip(("flops", "source"), plat.peak(info, info["ceilings"], p))) for p in POLICIES}
     if as_json:
         _emit(info, True)
@@ -106,15 +126,23 @@ def platform(platform_id: str, as_json: bool, refresh: bool) -> None:
 @click.argument("family")
 @click.argument("label")
 @click.option("--dtype", default="float32", show_default=True, help="|".join(POLICIES))
+@click.option("--memory-budget", "memory_gb", type=float, help="GB the traced model may take (default: 60% of RAM).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def describe(family: str, label: str, dtype: str, as_json: bool) -> None:
-    """Parameters, FLOPs and bytes of one training step of FAMILY LABEL (whole batch)."""
+def describe(family: str, label: str, dtype: str, memory_gb: float | None, as_json: bool) -> None:
+    """Parameters, FLOPs and bytes of one training step of FAMILY LABEL (whole batch).
+
+    Everything but flops_graph is analytic; flops_graph traces the step with symbolic data
+    (no batch is allocated), unless the weights alone exceed the memory budget.
+    """
+    from paradnn.platform import Target
+
     config = _config(family, label)
     if dtype not in POLICIES:
         raise ConfigError("--dtype", dtype, ", ".join(POLICIES))
+    budget = _memory_budget(memory_gb, Target())
     from paradnn.record import describe_config
 
-    _emit(describe_config(config, dtype), as_json)
+    _emit(describe_config(config, dtype, memory_budget=budget), as_json)
 
 
 @main.command()
@@ -124,9 +152,14 @@ def describe(family: str, label: str, dtype: str, as_json: bool) -> None:
 @click.option("--xla/--no-xla", default=True, show_default=True, help="Compile the step with XLA.")
 @click.option("--max-seconds", default=10.0, show_default=True, type=float, help="Time budget for warm-up and samples.")
 @click.option("--platform", "platform_id", default="cpu", show_default=True, help="cpu, cpu[threads=N], gpu:N or tpu:N.")
+@click.option("--memory-budget", "memory_gb", type=float, help="GB the configuration may use (default: 60% of RAM on CPU).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def measure(family: str, label: str, dtype: str, xla: bool, max_seconds: float, platform_id: str, as_json: bool) -> None:
-    """Time the training step of FAMILY LABEL on this machine."""
+def measure(family: str, label: str, dtype: str, xla: bool, max_seconds: float, platform_id: str, memory_gb: float | None,
+            as_json: bool) -> None:  # fmt: skip
+    """Time the training step of FAMILY LABEL on this machine.
+
+    A configuration predicted to exceed the memory budget is not run: state skipped, exit 1.
+    """
     from paradnn.harness import RunSettings
 
     config = _config(family, label)
@@ -136,14 +169,27 @@ def measure(family: str, label: str, dtype: str, xla: bool, max_seconds: float, 
 
     target = plat.parse_target(platform_id)
     settings = RunSettings(dtype=dtype, xla=xla, device=target.tf_device, max_seconds=max_seconds)
+    budget = _memory_budget(memory_gb, target)
+    from paradnn.counting import memory_estimate
+
+    predicted = memory_estimate(config, dtype)
+    if budget and predicted > budget:
+        from paradnn.record import describe_config
+
+        record = {**describe_config(config, dtype, trace=False), "state": "skipped",
+                  "error": f"predicted {predicted / 1e9:.1f} GB > budget {budget / 1e9:.1f} GB"}  # fmt: skip
+        _emit(record, as_json)
+        click.echo(f"paradnn: skipped: {record['error']}", err=True)
+        sys.exit(1)
+    from paradnn import ceilings as ceil
+
     plat.apply_threads(target)
     from paradnn.record import measure_config
 
     info = plat.describe(target)
-    if not plat.cached_ceilings(info):
+    if not ceil.cached_ceilings(info):
         click.echo("measuring this platform's ceilings once (about 20 s)...", err=True)
-    ceilings = plat.ceilings(target, info)
-    record = measure_config(config, settings, target, info, ceilings)
+    record = measure_config(config, settings, target, info, ceil.ceilings(target, info))
     _emit(record, as_json)
     if record["state"] != "ok":
         click.echo(f"paradnn: {record['state']}: {record['error']}", err=True)
@@ -177,9 +223,7 @@ def sweep(family: str, preset: str, overrides: tuple[str, ...], dtype: str, xla:
     from paradnn.space import expand, parse_override
     from paradnn.sweep import SweepOptions, run_sweep
 
-    if family not in FAMILIES:
-        raise ConfigError("FAMILY", family, ", ".join(FAMILIES))
-    configs = expand(family, preset, dict(parse_override(family, o) for o in overrides))
+    configs = expand(_family(family), preset, dict(parse_override(family, o) for o in overrides))
     target = plat.parse_target(platform_id)
     for name, value in (("--max-minutes", max_minutes), ("--timeout", timeout_s), ("--memory-budget", memory_gb)):
         if value is not None and not value > 0:
@@ -198,11 +242,11 @@ def sweep(family: str, preset: str, overrides: tuple[str, ...], dtype: str, xla:
         sys.exit(130)
 
 
-def _open_store(path: str, create: bool = True):
+def _open_store(path: str, create: bool = True, readonly: bool = False):
     from paradnn.store import Store, StoreError
 
     try:
-        return Store(path, create=create)
+        return Store(path, create=create, readonly=readonly)
     except StoreError as exc:
         raise ConfigError("--store", path, f"a paradnn store ({exc})") from None
 
@@ -222,7 +266,7 @@ def results(
 
     if fmt == "parquet" and not output:
         raise ConfigError("--output", None, "a file name for --format parquet")
-    with _open_store(store_path, create=False) as store:
+    with _open_store(store_path, create=False, readonly=True) as store:
         df = store.results(family=family, platform=platform_id, state=state)
     if fmt == "table":
         text = _table(df.to_dict("records"))
@@ -264,10 +308,17 @@ def compare(baseline: str, target: str, by: str, family: str | None, store_path:
     """Speedup in examples/s of TARGET over BASELINE on the configurations both have."""
     from paradnn.analysis.speedup import compare as speedup
 
-    with _open_store(store_path, create=False) as store:
+    with _open_store(store_path, create=False, readonly=True) as store:
         df = store.results(family=family, state="ok")
     if by == "xla":
         baseline, target = _parse_bool(baseline), _parse_bool(target)  # type: ignore[assignment]
+    if baseline == target:
+        raise ConfigError("--target", target, f"a {by} other than the baseline's")
+    present = sorted({v for v in df[by].dropna().unique()}, key=str)
+    for option, value in (("--baseline", baseline), ("--target", target)):
+        if value not in present:
+            shown = ", ".join(map(str, present)) or "nothing (no finished results)"
+            raise ConfigError(option, value, f"a {by} with finished results in the store: {shown}")
     result = speedup(df, baseline, target, by=by, family=family)
     summary = result.summary()
     if as_json:

@@ -4,16 +4,19 @@ Two FLOP counts, both for one training step of the whole batch:
 
 * ``flops_model`` -- analytic, layer by layer: forward FLOPs x 3 (backward costs about
   twice the forward), the convention of the original study and of MLPerf utilisation.
-  Forward FLOPs are 2 per weight or bias use (one multiply-add), so FC is exactly
-  ``6 x params x batch``. Element-wise ops (batch norm, ReLU, residual adds, pooling,
-  gate non-linearities, softmax) are not counted; they are memory-bound and small.
+  Forward FLOPs are 2 per multiply-add, and every weight or bias use is one multiply-add,
+  so FC is exactly ``6 x params x batch``. Element-wise ops (normalisation, activations,
+  residual adds, pooling, gate non-linearities, softmax) are not counted; they are
+  memory-bound and small. A family with an analytic counter (``Family.layers``) uses it;
+  any other is counted by :func:`keras_layers`, which walks the built Keras model and
+  agrees exactly with the FC, CNN and RNN formulas (tested).
 * ``flops_graph`` -- what TensorFlow's profiler counts on the traced training step
-  (``paradnn.training.count_graph_flops``). It differs from ``flops_model`` in three
-  ways: the first layer's input gradient is never computed (so FC counts less than
-  6 x params x batch), element-wise ops and the optimizer update are counted (so it
-  counts more), and ops without a registered FLOP statistic (the recurrent ``While``
-  loop of Keras RNN layers, fused batch norm, batched matmuls, fused cuDNN kernels) are
-  missed; those op types are listed as ``uncounted_ops``.
+  (:func:`count_graph_flops`). It differs from ``flops_model`` in three ways: the first
+  layer's input gradient is never computed (so FC counts less than 6 x params x batch),
+  element-wise ops and the optimizer update are counted (so it counts more), and ops
+  without a registered FLOP statistic (the recurrent ``While`` loop of Keras RNN layers,
+  fused batch norm, batched matmuls, fused cuDNN kernels) are missed; those op types are
+  listed as ``uncounted_ops``.
 
 ``bytes_estimate`` is a first-order estimate of the memory traffic of one step, for
 rooflines: each weight is touched ~10 times (forward and backward reads, gradient write,
@@ -23,97 +26,45 @@ times (written forward, read backward, its gradient written and read).
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import re
+from collections import Counter
 from dataclasses import dataclass
+from functools import cache
+from typing import Any
 
-from paradnn.config import CNN_GROUP_STRIDES, CNNConfig, Config, FCConfig, RNNConfig
+from paradnn.config import policy as policy_of
+from paradnn.families import Config, Layer, family_of
 
 WEIGHT_TOUCHES = 10
 ACTIVATION_TOUCHES = 4
+# Resident bytes per trainable parameter: float32 weight, gradient and RMSProp's two slots.
+BYTES_PER_PARAM = 16
+# Live activation copies per element: the forward value kept for backward, its gradient,
+# and one temporary.
+ACTIVATION_COPIES = 3
 
 
-@dataclass(frozen=True)
-class Layer:
-    """One weight layer: its parameter count, uses per example, and output size."""
-
-    name: str
-    params: int  # trainable parameters (weights, biases, BN scale and offset)
-    macs_params: int  # parameters that take part in multiply-adds (no BN)
-    uses: int  # times each such parameter is used per example (positions, steps)
-    activations: int  # output elements per example
-
-
-def _fc_layers(c: FCConfig) -> list[Layer]:
-    widths = [c.input] + [c.nodes] * c.layers + [c.output]
-    return [
-        Layer(f"dense_{i}", w_in * w_out + w_out, w_in * w_out + w_out, 1, w_out)
-        for i, (w_in, w_out) in enumerate(zip(widths, widths[1:]))
-    ]
-
-
-def _conv(name: str, cin: int, cout: int, k: int, hw: int) -> list[Layer]:
-    """A bias-free conv followed by batch norm (2 trainable parameters per channel)."""
-    weights = k * k * cin * cout
-    return [Layer(name, weights, weights, hw * hw, hw * hw * cout), Layer(name + "_bn", 2 * cout, 0, 0, hw * hw * cout)]
-
-
-def _same(size: int, stride: int) -> int:
-    return math.ceil(size / stride)
-
-
-def _cnn_layers(c: CNNConfig) -> list[Layer]:
-    hw = _same(c.image, 2)
-    layers = _conv("stem", 3, c.filters, 7, hw)
-    hw = _same(hw, 2)  # 3x3/2 max-pool
-    channels = c.filters
-    bottleneck = c.block == "bottleneck"
-    for g, group_stride in enumerate(CNN_GROUP_STRIDES):
-        f = c.filters * 2**g
-        out = 4 * f if bottleneck else f
-        for b in range(c.blocks):
-            stride = group_stride if b == 0 else 1
-            hw_out = _same(hw, stride)
-            name = f"g{g}b{b}"
-            if bottleneck:
-                layers += _conv(name + "_a", channels, f, 1, hw)
-                layers += _conv(name + "_b", f, f, 3, hw_out)
-                layers += _conv(name + "_c", f, out, 1, hw_out)
-            else:
-                layers += _conv(name + "_a", channels, f, 3, hw_out)
-                layers += _conv(name + "_b", f, f, 3, hw_out)
-            if b == 0:
-                layers += _conv(name + "_proj", channels, out, 1, hw_out)
-            channels, hw = out, hw_out
-    layers.append(Layer("logits", channels * c.output + c.output, channels * c.output + c.output, 1, c.output))
-    return layers
-
-
-def _rnn_cell_params(cell: str, e: int) -> int:
-    """Kernel [E, gE] + recurrent kernel [E, gE] + bias, with g gates (Keras 3 layout)."""
-    if cell == "rnn":
-        return 2 * e * e + e
-    if cell == "lstm":
-        return 4 * (2 * e * e + e)
-    return 3 * (2 * e * e) + 2 * 3 * e  # GRU, reset_after=True: two bias vectors
-
-
-def _rnn_layers(c: RNNConfig) -> list[Layer]:
-    t, e = c.maxlength, c.embedding
-    gates = {"rnn": 1, "lstm": 4, "gru": 3}[c.cell]
-    layers = [Layer("embedding", c.vocab * e, 0, 0, t * e)]  # a gather: no FLOPs
-    cell = _rnn_cell_params(c.cell, e)
-    layers += [Layer(f"{c.cell}_{i}", cell, cell, t, t * e * (gates + 1)) for i in range(c.layers)]
-    layers.append(Layer("logits", e * c.vocab + c.vocab, e * c.vocab + c.vocab, t, t * c.vocab))
-    return layers
+class CountingError(RuntimeError):
+    """A layer the generic counter has no rule for (never counted as zero in silence)."""
 
 
 def layers(config: Config) -> list[Layer]:
-    """The weight layers of ``config`` with their analytic sizes."""
-    if isinstance(config, FCConfig):
-        return _fc_layers(config)
-    if isinstance(config, CNNConfig):
-        return _cnn_layers(config)
-    return _rnn_layers(config)
+    """The layers of ``config`` with their per-example sizes (the input first)."""
+    family = family_of(config)
+    if family.layers is not None:
+        return family.layers(config)
+    return _walked(dataclasses.replace(config, batch=1))  # type: ignore[type-var]
+
+
+@cache
+def _walked(one_example: Config) -> list[Layer]:
+    from paradnn.tfimport import tf
+
+    family = family_of(one_example)
+    x, _ = tf.function(lambda: family.data(one_example, 0)).get_concrete_function().structured_outputs
+    return keras_layers(family.build(one_example, "float32"), tf.nest.map_structure(tf.TensorSpec.from_tensor, x))
 
 
 def count_params(config: Config) -> int:
@@ -122,52 +73,235 @@ def count_params(config: Config) -> int:
 
 
 def forward_flops_per_example(config: Config) -> int:
-    """Forward FLOPs of one example: 2 per multiply-add of every weight and bias use."""
-    return sum(2 * layer.macs_params * layer.uses for layer in layers(config))
+    """Forward FLOPs of one example: 2 per multiply-add."""
+    return 2 * sum(layer.macs for layer in layers(config))
 
 
 def flops_model(config: Config) -> int:
     """Analytic FLOPs of one training step (whole batch): forward x 3."""
-    return 3 * forward_flops_per_example(config) * config.batch
+    return 3 * forward_flops_per_example(config) * config.batch  # type: ignore[attr-defined]
 
 
 def activations_per_example(config: Config) -> int:
     """Elements written by the forward pass of one example (input included)."""
-    inputs = {FCConfig: lambda c: c.input, CNNConfig: lambda c: 3 * c.image**2, RNNConfig: lambda c: c.maxlength}
-    return inputs[type(config)](config) + sum(layer.activations for layer in layers(config))
+    return sum(layer.activations for layer in layers(config))
 
 
-def bytes_estimate(config: Config, compute_bytes: int = 4, param_bytes: int = 4) -> int:
+def bytes_estimate(config: Config, policy: str = "float32") -> int:
     """First-order estimate of bytes moved by one training step (see module docstring)."""
-    weights = WEIGHT_TOUCHES * param_bytes * count_params(config)
-    acts = ACTIVATION_TOUCHES * compute_bytes * activations_per_example(config) * config.batch
-    return weights + acts
+    p = policy_of(policy)
+    weights = WEIGHT_TOUCHES * p.param_bytes * count_params(config)
+    return weights + ACTIVATION_TOUCHES * p.compute_bytes * activations_per_example(config) * config.batch  # type: ignore[attr-defined]
 
 
-def fc_executed_matmul_flops(config: FCConfig) -> int:
-    """FLOPs of the matmuls an FC training step really executes, counted independently.
-
-    Forward: one [B, w_in] x [w_in, w_out] matmul per layer. Backward: a weight gradient
-    per layer and an input gradient per layer except the first (the input needs none).
-    """
-    widths = [config.input] + [config.nodes] * config.layers + [config.output]
-    pairs = list(zip(widths, widths[1:]))
-    per_matmul = [2 * config.batch * w_in * w_out for w_in, w_out in pairs]
-    return 2 * sum(per_matmul) + sum(per_matmul[1:])
-
-
-# Resident bytes per trainable parameter: float32 weight, gradient and RMSProp's two slots.
-BYTES_PER_PARAM = 16
-# Live activation copies per element: the forward value kept for backward, its gradient,
-# and one temporary.
-ACTIVATION_COPIES = 3
-
-
-def memory_estimate(config: Config, compute_bytes: int = 4) -> int:
+def memory_estimate(config: Config, policy: str = "float32") -> int:
     """Predicted peak memory of one training step in bytes (model and data, no runtime).
 
     Deliberately simple: it only has to say which configurations cannot fit, so that a
     sweep records them as ``skipped`` instead of running into the OOM killer.
     """
-    acts = ACTIVATION_COPIES * compute_bytes * activations_per_example(config) * config.batch
+    acts = ACTIVATION_COPIES * policy_of(policy).compute_bytes * activations_per_example(config) * config.batch  # type: ignore[attr-defined]
     return BYTES_PER_PARAM * count_params(config) + acts
+
+
+# ------------------------------------------------------------------ the generic layer walker
+
+RNN_GATES = {"SimpleRNN": 1, "LSTM": 4, "GRU": 3}
+
+
+def keras_layers(model: Any, inputs: Any) -> list[Layer]:
+    """Per-example layer sizes of a built Keras model, from the shapes of one forward pass.
+
+    ``inputs`` are the model's input specs (``tf.TensorSpec``, any nesting) for one
+    example. The forward pass is traced, not run; every layer call is recorded on the way, so shared layers
+    (RetinaNet's heads) count once per call and nested models are walked into. Leaf layers
+    with weights are counted from their weight and output shapes (Dense, EinsumDense,
+    convolutions of every kind, embeddings, normalisations); recurrent layers count their
+    cell's weights once per time step; attention adds its QK^T and attention-times-V
+    products. A leaf layer with weights and no rule raises :class:`CountingError`.
+    """
+    calls: list[tuple[Any, tuple, dict, Any]] = []
+    inside: list[Any] = []
+    patched = []
+    for layer in model._flatten_layers(include_self=False, recursive=True):
+        if _recorded(layer):
+            patched.append((layer, layer.__dict__.get("call")))
+            object.__setattr__(layer, "call", _recording(layer, layer.call, calls, inside))
+    from paradnn.tfimport import tf
+
+    try:
+        tf.function(lambda x: model(x, training=True)).get_concrete_function(inputs)
+    finally:
+        for layer, original in patched:
+            if original is None:
+                object.__delattr__(layer, "call")
+            else:
+                object.__setattr__(layer, "call", original)
+    counted = [_count(layer, args, kwargs, out) for layer, args, kwargs, out in calls]
+    given = sum(_elements(t) for t in tf.nest.flatten(inputs))
+    return [Layer("input", 0, 0, given)] + [c for c in counted if c.params or c.macs or c.activations]
+
+
+def _recorded(layer: Any) -> bool:
+    """Leaves, recurrent layers and attention are recorded; other containers are walked into."""
+    kind = _kind(layer)
+    return kind in ("rnn", "attention") or not layer._flatten_layers(include_self=False, recursive=False)
+
+
+def _recording(layer: Any, call: Any, calls: list, inside: list) -> Any:
+    def recorded_call(*args, **kwargs):
+        if any(_kind(outer) == "rnn" for outer in inside):  # a cell stepped by its RNN layer
+            return call(*args, **kwargs)
+        inside.append(layer)
+        try:
+            out = call(*args, **kwargs)
+        finally:
+            inside.pop()
+        calls.append((layer, args, kwargs, out))
+        return out
+
+    return recorded_call
+
+
+def _kind(layer: Any) -> str:
+    from paradnn.tfimport import keras
+
+    names = {cls.__name__ for cls in type(layer).__mro__}
+    if names & set(RNN_GATES):
+        return "rnn"
+    if isinstance(layer, keras.layers.MultiHeadAttention):
+        return "attention"
+    for kind, base in (("conv_transpose", "BaseConvTranspose"), ("separable", "BaseSeparableConv"),
+                       ("depthwise", "BaseDepthwiseConv"), ("conv", "BaseConv")):  # fmt: skip
+        if base in names:
+            return kind
+    for kind, cls in (("dense", keras.layers.Dense), ("einsum", keras.layers.EinsumDense),
+                      ("embedding", keras.layers.Embedding), ("dot", keras.layers.Dot)):  # fmt: skip
+        if isinstance(layer, cls):
+            return kind
+    if "Normalization" in type(layer).__name__:
+        return "normalization"
+    return "other"
+
+
+def _shape(tensor: Any) -> tuple[int, ...]:
+    return tuple(int(d) for d in tensor.shape)
+
+
+def _elements(tensor: Any) -> int:
+    return math.prod(_shape(tensor)[1:])  # per example: the batch axis dropped
+
+
+def _size(weight: Any) -> int:
+    return math.prod(int(d) for d in weight.shape)
+
+
+def _outputs(out: Any) -> list:
+    from paradnn.tfimport import tf
+
+    return [t for t in tf.nest.flatten(out) if hasattr(t, "shape")]
+
+
+def _count(layer: Any, args: tuple, kwargs: dict, out: Any) -> Layer:
+    """One recorded call as a Layer: parameters, multiply-adds and output elements per example."""
+    kind = _kind(layer)
+    params = sum(_size(w) for w in layer.trainable_weights)
+    outs = _outputs(out)
+    written = sum(_elements(t) for t in outs) if layer.trainable_weights else 0
+    inputs = [t for t in _outputs((args, kwargs))]
+    macs = 0
+    if kind == "rnn":
+        steps = _shape(inputs[0])[1]
+        units = layer.cell.units
+        macs, written = params * steps, steps * units * (RNN_GATES[_rnn_name(layer)] + 1)
+    elif kind == "attention":
+        query, value = inputs[0], inputs[1]
+        t_q, t_k = math.prod(_shape(query)[1:-1]), math.prod(_shape(value)[1:-1])
+        heads = layer.num_heads
+        macs = heads * t_q * t_k * (layer.key_dim + (layer.value_dim or layer.key_dim))
+        params, written = 0, 2 * heads * t_q * t_k  # projections are counted as their own layers
+    elif kind in ("dense", "conv", "depthwise"):
+        kernel = layer.kernel
+        positions = written // int(outs[0].shape[-1]) if outs else 0
+        macs = (_size(kernel) + (int(layer.bias.shape[0]) if layer.bias is not None else 0)) * positions
+    elif kind == "separable":
+        positions = _elements(outs[0]) // int(outs[0].shape[-1])
+        bias = int(layer.bias.shape[0]) if layer.bias is not None else 0
+        macs = (_size(layer.depthwise_kernel) + _size(layer.pointwise_kernel) + bias) * positions
+    elif kind == "conv_transpose":
+        in_positions = _elements(inputs[0]) // int(inputs[0].shape[-1])
+        out_positions = _elements(outs[0]) // int(outs[0].shape[-1])
+        bias = int(layer.bias.shape[0]) if layer.bias is not None else 0
+        macs = _size(layer.kernel) * in_positions + bias * out_positions
+    elif kind == "einsum":
+        macs = _einsum_macs(layer.equation, _shape(inputs[0]), _shape(layer.kernel))
+        if layer.bias is not None:
+            macs += _elements(outs[0])
+    elif kind == "dot":
+        a = _shape(inputs[0])
+        axis = layer.axes[0] if isinstance(layer.axes, (list, tuple)) else layer.axes
+        macs = _elements(outs[0]) * a[axis]
+    elif kind in ("embedding", "normalization") or not layer.trainable_weights:
+        pass  # a gather or element-wise work: no multiply-adds
+    else:
+        raise CountingError(f"no FLOP rule for layer {layer.name!r} of type {type(layer).__name__} "
+                            f"({params:,} trainable parameters)")  # fmt: skip
+    return Layer(layer.name, params, macs, written)
+
+
+def _rnn_name(layer: Any) -> str:
+    return next(cls.__name__ for cls in type(layer).__mro__ if cls.__name__ in RNN_GATES)
+
+
+def _einsum_macs(equation: str, x_shape: tuple[int, ...], kernel_shape: tuple[int, ...]) -> int:
+    """Multiply-adds of ``x . kernel`` for one example: the product of every index's size."""
+    inputs, _ = equation.split("->")
+    x_idx, k_idx = inputs.split(",")
+    sizes = dict(zip(k_idx, kernel_shape))
+    sizes.update({i: d for i, d in zip(x_idx, x_shape) if i not in sizes})
+    sizes[x_idx[0]] = 1  # the batch index
+    return math.prod(sizes.values())
+
+
+# ------------------------------------------------------------------ TensorFlow's own count
+
+# Op types that do real arithmetic; if the profiler has no FLOP statistic for one of
+# them, its FLOPs are missing from ``flops_graph`` and the op type is reported.
+_COMPUTE_OP = re.compile(r"MatMul|Conv|Einsum|BatchNorm|RNN|While|Call|Fft|Lstm|Gru", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class GraphCount:
+    """What TensorFlow's profiler counts on one traced training step."""
+
+    flops: int
+    by_op_type: dict[str, int]
+    uncounted_ops: list[str]
+
+
+def count_graph_flops(graph: Any) -> GraphCount:
+    """Profile a traced training-step graph (``Trainer.trace().graph``) with ``float_operation``."""
+    from tensorflow.python.framework import ops as tf_ops
+
+    from paradnn.tfimport import tf
+
+    options = (
+        tf.compat.v1.profiler.ProfileOptionBuilder(tf.compat.v1.profiler.ProfileOptionBuilder.float_operation())
+        .with_empty_output()
+        .build()
+    )
+    result = tf.compat.v1.profiler.profile(graph, options=options)
+    by_type: Counter[str] = Counter()
+    for child in result.children:
+        try:
+            by_type[graph.get_operation_by_name(child.name).type] += child.total_float_ops
+        except (KeyError, ValueError):
+            by_type["other"] += child.total_float_ops
+    uncounted = sorted(
+        {
+            op.type
+            for op in graph.get_operations()
+            if _COMPUTE_OP.search(op.type) and tf_ops.get_stats_for_node_def(graph, op.node_def, "flops").value is None
+        }
+    )
+    return GraphCount(int(result.total_float_ops), dict(by_type), uncounted)

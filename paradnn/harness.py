@@ -27,10 +27,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from paradnn.config import POLICIES, Config, ConfigError
+from paradnn.config import ConfigError, policy
+from paradnn.families import Config
 
 if TYPE_CHECKING:
-    from paradnn.training import GraphCount
+    from paradnn.counting import GraphCount
 
 
 @dataclass(frozen=True)
@@ -50,8 +51,7 @@ class RunSettings:
     target_precision: float = 0.01
 
     def __post_init__(self) -> None:
-        if self.dtype not in POLICIES:
-            raise ConfigError("dtype", self.dtype, ", ".join(POLICIES))
+        policy(self.dtype)  # ConfigError for an unknown policy
         if not self.max_seconds > 0:
             raise ConfigError("max_seconds", self.max_seconds, "a positive number of seconds")
 
@@ -109,6 +109,7 @@ class Measurement:
     compile_time_s: float = float("nan")
     warmup_calls: int = 0
     samples: list[float] = field(default_factory=list)  # seconds per step, one per timed call
+    warmup_s: list[float] = field(default_factory=list)  # seconds per step of each warm-up call
     stats: Stats | None = None
     unstable: bool = False
     final_loss: float = float("nan")
@@ -132,6 +133,7 @@ class Measurement:
             "wall_time_s": self.wall_time_s,
             "peak_memory_bytes": self.peak_memory_bytes,
             "samples_s": list(self.samples),
+            "warmup_s": list(self.warmup_s),
             "extra": {"phases": dict(self.phases)},
         }
         s = self.stats
@@ -142,74 +144,93 @@ class Measurement:
         return d
 
 
-def _timed(call: Callable[[], float]) -> tuple[float, float]:
-    start = time.perf_counter()
-    loss = call()
-    return time.perf_counter() - start, loss
-
-
 class NonFiniteLoss(RuntimeError):
     pass
 
 
-def _check(loss: float, steps_done: int) -> None:
-    if not math.isfinite(loss):
-        raise NonFiniteLoss(f"loss became non-finite ({loss}) after {steps_done} steps; timings are not representative")
+class _Calls:
+    """Times calls of ``run(k)``, counting the steps done and checking every loss."""
+
+    def __init__(self, run: Callable[[int], float]) -> None:
+        self.run, self.steps, self.loss = run, 0, math.nan
+
+    def __call__(self, k: int) -> float:
+        start = time.perf_counter()
+        self.loss = self.run(k)
+        seconds = time.perf_counter() - start
+        self.steps += k
+        if not math.isfinite(self.loss):
+            raise NonFiniteLoss(f"loss became non-finite ({self.loss}) after {self.steps} steps; timings are not representative")
+        return seconds
+
+
+def calibrate(calls: _Calls, settings: RunSettings) -> tuple[int, float]:
+    """Steps per call K so a call lasts ``min_call_seconds``; returns K and the last call's seconds per step."""
+    per_step = calls(1)
+    k = _steps_for(per_step, settings)
+    if k > 1:  # refine: a single step's time includes the call overhead
+        per_step = calls(k) / k
+        k = _steps_for(per_step, settings)
+    return k, per_step
+
+
+def warm_up(calls: _Calls, k: int, previous: float, settings: RunSettings, budget_end: float) -> list[float]:
+    """Calls of K steps until two consecutive ones agree within ``warmup_tolerance`` (bounded).
+
+    ``previous`` is the last calibration call's time for K steps (the first warm-up sample).
+    Returns the warm-up calls' seconds per step.
+    """
+    values: list[float] = []
+    for _ in range(settings.max_warmup_calls):
+        t = calls(k)
+        values.append(t / k)
+        if abs(t - previous) <= settings.warmup_tolerance * t or time.perf_counter() > budget_end:
+            break
+        previous = t
+    return values
+
+
+def sample(calls: _Calls, k: int, settings: RunSettings, budget_end: float) -> list[float]:
+    """Timed calls until the median is known within ``target_precision`` or the budget is spent."""
+    samples: list[float] = []
+    while len(samples) < settings.max_samples:
+        samples.append(calls(k) / k)
+        if len(samples) < settings.min_samples:
+            continue
+        stats = Stats.of(samples)
+        if stats.median_halfwidth() <= settings.target_precision * stats.median or time.perf_counter() > budget_end:
+            break
+    return samples
 
 
 def run_protocol(run: Callable[[int], float], settings: RunSettings) -> Measurement:
-    """Apply the protocol to ``run(k)``, a function that executes k steps and syncs."""
+    """Apply the protocol to ``run(k)``, a function that executes k steps and syncs.
+
+    Phases: compile (the first call, one step), :func:`calibrate`, :func:`warm_up`,
+    :func:`sample`; where the time went is kept in ``phases``.
+    """
     m = Measurement(state="ok")
     start = time.perf_counter()
-    steps = 0
+    calls = _Calls(run)
     gc_was_enabled = gc.isenabled()
     try:
-        m.compile_time_s, loss = _timed(lambda: run(1))
-        steps += 1
-        _check(loss, steps)
-        one, loss = _timed(lambda: run(1))
-        steps += 1
-        per_step, k = one, _steps_for(one, settings)
-        if k > 1:  # refine: a single step's time includes the call overhead
-            t, loss = _timed(lambda: run(k))
-            steps += k
-            per_step, k = t / k, _steps_for(t / k, settings)
-        m.steps_per_call = k
-        _check(loss, steps)
+        m.compile_time_s = calls(1)
+        m.steps_per_call, per_step = calibrate(calls, settings)
+        k = m.steps_per_call
         m.phases["calibration_s"] = time.perf_counter() - start - m.compile_time_s
-
         # No Python garbage collection inside the timer (as ``timeit``): a collection of
         # earlier garbage would land in whichever call it interrupts.
         gc.collect()
         gc.disable()
         warmup_start = time.perf_counter()
         budget_end = warmup_start + settings.max_seconds
-        previous = per_step * k  # the last calibration call is the first warm-up sample
-        for _ in range(settings.max_warmup_calls):
-            t, loss = _timed(lambda: run(k))
-            steps += k
-            m.warmup_calls += 1
-            _check(loss, steps)
-            if abs(t - previous) <= settings.warmup_tolerance * t or time.perf_counter() > budget_end:
-                break
-            previous = t
+        m.warmup_s = warm_up(calls, k, per_step * k, settings, budget_end)
+        m.warmup_calls = len(m.warmup_s)
         m.phases["warmup_s"] = time.perf_counter() - warmup_start
-
-        m.phases["timed_s"] = 0.0
-        while len(m.samples) < settings.max_samples:
-            t, loss = _timed(lambda: run(k))
-            steps += k
-            _check(loss, steps)
-            m.samples.append(t / k)
-            m.phases["timed_s"] += t
-            if len(m.samples) < settings.min_samples:
-                continue
-            stats = Stats.of(m.samples)
-            if stats.median_halfwidth() <= settings.target_precision * stats.median:
-                break
-            if time.perf_counter() > budget_end:
-                break
-        m.final_loss = loss
+        timed_start = time.perf_counter()
+        m.samples = sample(calls, k, settings, budget_end)
+        m.phases["timed_s"] = time.perf_counter() - timed_start
+        m.final_loss = calls.loss
     except NonFiniteLoss as exc:
         m.state, m.error = "error", str(exc)
     finally:
@@ -232,7 +253,8 @@ def measure(config: Config, settings: RunSettings, count_graph: bool = True) -> 
 
     Out-of-memory is a result (state ``oom``), not a crash.
     """
-    from paradnn.training import Trainer, count_graph_flops, tf
+    from paradnn.counting import count_graph_flops
+    from paradnn.training import Trainer, tf
 
     start = time.perf_counter()
     rss_before = _rss()
@@ -243,9 +265,9 @@ def measure(config: Config, settings: RunSettings, count_graph: bool = True) -> 
         with tf.device(settings.device):
             trainer = Trainer(config, settings.dtype, settings.xla)
             built = time.perf_counter()
-            trainer.trace()  # part of compiling; reused by the FLOP count and the first call
+            step_graph = trainer.trace().graph  # part of compiling; reused by the FLOP count and the first call
             traced = time.perf_counter()
-            graph = count_graph_flops(trainer) if count_graph else None
+            graph = count_graph_flops(step_graph) if count_graph else None
             counted = time.perf_counter()
             m = run_protocol(trainer.run, settings)
             m.graph = graph

@@ -29,12 +29,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from paradnn import counting
-from paradnn.config import ConfigError, FCConfig, label_format, parse_label
-from paradnn.platform import DATASHEETS, compute_dtype
+from paradnn import counting, families
+from paradnn.config import ConfigError, compute_dtype
+from paradnn.families.fc import FCConfig
+from paradnn.platform import DATASHEETS
 from paradnn.store import Store
 
 STUDY = "ParaDnn 2019"
+# The original study's FC model is this package's FC family at version 1.
+FC_VERSION = 1
 
 SWEEP_KEYS = ("labels", "params", "fl", "flops", "step_per_sec", "example_per_sec", "intensity", "err_jobs", "states")
 # Per-label numeric lists of a sweep file, and those kept unchanged in an ok row's ``extra``
@@ -220,10 +223,10 @@ def _fc_config(path: Path, key: str, index: int, label: object) -> FCConfig:
     """The FC configuration of a label, or LegacyError (wrapping the ConfigError)."""
     text = _text(path, key, index, label)
     try:
-        config = parse_label("fc", text)
+        config = families.parse_label("fc", text)
     except ConfigError as exc:
         detail = "" if exc.field == "label" else f" ({exc})"  # e.g. a zero layer count
-        raise _fail(path, f"{key}[{index}] {text!r} is not an FC label{detail}", label_format("fc")) from exc
+        raise _fail(path, f"{key}[{index}] {text!r} is not an FC label{detail}", families.label_format("fc")) from exc
     assert isinstance(config, FCConfig)
     return config
 
@@ -244,6 +247,7 @@ def _base_record(config: FCConfig, plat: LegacyPlatform, source: str, state: str
     """The columns every row of a legacy sweep has: configuration, platform, counts."""
     return {
         "family": "fc",
+        "family_version": FC_VERSION,
         "label": config.label,
         **config.hyperparameters(),
         "dtype": plat.dtype,
@@ -312,7 +316,7 @@ def _split_category(path: Path, index: int, label: object) -> tuple[FCConfig, st
     parts = text.split("-")
     category = "-".join(parts[FC_LABEL_FIELDS:]).strip()
     if not category:
-        raise _fail(path, f"labels[{index}] {text!r} has no op category", f"{label_format('fc')}-<op category>")
+        raise _fail(path, f"labels[{index}] {text!r} has no op category", f"{families.label_format('fc')}-<op category>")
     return _fc_config(path, "labels", index, "-".join(parts[:FC_LABEL_FIELDS])), category
 
 

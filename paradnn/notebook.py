@@ -52,6 +52,7 @@ def canonical(platform: str) -> str:
 def ensure_measured(
     store: str | Path,
     families: list[str],
+    *,
     preset: str = "smoke",
     overrides: dict | None = None,
     dtype: str = "float32",
@@ -136,3 +137,76 @@ def caption(text: str) -> None:
     from IPython.display import Markdown, display
 
     display(Markdown(f"*{text}*"))
+
+
+def platform_section(df: pd.DataFrame, baseline: str, target: str, families: list[str]) -> list:
+    """Throughput maps, speedup maps, scatter, regression and summary of one platform pair.
+
+    Shows the figures and captions in the report; returns the observations' verdicts.
+    """
+    import numpy as np
+    from IPython.display import display
+
+    from paradnn import families as registry
+    from paradnn import plots
+    from paradnn.analysis import observations as obs
+    from paradnn.analysis.regression import regress
+    from paradnn.analysis.speedup import compare
+
+    verdicts, summaries = [], []
+    for family in families:
+        title = registry.get(family).title
+        for name in (baseline, target):
+            sub = df[(df["platform"] == name) & (df["family"] == family)]
+            if len(sub):
+                show(plots.heatmaps(sub, family, "examples_per_sec", f"{title} throughput on {name}",
+                                    "throughput (examples/s, log colour)", log_color=True, fmt="{:.3g}"))  # fmt: skip
+        failed = df[(df["family"] == family) & (df["state"] != "ok")].groupby("platform").size().to_dict()
+        caption("The paper found large models run out of memory first on the platform with less memory; "
+                f"here the failed configurations per platform are {failed or 'none'}.")  # fmt: skip
+        result = compare(df, baseline, target, family=family)
+        summaries.append({"family": family, **result.summary()})
+        if not result.n:
+            print(f"{title}: no configuration measured on both platforms.")
+            continue
+        table = result.table.assign(state="ok", log2_speedup=np.log2(result.table["speedup"]))
+        show(plots.heatmaps(table, family, "speedup", f"{title} speedup of {target} over {baseline}",
+                            "speedup (x; red: target faster, blue: baseline faster)", fmt="{:.2f}", center=1.0,
+                            cmap="RdBu_r"))  # fmt: skip
+        verdict = obs.speedup_depends_on(table, family) if family == "fc" else None
+        where_base_wins = int((table["speedup"] < 1).sum())
+        caption(f"{target} over {baseline}: median speedup {result.median:.2f}x (geometric mean {result.geomean:.2f}x, "
+                f"{result.min:.2f}x to {result.max:.2f}x over {result.n} configurations); {baseline} wins on "
+                f"{where_base_wins}. " + (verdict.sentence if verdict else ""))  # fmt: skip
+        show(plots.speedup_scatter(table, f"{title}: speedup against model size", baseline, target))
+        reg = regress(table, "log2_speedup", family=family)
+        show(plots.coefficients({family: reg}, f"{title}: regression of log2 speedup on hyperparameters",
+                                "Δ log2 speedup per s.d. of log2 value"))  # fmt: skip
+        top = reg.coefficients["coef"].abs().idxmax() if not reg.coefficients.empty else "none"
+        caption(f"The paper found the speedup depends mostly on batch size and layer width; here the largest weight is "
+                f"{top} (R² {reg.r_squared:.2f}).")  # fmt: skip
+        if verdict:
+            verdicts.append(verdict)
+    display(pd.DataFrame(summaries).round(3))
+    return verdicts
+
+
+def speedup_maps(result, what: str, platform: str, families: list[str]) -> None:
+    """One speedup heatmap per family for a software-stack comparison (red faster, blue slower)."""
+    from paradnn import families as registry
+    from paradnn import plots
+
+    for family in families:
+        table = result.table[result.table["family"] == family].assign(state="ok")
+        if len(table):
+            show(plots.heatmaps(table, family, "speedup", f"{registry.get(family).title}: speedup from {what} on {platform}",
+                                "speedup (x; red: faster, blue: slower)", fmt="{:.2f}", center=1.0, cmap="RdBu_r"))  # fmt: skip
+
+
+def stack_summary(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """n, median and geometric-mean speedup of each software-stack comparison."""
+    import numpy as np
+
+    rows = [{"comparison": k, "n": len(t), "median": t["speedup"].median() if len(t) else np.nan,
+             "geomean": float(np.exp(np.log(t["speedup"]).mean())) if len(t) else np.nan} for k, t in tables.items()]  # fmt: skip
+    return pd.DataFrame(rows)

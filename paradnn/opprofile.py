@@ -18,7 +18,7 @@ from collections import Counter
 
 import pandas as pd
 
-from paradnn.config import Config
+from paradnn.families import Config
 
 CATEGORIES = (
     ("matmul", r"MatMul|Einsum"),
@@ -45,9 +45,9 @@ def category(op_type: str) -> str:
 
 def _graph_counts(trainer) -> tuple[Counter, Counter]:
     """FLOPs and bytes per category of one step's graph."""
-    from paradnn.training import count_graph_flops
+    from paradnn.counting import count_graph_flops
 
-    graph_count = count_graph_flops(trainer)
+    graph_count = count_graph_flops(trainer.trace().graph)
     flops: Counter[str] = Counter()
     for op_type, n in graph_count.by_op_type.items():
         flops[category(op_type)] += n

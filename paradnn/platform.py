@@ -1,16 +1,14 @@
-"""Platforms: what the device is, what software runs it, and how fast it can go.
+"""Platforms: what the device is, what software runs it, and its datasheet peaks.
 
 A platform is a device kind plus settings: ``cpu``, ``cpu[threads=1]``, ``gpu:0``.
-For each we record identity, the software stack, datasheet peaks (for the paper's
-platforms and current accelerators) and *measured* ceilings: large-matmul FLOP/s per
-dtype with XLA on and off, and a streaming copy bandwidth. Ceilings are measured once
-per machine and software stack and cached (``PARADNN_CACHE_DIR``, default
-``~/.cache/paradnn``). On a CPU the measured ceiling is the peak used for utilisation.
+For each we record identity, the software stack and datasheet peaks (for the paper's
+platforms and current accelerators). The *measured* ceilings live in
+:mod:`paradnn.ceilings`; :func:`peak` chooses between the two (on a CPU the measured
+ceiling is the peak used for utilisation).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import platform as pyplatform
 import re
@@ -19,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from paradnn import __version__
-from paradnn.config import ConfigError
+from paradnn.config import ConfigError, compute_dtype
 
 
 @dataclass(frozen=True)
@@ -44,16 +42,6 @@ DATASHEETS: dict[str, Datasheet] = {
         Datasheet("h200", {"float32": 67 * T, "tf32": 495 * T, "bfloat16": 989 * T, "float16": 989 * T}, 4800e9, "SXM, dense"),
     ]
 }
-
-COMPUTE_DTYPE = {"float32": "float32", "bfloat16": "bfloat16", "mixed_bfloat16": "bfloat16", "mixed_float16": "float16"}
-
-
-def compute_dtype(policy: str) -> str:
-    """The arithmetic dtype of a Keras dtype policy (``mixed_bfloat16`` -> ``bfloat16``)."""
-    if policy not in COMPUTE_DTYPE:
-        raise ConfigError("dtype", policy, ", ".join(COMPUTE_DTYPE))
-    return COMPUTE_DTYPE[policy]
-
 
 @dataclass(frozen=True)
 class Target:
@@ -88,7 +76,7 @@ def parse_target(text: str) -> Target:
 def apply_threads(target: Target) -> None:
     """Limit TensorFlow's thread pools; must run before TensorFlow executes anything."""
     if target.threads:
-        from paradnn.training import tf
+        from paradnn.tfimport import tf
 
         tf.config.threading.set_intra_op_parallelism_threads(target.threads)
         tf.config.threading.set_inter_op_parallelism_threads(1)
@@ -131,7 +119,7 @@ def software_stack() -> dict[str, str]:
     """Versions of everything that shapes a timing."""
     import numpy
 
-    from paradnn.training import keras, tf
+    from paradnn.tfimport import keras, tf
 
     build = tf.sysconfig.get_build_info()
     return {
@@ -147,7 +135,7 @@ def software_stack() -> dict[str, str]:
 
 
 def _accelerator_name(target: Target) -> str:
-    from paradnn.training import tf
+    from paradnn.tfimport import tf
 
     devices = tf.config.list_physical_devices(target.kind.upper())
     if target.index >= len(devices):
@@ -167,7 +155,7 @@ def datasheet_for(name: str) -> Datasheet | None:
 
 def describe(target: Target | None = None) -> dict:
     """Identity and software stack of ``target`` (default: this machine's CPU)."""
-    from paradnn.training import tf
+    from paradnn.tfimport import tf
 
     target = target or Target()
     info = {
@@ -186,100 +174,6 @@ def describe(target: Target | None = None) -> dict:
     sheet = datasheet_for(info["name"]) if target.kind != "cpu" else None
     info["datasheet"] = sheet.name if sheet else None
     return info
-
-
-def fingerprint(info: dict) -> str:
-    """A key that changes when the hardware, thread count or software stack changes."""
-    sw = info["software"]
-    parts = [info["id"], info["name"], str(info["cores"]), sw["tensorflow"], sw["keras"], sw["cuda"]]
-    return re.sub(r"[^A-Za-z0-9_.=\-]+", "_", "|".join(parts))
-
-
-# ---------------------------------------------------------------- measured ceilings
-
-
-def _matmul_runner(n: int, dtype: str, xla: bool):
-    from paradnn.training import tf
-
-    q, _ = tf.linalg.qr(tf.random.stateless_normal((n, n), seed=(1, 2)))  # orthogonal: norms stay put
-    a = tf.cast(tf.random.stateless_uniform((n, n), seed=(3, 4), minval=-1, maxval=1), dtype)
-    b = tf.cast(q, dtype)
-
-    @tf.function(jit_compile=xla)
-    def chain(a, b, k):
-        a = tf.while_loop(lambda i, a: i < k, lambda i, a: (i + 1, tf.matmul(a, b)), (0, a))[1]
-        return a[0, 0]
-
-    return lambda k: float(chain(a, b, tf.constant(k)).numpy())
-
-
-def _copy_runner(n_bytes: int, xla: bool):
-    from paradnn.training import tf
-
-    x = tf.random.stateless_uniform((n_bytes // 4,), seed=(5, 6))
-
-    @tf.function(jit_compile=xla)
-    def stream(x, k):
-        # one read and one write of every element per iteration
-        x = tf.while_loop(lambda i, x: i < k, lambda i, x: (i + 1, x * 1.0000001), (0, x))[1]
-        return x[0]
-
-    return lambda k: float(stream(x, tf.constant(k)).numpy())
-
-
-def measure_ceilings(target: Target, seconds: float = 1.5) -> dict:
-    """Measure matmul FLOP/s per dtype (XLA on and off) and copy bandwidth on ``target``."""
-    from paradnn.harness import RunSettings, run_protocol
-    from paradnn.training import tf
-
-    settings = RunSettings(max_seconds=seconds, min_call_seconds=0.05, max_steps_per_call=200, max_warmup_calls=3)
-    n = 2048 if target.kind == "cpu" else 8192
-    dtypes = ["float32", "bfloat16"] + ([] if target.kind == "cpu" else ["float16"])
-    matmul: dict[str, dict[str, float]] = {}
-    with tf.device(target.tf_device):
-        for dtype in dtypes:
-            for xla in (True, False):
-                m = run_protocol(_matmul_runner(n, dtype, xla), settings)
-                if m.stats:
-                    matmul.setdefault(dtype, {})["xla" if xla else "no_xla"] = 2 * n**3 / m.stats.median
-        n_bytes = 256 * 2**20 if target.kind == "cpu" else 2 * 2**30
-        bandwidth = {}
-        for xla in (True, False):
-            m = run_protocol(_copy_runner(n_bytes, xla), settings)
-            if m.stats:
-                bandwidth["xla" if xla else "no_xla"] = 2 * n_bytes / m.stats.median
-    return {"matmul_size": n, "matmul_flops": matmul, "copy_bandwidth": bandwidth}
-
-
-def _cache_dir() -> Path:
-    return Path(os.environ.get("PARADNN_CACHE_DIR", Path.home() / ".cache" / "paradnn"))
-
-
-def _cache_path(info: dict) -> Path:
-    return _cache_dir() / f"ceilings-{fingerprint(info)}.json"
-
-
-def cached_ceilings(info: dict) -> dict | None:
-    """The cached ceilings of the platform ``info`` describes, or None."""
-    try:
-        return json.loads(_cache_path(info).read_text())
-    except (OSError, json.JSONDecodeError):
-        return None  # missing or damaged: measured again
-
-
-def ceilings(target: Target, info: dict | None = None, refresh: bool = False) -> dict:
-    """Measured ceilings of ``target``, from the cache when this stack measured them before."""
-    info = info or describe(target)
-    cached = None if refresh else cached_ceilings(info)
-    if cached:
-        return cached
-    result = measure_ceilings(target)
-    path = _cache_path(info)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(result, indent=2))
-    tmp.replace(path)
-    return result
 
 
 def peak(info: dict, ceil: dict, policy: str) -> tuple[float, str]:

@@ -16,42 +16,29 @@ import seaborn as sns
 from matplotlib.colors import LogNorm, Normalize, TwoSlopeNorm
 from matplotlib.patches import Rectangle
 
+from paradnn import families
 from paradnn.analysis.roofline import Ceilings
 
-# Heatmap axes per family: rows (y), columns (x), one panel per value of ``panel``.
-HEATMAP_AXES = {
-    "fc": {"y": "nodes", "x": "batch", "panel": "layers"},
-    "cnn": {"y": "filters", "x": "batch", "panel": "blocks"},
-    "rnn": {"y": "embedding", "x": "batch", "panel": "layers"},
-}
-AXIS_LABELS = {
-    "batch": "batch size (examples, log2 scale)",
-    "nodes": "nodes per layer (log2 scale)",
-    "filters": "filters in the first group (log2 scale)",
-    "embedding": "embedding size",
-    "layers": "layers",
-    "blocks": "blocks per group",
-}
 MAX_ANNOTATED_CELLS = 36  # larger panels show colour only: the numbers would not be legible
 FAILED_MARK = {"oom": "OOM", "skipped": "OOM?", "timeout": "t/o", "error": "err"}
 
 
 def _grid(df: pd.DataFrame, family: str, value: str, panel_value) -> tuple[pd.DataFrame, pd.DataFrame]:
-    axes = HEATMAP_AXES[family]
-    sub = df[(df["family"] == family) & (df[axes["panel"]] == panel_value)]
+    rows_axis, columns_axis, panel_axis = families.get(family).heatmap
+    sub = df[(df["family"] == family) & (df[panel_axis] == panel_value)]
     ok = sub[sub["state"] == "ok"]
-    values = ok.pivot_table(index=axes["y"], columns=axes["x"], values=value, aggfunc="median")
-    failed = sub[sub["state"] != "ok"].groupby([axes["y"], axes["x"]])["state"].first().unstack()
+    values = ok.pivot_table(index=rows_axis, columns=columns_axis, values=value, aggfunc="median")
+    failed = sub[sub["state"] != "ok"].groupby([rows_axis, columns_axis])["state"].first().unstack()
     rows = sorted(set(values.index) | set(failed.index))
     cols = sorted(set(values.columns) | set(failed.columns))
     return values.reindex(index=rows, columns=cols), failed.reindex(index=rows, columns=cols)
 
 
 def _aggregated_axes(df: pd.DataFrame, family: str) -> list[str]:
-    axes = set(HEATMAP_AXES[family].values())
-    others = {"fc": ["input", "output"], "cnn": ["image", "output", "block"], "rnn": ["maxlength", "vocab", "cell"]}[family]
+    """Axes that vary in the data but are not drawn: the heatmaps show their median."""
+    fam = families.get(family)
     sub = df[df["family"] == family]
-    return [a for a in others if a not in axes and a in sub and sub[a].nunique() > 1]
+    return [a.name for a in fam.axes if a.name not in fam.heatmap and a.name in sub and sub[a.name].nunique() > 1]
 
 
 def heatmaps(
@@ -66,10 +53,11 @@ def heatmaps(
     center: float | None = None,
     cmap: str = "viridis",
 ) -> plt.Figure:
-    """One heatmap panel per layer/block count; failed cells marked (OOM, t/o, err)."""
-    axes = HEATMAP_AXES[family]
+    """One heatmap panel per value of the family's panel axis; failed cells marked (OOM, t/o, err)."""
+    spec = families.get(family)
+    rows_axis, columns_axis, panel_axis = (spec.axis(a) for a in spec.heatmap)
     fam = df[df["family"] == family]
-    panels = sorted(fam[axes["panel"]].dropna().unique())
+    panels = sorted(fam[panel_axis.name].dropna().unique())
     ncols = min(3, max(len(panels), 1))
     nrows = math.ceil(max(len(panels), 1) / ncols)
     fig, grid = plt.subplots(nrows, ncols, figsize=(4.4 * ncols + 1.2, 3.6 * nrows), squeeze=False, layout="constrained")
@@ -101,16 +89,22 @@ def heatmaps(
                     if annotate:
                         mark = FAILED_MARK.get(failed.iat[i, j], "?")
                         ax.text(j, i, mark, ha="center", va="center", fontsize=7, color="firebrick")
-        ax.set_xticks(range(values.shape[1]), [str(int(c)) for c in values.columns], rotation=45)
-        ax.set_yticks(range(values.shape[0]), [str(int(r)) for r in values.index])
-        ax.set_xlabel(AXIS_LABELS[axes["x"]])
-        ax.set_ylabel(AXIS_LABELS[axes["y"]])
-        ax.set_title(f"{AXIS_LABELS[axes['panel']]} = {int(panel_value)}", fontsize=10)
+        ax.set_xticks(range(values.shape[1]), [_tick(c) for c in values.columns], rotation=45)
+        ax.set_yticks(range(values.shape[0]), [_tick(r) for r in values.index])
+        ax.set_xlabel(columns_axis.display)
+        ax.set_ylabel(rows_axis.display)
+        ax.set_title(f"{panel_axis.title} = {_tick(panel_value)}", fontsize=10)
     if image is not None:
         fig.colorbar(image, ax=axs.tolist(), label=colorbar, shrink=0.9)
     agg = _aggregated_axes(df, family)
     fig.suptitle(title + (f" (median over {', '.join(agg)})" if agg else ""), fontsize=12)
     return fig
+
+
+def _tick(value) -> str:
+    """An axis value as a tick label: integers without a decimal point."""
+    numeric = isinstance(value, (int, float, np.integer, np.floating))
+    return str(int(value)) if numeric and float(value).is_integer() else str(value)
 
 
 def _ink(image, value: float) -> str:
@@ -132,7 +126,7 @@ def coefficients(results: dict, title: str, xlabel: str) -> plt.Figure:
             ax.barh(y, coef["coef"], xerr=err, color=sns.color_palette()[0], capsize=3)
             ax.set_yticks(y, [f"log2 {f}" for f in coef.index])
             ax.axvline(0, color="black", lw=0.8)
-        ax.set_title(f"{family.upper()}  (R² = {res.r_squared:.2f}, n = {res.n})", fontsize=10)
+        ax.set_title(f"{families.get(family).title}  (R² = {res.r_squared:.2f}, n = {res.n})", fontsize=10)
         ax.set_xlabel(xlabel)
     fig.suptitle(title, fontsize=12)
     fig.tight_layout()

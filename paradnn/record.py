@@ -9,35 +9,48 @@ from __future__ import annotations
 import math
 
 from paradnn import counting
-from paradnn.config import Config
+from paradnn.config import compute_dtype
+from paradnn.families import Config, family_of
 from paradnn.harness import Measurement, RunSettings, measure
-from paradnn.platform import Target, compute_dtype, peak
-
-# Bytes per element of activations / of weights under each dtype policy.
-_BYTES = {"float32": (4, 4), "bfloat16": (2, 2), "mixed_bfloat16": (2, 4), "mixed_float16": (2, 4)}
+from paradnn.platform import Target, peak
 
 
-def describe_config(config: Config, policy: str = "float32", graph=None, trace: bool = True) -> dict:
+def describe_config(config: Config, policy: str = "float32", graph=None, trace: bool = True,
+                    memory_budget: float | None = None) -> dict:  # fmt: skip
     """Sizes and FLOP counts of one training step (whole batch) of ``config``.
 
-    ``graph`` is a :class:`paradnn.training.GraphCount`; when it is omitted and ``trace``
-    is set, the model is built and its step traced (no step is executed).
+    Everything but ``flops_graph`` is analytic: nothing is built or allocated. ``graph``
+    is a :class:`paradnn.counting.GraphCount`; when it is omitted and ``trace`` is set, the
+    model is built and its step traced with symbolic data (the batch is never allocated),
+    unless its weights and optimizer slots alone would exceed ``memory_budget`` bytes, in
+    which case ``flops_graph`` is None and ``flops_graph_note`` says why.
     """
+    family = family_of(config)
+    params = counting.count_params(config)
+    note = ""
     if graph is None and trace:
-        from paradnn.training import Trainer, count_graph_flops
+        weights = counting.BYTES_PER_PARAM * params
+        if memory_budget is not None and weights > memory_budget:
+            note = f"not traced: weights and optimizer slots need {weights / 1e9:.1f} GB > budget {memory_budget / 1e9:.1f} GB"
+        else:
+            from paradnn.training import Trainer
 
-        graph = count_graph_flops(Trainer(config, policy, xla=False))
-    compute_bytes, param_bytes = _BYTES[policy]
-    return {
-        "family": config.family,
+            graph = counting.count_graph_flops(Trainer(config, policy, xla=False).trace().graph)
+    record = {
+        "family": family.name,
+        "family_version": family.version,
         "label": config.label,
         **config.hyperparameters(),
-        "params": counting.count_params(config),
+        "params": params,
         "flops_model": counting.flops_model(config),
         "flops_graph": graph.flops if graph else None,
         "uncounted_ops": graph.uncounted_ops if graph else [],
-        "bytes_estimate": counting.bytes_estimate(config, compute_bytes, param_bytes),
+        "bytes_estimate": counting.bytes_estimate(config, policy),
+        "memory_estimate_bytes": counting.memory_estimate(config, policy),
     }
+    if note:
+        record["flops_graph_note"] = note
+    return record
 
 
 def derived(record: dict, peak_flops: float) -> dict:
@@ -53,6 +66,12 @@ def derived(record: dict, peak_flops: float) -> dict:
     }
 
 
+def settings_fields(settings: RunSettings) -> dict:
+    """The run settings every record carries (part of its identity, see :mod:`paradnn.identity`)."""
+    return {"dtype": settings.dtype, "compute_dtype": compute_dtype(settings.dtype), "xla": settings.xla,
+            "max_seconds": settings.max_seconds}  # fmt: skip
+
+
 def measure_config(config: Config, settings: RunSettings, target: Target, info: dict, ceilings: dict) -> dict:
     """Measure ``config`` on ``target`` and return the full record."""
     m: Measurement = measure(config, settings)
@@ -60,9 +79,7 @@ def measure_config(config: Config, settings: RunSettings, target: Target, info: 
     peak_flops, peak_source = peak(info, ceilings, settings.dtype)
     record.update(
         {
-            "dtype": settings.dtype,
-            "compute_dtype": compute_dtype(settings.dtype),
-            "xla": settings.xla,
+            **settings_fields(settings),
             "platform": target.id,
             "device_name": info["name"],
             **m.as_dict(),

@@ -13,7 +13,9 @@ from importlib import resources
 
 import yaml
 
-from paradnn.config import Config, ConfigError, config_class, make_config
+from paradnn import families
+from paradnn.config import ConfigError
+from paradnn.families import Config
 
 Grid = dict[str, list]
 
@@ -31,46 +33,39 @@ def preset_names() -> tuple[str, ...]:
 
 def grid(family: str, preset: str = "smoke", overrides: Mapping[str, Iterable] | None = None) -> Grid:
     """The axes of ``preset`` for ``family``, with ``overrides`` replacing whole axes."""
-    axes = config_class(family).axes()
+    fam = families.get(family)
     if preset not in _presets():
         raise ConfigError("preset", preset, ", ".join(preset_names()))
-    result = {axis: list(values) for axis, values in _presets()[preset][family].items()}
-    for axis, values in (overrides or {}).items():
-        if axis not in axes:
-            raise ConfigError("axis", axis, f"one of {', '.join(axes)} for {family}")
+    declared = (_presets()[preset] or {}).get(family)
+    if declared is None:
+        raise ConfigError("preset", preset, f"a preset with a grid for {family} (add one to paradnn/presets.yaml)")
+    result = {a.name: list(declared[a.name]) for a in fam.axes if a.name in declared}
+    missing = [a.name for a in fam.axes if a.name not in declared and a.name not in (overrides or {})]
+    if missing:
+        raise ConfigError("preset", preset, f"a grid for {family} with every axis; missing {', '.join(missing)}")
+    for name, values in (overrides or {}).items():
+        fam.axis(name)  # an unknown axis is a ConfigError naming the family's axes
         values = list(values)
         if not values:
-            raise ConfigError(axis, values, "at least one value")
-        result[axis] = values
+            raise ConfigError(name, values, "at least one value")
+        result[name] = values
     return result
 
 
 def expand(family: str, preset: str = "smoke", overrides: Mapping[str, Iterable] | None = None) -> list[Config]:
     """Every configuration of the grid, validated, in grid order."""
     axes = grid(family, preset, overrides)
-    names = list(axes)
-    return [make_config(family, **dict(zip(names, combo))) for combo in itertools.product(*axes.values())]
+    make = families.get(family).make
+    return [make(**dict(zip(axes, combo))) for combo in itertools.product(*axes.values())]
 
 
 def parse_override(family: str, text: str) -> tuple[str, list]:
-    """Parse one ``AXIS=V1,V2,...`` override; integers where the axis is numeric."""
-    axes = config_class(family).axes()
-    axis, sep, values = text.partition("=")
-    axis = axis.strip()
+    """Parse one ``AXIS=V1,V2,...`` override, each value checked against the axis now."""
+    fam = families.get(family)
+    name, sep, values = text.partition("=")
+    name = name.strip()
     if not sep or not values.strip():
-        raise ConfigError("--set", text, "AXIS=V1,V2,... with AXIS one of " + ", ".join(axes))
-    if axis not in axes:
-        raise ConfigError("axis", axis, f"one of {', '.join(axes)} for {family}")
+        raise ConfigError("--set", text, "AXIS=V1,V2,... with AXIS one of " + ", ".join(fam.config.axes()))
+    axis = fam.axis(name)
     items = [v.strip() for v in values.split(",") if v.strip()]
-    if axis in ("block", "cell"):
-        parsed: list = items
-    else:
-        try:
-            parsed = [int(v) for v in items]
-        except ValueError:
-            raise ConfigError(axis, values, "comma-separated positive integers") from None
-    # Validate each value now, so a typo fails before any work starts.
-    base = {a: v[0] for a, v in grid(family, "smoke").items()}
-    for value in parsed:
-        make_config(family, **{**base, axis: value})
-    return axis, parsed
+    return name, [axis.parse(v) for v in items]

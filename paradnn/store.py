@@ -3,22 +3,32 @@
 Tables
   ``meta``       application name and schema version (checked on every open);
   ``results``    one row per measurement attempt: configuration (every hyperparameter a
-                 column), run settings, platform, software stack, state, error text, all
-                 figures, the raw samples (JSON), timestamps and ``source``
+                 column), family version, run settings, platform, software stack, state,
+                 error text, all figures, the raw samples (JSON), timestamps and ``source``
                  (``measured`` or ``legacy:<file>``);
   ``platforms``  identity and ceilings of each platform (one row per fingerprint);
-  ``traces``     profiler-trace figures imported from the original study.
+  ``traces``     profiler-trace figures imported from the original study;
+  ``claims``     configurations being measured right now, so two sweeps never measure one
+                 twice (a claim dies with its process, or expires).
 
 Every write is one transaction; WAL journaling and a busy timeout let several sweeps
-write one store at once. A file that is not a paradnn store, or a damaged one, raises
-:class:`StoreError` before anything is written: nothing is ever overwritten or truncated.
+write one store at once. A file that is not a paradnn store, a damaged or read-only one,
+or one written by a newer paradnn raises :class:`StoreError` before anything is written:
+nothing is ever overwritten or truncated.
+
+The store grows instead of breaking: opening an older store adds every column this
+paradnn knows and it lacks (new hyperparameters, metrics, run settings) and runs the
+schema's versioned migrations, all in one transaction. Nothing is rewritten or dropped;
+a store from a newer paradnn is refused. Writing a result with a key the store has no
+column for is an error, never a silent drop.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
+import os
+import socket
 import sqlite3
 import time
 from collections.abc import Iterable
@@ -27,19 +37,26 @@ from pathlib import Path
 
 import pandas as pd
 
-APP = "paradnn"
-SCHEMA_VERSION = 1
-STATES = ("ok", "oom", "error", "timeout", "skipped")
-HYPERPARAMETERS = ("layers", "nodes", "input", "output", "batch", "blocks", "filters", "image", "block", "maxlength",
-                   "vocab", "embedding", "cell")  # fmt: skip
-SOFTWARE = ("tensorflow", "keras", "python", "numpy", "cuda", "cudnn", "paradnn", "git")
+from paradnn.families import hyperparameter_columns
+from paradnn.identity import LATER_IDENTITY, SOFTWARE, run_key
 
-# (column, SQL type) of the results table, in order.
-RESULT_COLUMNS: tuple[tuple[str, str], ...] = (
+__all__ = ["STATES", "SCHEMA_VERSION", "Store", "StoreError", "export", "run_key"]
+
+APP = "paradnn"
+# Version 2: the ``claims`` table (leases on configurations being measured). Columns are
+# not versioned: every column this paradnn knows is added to an older store when it opens.
+SCHEMA_VERSION = 2
+STATES = ("ok", "oom", "error", "timeout", "skipped")
+
+# (column, SQL type) of the results table, in order; the hyperparameter columns (one per
+# axis of every family) follow ``label``. Adding a column here is all a new metric needs.
+CORE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("run_key", "TEXT NOT NULL"),
     ("family", "TEXT NOT NULL"),
     ("label", "TEXT NOT NULL"),
-    *((h, "TEXT" if h in ("block", "cell") else "INTEGER") for h in HYPERPARAMETERS),
+)
+RESULT_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("family_version", "INTEGER"),
     ("dtype", "TEXT"),
     ("compute_dtype", "TEXT"),
     ("xla", "INTEGER"),
@@ -80,87 +97,149 @@ RESULT_COLUMNS: tuple[tuple[str, str], ...] = (
     ("peak_memory_bytes", "REAL"),
     ("wall_time_s", "REAL"),
     ("samples_s", "TEXT"),
+    ("warmup_s", "TEXT"),
     ("extra", "TEXT"),
     ("started_at", "REAL"),
     ("finished_at", "REAL"),
     ("source", "TEXT NOT NULL"),
 )
-_JSON_COLUMNS = ("uncounted_ops", "samples_s", "extra")
+_JSON_COLUMNS = ("uncounted_ops", "samples_s", "warmup_s", "extra")
+# Columns whose NOT NULL constraint an ALTER TABLE cannot add: given a default instead.
+_ADDED_DEFAULTS = {**LATER_IDENTITY}
 TRACE_COLUMNS = ("source", "platform", "label", "category", "flops_perc", "flops_perc_mean", "flops_perc_std",
                  "memory_bandwidth", "intensity", "raw_mb", "time_perc", "infeed", "infeed_mean", "infeed_std")  # fmt: skip
-
 _TRACE_TYPES = {"source": "TEXT", "platform": "TEXT", "label": "TEXT", "category": "TEXT"}
-_SCHEMA = f"""
-CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE results (id INTEGER PRIMARY KEY AUTOINCREMENT, {", ".join(f"{c} {t}" for c, t in RESULT_COLUMNS)});
-CREATE INDEX results_run_key ON results(run_key);
-CREATE INDEX results_platform ON results(platform, family);
-CREATE UNIQUE INDEX results_imported_once ON results(source, platform, label, state) WHERE source != 'measured';
-CREATE TABLE platforms (fingerprint TEXT PRIMARY KEY, platform TEXT NOT NULL, name TEXT, info TEXT NOT NULL,
-                        ceilings TEXT, source TEXT NOT NULL, measured_at REAL);
-CREATE TABLE traces ({", ".join(f"{c} {_TRACE_TYPES.get(c, 'REAL')}" for c in TRACE_COLUMNS)},
-                     UNIQUE (source, label, category));
-"""
+
+
+def result_columns() -> tuple[tuple[str, str], ...]:
+    """Every column of the results table this paradnn writes, hyperparameters included."""
+    hyper = tuple((name, a.sql_type) for name, a in hyperparameter_columns().items())
+    return CORE_COLUMNS + hyper + RESULT_COLUMNS
+
+
+def hyperparameter_names() -> tuple[str, ...]:
+    return tuple(hyperparameter_columns())
+
+
+_CLAIMS = """CREATE TABLE IF NOT EXISTS claims (run_key TEXT PRIMARY KEY, label TEXT, host TEXT NOT NULL, pid INTEGER NOT NULL,
+                                     pid_started REAL, expires_at REAL NOT NULL)"""
+
+
+def _schema() -> list[str]:
+    columns = ", ".join(f"{c} {t}" for c, t in result_columns())
+    traces = ", ".join(f"{c} {_TRACE_TYPES.get(c, 'REAL')}" for c in TRACE_COLUMNS)
+    return [
+        "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+        f"CREATE TABLE results (id INTEGER PRIMARY KEY AUTOINCREMENT, {columns})",
+        "CREATE INDEX results_run_key ON results(run_key)",
+        "CREATE INDEX results_platform ON results(platform, family)",
+        "CREATE UNIQUE INDEX results_imported_once ON results(source, platform, label, state) WHERE source != 'measured'",
+        "CREATE TABLE platforms (fingerprint TEXT PRIMARY KEY, platform TEXT NOT NULL, name TEXT, info TEXT NOT NULL, "
+        "ceilings TEXT, source TEXT NOT NULL, measured_at REAL)",
+        f"CREATE TABLE traces ({traces}, UNIQUE (source, label, category))",
+        _CLAIMS,
+    ]
+
+
+# Statements that bring a store from the version before to this version (columns aside).
+MIGRATIONS: dict[int, list[str]] = {2: [_CLAIMS]}
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
+# A claim on a configuration outlives its sweep's process by this much on another host
+# (on the same host a claim dies with its process).
+CLAIM_MARGIN_S = 60.0
 
 
 class StoreError(Exception):
-    """The file is not a paradnn store, is damaged, or has another schema version."""
-
-
-def run_key(record: dict) -> str:
-    """Identity of a measurement: configuration, run settings, platform, software stack.
-
-    The git revision and time budget are kept in the row but are not part of the key, so a
-    rerun from a new commit with the same versions skips what is already measured.
-    """
-    parts = [record.get(k) for k in ("family", "label", "dtype", "xla", "platform", "platform_fingerprint")]
-    parts += [record.get(f"sw_{s}") for s in SOFTWARE if s != "git"]
-    return hashlib.sha1(json.dumps(parts, default=str).encode()).hexdigest()[:20]
+    """The file is not a paradnn store, is damaged, read-only, or from a newer paradnn."""
 
 
 class Store:
-    """A paradnn results store (see the module docstring). Use as a context manager."""
+    """A paradnn results store (see the module docstring). Use as a context manager.
 
-    def __init__(self, path: str | Path, create: bool = True) -> None:
+    ``create``: make a new store if the file is missing (or empty); ``readonly``: open for
+    reading only (no migration, nothing written; missing columns read as empty).
+    """
+
+    def __init__(self, path: str | Path, create: bool = True, readonly: bool = False) -> None:
         self.path = Path(path)
-        _check_file(self.path, create)
-        new = not self.path.exists() or self.path.stat().st_size == 0
-        if new:
+        self.readonly = readonly
+        _check_file(self.path, create and not readonly)
+        if not readonly and self.path.exists() and not os.access(self.path, os.W_OK):
+            raise StoreError(f"{self.path}: read-only; paradnn needs to write this store (check its permissions)")
+        if not self.path.exists():
             self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.conn = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+        target = f"{self.path.resolve().as_uri()}?mode=ro" if readonly else str(self.path)
+        try:
+            self.conn = sqlite3.connect(target, timeout=60, isolation_level=None, uri=readonly)
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path}: cannot be opened ({exc})") from None
         self.conn.row_factory = sqlite3.Row
         try:
             self.conn.execute("PRAGMA busy_timeout = 60000")
-            if new:
-                self._create()
-            else:
-                self._check_schema()
-            self.conn.execute("PRAGMA journal_mode = WAL")
+            self._open(create and not readonly)
+            if not readonly:
+                self.conn.execute("PRAGMA journal_mode = WAL")
+        except sqlite3.OperationalError as exc:
+            self.conn.close()
+            raise _operational(self.path, exc) from None
         except sqlite3.DatabaseError as exc:
             self.conn.close()
             raise StoreError(f"{self.path}: damaged or not a paradnn store ({exc})") from None
+        except StoreError:
+            self.conn.close()
+            raise
 
-    def _create(self) -> None:
-        with self.transaction() as c:
-            if c.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
-                raise StoreError(f"{self.path}: an SQLite database, but not a paradnn store")
-            for statement in filter(str.strip, _SCHEMA.split(";")):
-                c.execute(statement)
-            c.executemany("INSERT INTO meta VALUES (?, ?)", [("app", APP), ("schema_version", str(SCHEMA_VERSION))])
+    def _meta(self) -> dict[str, str] | None:
+        tables = {r[0] for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if "meta" not in tables:
+            return None if not tables else {}
+        return dict(self.conn.execute("SELECT key, value FROM meta").fetchall())
 
-    def _check_schema(self) -> None:
-        try:
-            meta = dict(self.conn.execute("SELECT key, value FROM meta").fetchall())
-        except sqlite3.DatabaseError:
-            raise StoreError(f"{self.path}: an SQLite database, but not a paradnn store") from None
-        if meta.get("app") != APP:
+    def _open(self, create: bool) -> None:
+        meta = self._meta()
+        if meta is None:  # an empty database: create the schema (unless another process just did)
+            if not create:
+                raise StoreError(f"{self.path}: an empty file, not a paradnn store")
+            with self.transaction() as c:  # BEGIN IMMEDIATE serialises concurrent creators
+                if self._meta() is None:
+                    for statement in _schema():
+                        c.execute(statement)
+                    c.executemany("INSERT INTO meta VALUES (?, ?)", [("app", APP), ("schema_version", str(SCHEMA_VERSION))])
+            meta = self._meta()
+        if not meta or meta.get("app") != APP:
             raise StoreError(f"{self.path}: an SQLite database, but not a paradnn store")
-        if meta.get("schema_version") != str(SCHEMA_VERSION):
-            raise StoreError(
-                f"{self.path}: store schema version {meta.get('schema_version')}; this paradnn reads version {SCHEMA_VERSION}"
-            )
+        version = int(meta.get("schema_version", "0"))
+        if version > SCHEMA_VERSION:
+            raise StoreError(f"{self.path}: written by a newer paradnn (store schema version {version}; this paradnn "
+                             f"reads up to version {SCHEMA_VERSION}): upgrade paradnn to use it")  # fmt: skip
+        if not self.readonly and (version < SCHEMA_VERSION or self._missing_columns()):
+            self._migrate()
+
+    def _columns(self) -> set[str]:
+        return {r[1] for r in self.conn.execute("PRAGMA table_info(results)")}
+
+    def _missing_columns(self) -> list[tuple[str, str]]:
+        present = self._columns()
+        return [(c, t) for c, t in result_columns() if c not in present]
+
+    def _migrate(self) -> None:
+        """Add what this paradnn knows and the store lacks; one transaction, nothing dropped."""
+        with self.transaction() as c:  # re-read inside: a concurrent opener may have migrated already
+            version = int(dict(c.execute("SELECT key, value FROM meta").fetchall())["schema_version"])
+            for step in range(version + 1, SCHEMA_VERSION + 1):
+                for statement in MIGRATIONS.get(step, []):
+                    c.execute(statement)
+            for column, sql_type in self._missing_columns():
+                default = _ADDED_DEFAULTS.get(column)
+                sql_type = sql_type.replace(" NOT NULL", "")
+                suffix = f" DEFAULT {default!r}" if default is not None else ""
+                c.execute(f"ALTER TABLE results ADD COLUMN {column} {sql_type}{suffix}")
+            c.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(max(version, SCHEMA_VERSION)),))
+
+    @property
+    def schema_version(self) -> int:
+        return int((self._meta() or {}).get("schema_version", "0"))
 
     def close(self) -> None:
         self.conn.close()
@@ -174,9 +253,17 @@ class Store:
     @contextmanager
     def transaction(self):
         """One write transaction; rolled back on any error."""
-        self.conn.execute("BEGIN IMMEDIATE")
+        if self.readonly:
+            raise StoreError(f"{self.path}: opened read-only")
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise _operational(self.path, exc) from None
         try:
             yield self.conn
+        except sqlite3.OperationalError as exc:
+            self.conn.execute("ROLLBACK")
+            raise _operational(self.path, exc) from None
         except BaseException:
             self.conn.execute("ROLLBACK")
             raise
@@ -184,18 +271,28 @@ class Store:
 
     # ------------------------------------------------------------------ writing
 
-    def add_results(self, records: Iterable[dict], ignore_duplicates: bool = False) -> int:
-        """Insert result records in one transaction; returns how many rows were added."""
+    def add_results(self, records: Iterable[dict], ignore_duplicates: bool = False, release: bool = False) -> int:
+        """Insert result records in one transaction; returns how many rows were added.
+
+        A key the store has no column for is a ValueError (nothing is written). With
+        ``release`` the records' claims (see :meth:`claim`) are released in the same transaction.
+        """
         rows = [_row(r) for r in records]
         if not rows:
             return 0
-        names = [c for c, _ in RESULT_COLUMNS]
+        names = [c for c, _ in result_columns()]
+        unknown = sorted({k for row in rows for k in row} - set(names))
+        if unknown:
+            raise ValueError(f"result keys without a store column: {', '.join(unknown)} (declare them in paradnn.store)")
         verb = "INSERT OR IGNORE" if ignore_duplicates else "INSERT"
         sql = f"{verb} INTO results ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})"
         with self.transaction() as c:
             before = c.total_changes
             c.executemany(sql, [[row.get(n) for n in names] for row in rows])
-            return c.total_changes - before
+            added = c.total_changes - before
+            if release:
+                c.executemany("DELETE FROM claims WHERE run_key = ? AND pid = ?", [(row["run_key"], os.getpid()) for row in rows])
+            return added
 
     def add_traces(self, rows: Iterable[dict]) -> int:
         sql = f"INSERT OR IGNORE INTO traces ({', '.join(TRACE_COLUMNS)}) VALUES ({', '.join('?' * len(TRACE_COLUMNS))})"
@@ -211,6 +308,37 @@ class Store:
                 "INSERT OR REPLACE INTO platforms VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (fingerprint, platform, info.get("name"), _dumps(info), _dumps(ceilings), source, time.time()),
             )
+
+    # ------------------------------------------------------------------ claims
+
+    def claim(self, key: str, label: str, done_states: Iterable[str], ttl_s: float) -> str:
+        """Claim configuration ``key`` for this process before measuring it.
+
+        Returns ``claimed``; ``done`` when the store already has a row of ``key`` in one of
+        ``done_states``; ``busy`` when another live process holds the claim. A claim held by
+        a dead process on this host, or expired, is taken over.
+        """
+        states = tuple(done_states)
+        with self.transaction() as c:
+            if states:
+                marks = ",".join("?" * len(states))
+                sql = f"SELECT 1 FROM results WHERE run_key = ? AND state IN ({marks}) LIMIT 1"
+                if c.execute(sql, (key, *states)).fetchone():
+                    return "done"
+            held = c.execute("SELECT host, pid, pid_started, expires_at FROM claims WHERE run_key = ?", (key,)).fetchone()
+            if held is not None and _alive(*held) and held["pid"] != os.getpid():
+                return "busy"
+            c.execute("INSERT OR REPLACE INTO claims VALUES (?, ?, ?, ?, ?, ?)",
+                      (key, label, socket.gethostname(), os.getpid(), _started(os.getpid()), time.time() + ttl_s))  # fmt: skip
+            return "claimed"
+
+    def release(self, keys: Iterable[str]) -> None:
+        """Drop this process's claims on ``keys`` (measured, or given up)."""
+        with self.transaction() as c:
+            c.executemany("DELETE FROM claims WHERE run_key = ? AND pid = ?", [(k, os.getpid()) for k in keys])
+
+    def claims(self) -> pd.DataFrame:
+        return pd.read_sql_query("SELECT * FROM claims", self.conn)
 
     # ------------------------------------------------------------------ reading
 
@@ -236,6 +364,10 @@ class Store:
     def platforms(self) -> pd.DataFrame:
         return pd.read_sql_query("SELECT * FROM platforms ORDER BY platform", self.conn)
 
+    def platform_names(self) -> list[str]:
+        """Every platform that has results, sorted."""
+        return [r[0] for r in self.conn.execute("SELECT DISTINCT platform FROM results ORDER BY platform")]
+
     def results(self, family: str | None = None, platform: str | None = None, state: str | None = None) -> pd.DataFrame:
         """Result rows as a DataFrame, JSON columns decoded, optionally filtered."""
         where, args = [], []
@@ -245,6 +377,9 @@ class Store:
                 args.append(value)
         sql = "SELECT * FROM results" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY id"
         df = pd.read_sql_query(sql, self.conn, params=args)
+        for column, _ in result_columns():  # an older store opened read-only lacks new columns
+            if column not in df:
+                df[column] = LATER_IDENTITY.get(column)
         for column in _JSON_COLUMNS:
             df[column] = [json.loads(v) if isinstance(v, str) and v else None for v in df[column]]
         df["xla"] = df["xla"].map(lambda v: None if v is None or (isinstance(v, float) and math.isnan(v)) else bool(v))
@@ -257,6 +392,33 @@ class Store:
         return int(self.conn.execute("SELECT count(*) FROM results").fetchone()[0])
 
 
+def _alive(host: str, pid: int, pid_started: float | None, expires_at: float) -> bool:
+    """Is a claim's process still at work? On this host ask the OS; elsewhere trust the lease."""
+    if host != socket.gethostname():
+        return expires_at > time.time()
+    started = _started(pid)
+    return started is not None and (pid_started is None or abs(started - pid_started) < 1.0)
+
+
+def _started(pid: int) -> float | None:
+    """When process ``pid`` started (tells a reused pid from the original), or None if it is gone."""
+    import psutil
+
+    try:
+        return float(psutil.Process(pid).create_time())
+    except psutil.Error:
+        return None
+
+
+def _operational(path: Path, exc: sqlite3.OperationalError) -> StoreError:
+    text = str(exc)
+    if "readonly" in text or "read-only" in text:
+        return StoreError(f"{path}: read-only; paradnn needs to write this store (check its permissions)")
+    if "unable to open" in text:
+        return StoreError(f"{path}: cannot be opened ({text}; check the folder's permissions)")
+    return StoreError(f"{path}: {text}")
+
+
 def _check_file(path: Path, create: bool) -> None:
     """Refuse anything that is not an SQLite file before SQLite touches it."""
     if path.is_dir():
@@ -266,6 +428,8 @@ def _check_file(path: Path, create: bool) -> None:
             raise StoreError(f"{path}: no such store")
         return
     if path.stat().st_size == 0:
+        if not create:
+            raise StoreError(f"{path}: an empty file, not a paradnn store")
         return
     with open(path, "rb") as f:
         if f.read(16) != SQLITE_MAGIC:
@@ -299,17 +463,23 @@ def _row(record: dict) -> dict:
 
 
 def export(df: pd.DataFrame, fmt: str, path: str | Path | None) -> str | None:
-    """Write ``df`` as csv, json or parquet to ``path`` (csv/json to a string if no path)."""
-    if fmt == "parquet":
-        if path is None:
+    """Write ``df`` as csv, json or parquet to ``path`` (csv/json to a string if no path).
+
+    JSON columns (samples, extra, ...) are written as JSON text in CSV and Parquet.
+    """
+    if fmt in ("parquet", "csv"):
+        if fmt == "parquet" and path is None:
             raise ValueError("parquet needs --output FILE")
         flat = df.copy()
         for column in _JSON_COLUMNS:
             if column in flat:
                 flat[column] = flat[column].map(lambda v: None if v is None else json.dumps(v))
-        flat.to_parquet(path, index=False)
-        return None
-    text = df.to_csv(index=False) if fmt == "csv" else df.to_json(orient="records", indent=1)
+        if fmt == "parquet":
+            flat.to_parquet(path, index=False)
+            return None
+        text = flat.to_csv(index=False)
+    else:
+        text = df.to_json(orient="records", indent=1)
     if path is None:
         return text
     Path(path).write_text(text)

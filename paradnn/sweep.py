@@ -2,17 +2,24 @@
 
 Each configuration runs in a worker process that is reused across configurations (so
 TensorFlow's import is paid once) and replaced after a crash, a timeout or an
-out-of-memory kill. The driver (this process) never imports TensorFlow; it writes every
+out-of-memory failure. The driver (this process) never imports TensorFlow; it writes every
 result to the store in its own transaction the moment it arrives, so ``kill -9`` loses
-nothing that had finished and a rerun resumes.
+nothing that had finished and a rerun resumes. Driver and worker speak in the small
+typed messages below; :func:`run_sweep` takes any worker factory, so the driver's
+handling of timeouts, crashes and kills is tested in-process with a fake worker.
 
 Failures are results:
   ``skipped``  predicted to exceed the memory budget (the estimate is recorded);
   ``oom``      TensorFlow could not allocate, or the worker outgrew the budget and was
-               stopped, or the kernel's OOM killer took it (the worker volunteers:
-               ``oom_score_adj`` 1000, so the sweep itself is never the victim);
+               stopped, or the kernel's OOM killer took it (the system's ``oom_kill``
+               count rose; the worker volunteers with ``oom_score_adj`` 1000, so the
+               sweep itself is never the victim). A worker that hit OOM is replaced;
   ``timeout``  a configuration ran past its time limit;
-  ``error``    anything else, with the message (a crashed worker included).
+  ``error``    anything else, with the message (a crash, or a kill from outside).
+
+Before measuring a configuration the sweep claims it in the store; a second sweep over an
+overlapping grid skips what the first one is measuring (two sweeps on one device would
+disturb each other's timings anyway). A claim dies with its process.
 
 Order: the grid is run in a fixed pseudo-random permutation (seed 0), so a sweep cut
 short by ``--max-minutes`` or Ctrl-C has covered a uniform sample of the grid, every axis
@@ -26,6 +33,7 @@ import multiprocessing as mp
 import os
 import platform as pyplatform
 import random
+import re
 import signal
 import time
 import traceback
@@ -34,20 +42,67 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
+from typing import Protocol
 
 import psutil
 
 from paradnn import __version__
-from paradnn.config import Config, parse_label
-from paradnn.counting import memory_estimate
+from paradnn.config import ConfigError
+from paradnn.families import Config, parse_label
 from paradnn.harness import RunSettings
-from paradnn.platform import Target, compute_dtype, fingerprint
-from paradnn.record import describe_config
-from paradnn.store import STATES, Store, run_key
+from paradnn.identity import fingerprint, run_key
+from paradnn.platform import Target
+from paradnn.record import describe_config, settings_fields
+from paradnn.store import CLAIM_MARGIN_S, STATES, Store
 
 FAULT_CRASH_ENV = "PARADNN_FAULT_CRASH_ON"  # fault injection for tests: a label whose worker aborts
 WORKER_START_TIMEOUT_S = 300.0
 POLL_S = 0.2
+
+
+# ---------------------------------------------------------------------------- messages
+
+
+@dataclass(frozen=True)
+class Measure:
+    """Driver -> worker: measure one configuration (``None`` instead asks the worker to exit)."""
+
+    family: str
+    label: str
+    settings: dict
+
+
+@dataclass(frozen=True)
+class Ready:
+    """Worker -> driver, once: the platform it measures on."""
+
+    info: dict
+    ceilings: dict
+
+
+@dataclass(frozen=True)
+class StartFailed:
+    """Worker -> driver, instead of Ready: the platform cannot be used (an absent GPU, say)."""
+
+    error: str
+
+
+@dataclass(frozen=True)
+class Result:
+    """Worker -> driver: the record of one measurement (its state may be ``oom`` or ``error``)."""
+
+    record: dict
+
+
+@dataclass(frozen=True)
+class Failed:
+    """Worker -> driver: measuring raised; the worker is still usable."""
+
+    error: str
+    traceback: str
+
+
+# ---------------------------------------------------------------------------- options and summary
 
 
 @dataclass(frozen=True)
@@ -68,6 +123,7 @@ class SweepOptions:
 class SweepSummary:
     planned: int = 0
     already_done: int = 0
+    busy: int = 0  # being measured by another sweep
     states: Counter = field(default_factory=Counter)
     interrupted: bool = False
     out_of_time: bool = False
@@ -76,6 +132,8 @@ class SweepSummary:
     def line(self) -> str:
         done = ", ".join(f"{n} {s}" for s, n in sorted(self.states.items())) or "nothing measured"
         text = f"{self.planned} configurations: {self.already_done} already in the store; this run: {done}"
+        if self.busy:
+            text += f"; {self.busy} being measured by another sweep (skipped)"
         if self.interrupted or self.out_of_time:
             why = "interrupted" if self.interrupted else "time budget spent"
             text += f"; {why}, {self.left} left (rerun to resume)"
@@ -94,7 +152,16 @@ def ordered(configs: list[Config], seed: int = 0) -> list[Config]:
     return order
 
 
-# ---------------------------------------------------------------------------- worker
+def oom_kills() -> int:
+    """How many processes the kernel's OOM killer has killed since boot (-1 if unknown)."""
+    try:
+        match = re.search(r"^oom_kill (\d+)$", Path("/proc/vmstat").read_text(), re.MULTILINE)
+    except OSError:
+        return -1
+    return int(match.group(1)) if match else -1
+
+
+# ---------------------------------------------------------------------------- the worker process
 
 
 def _die_with_parent() -> None:
@@ -109,19 +176,24 @@ def _die_with_parent() -> None:
         pass
 
 
-def _worker(conn, target: Target) -> None:
+def _worker_main(conn, target: Target) -> None:
     """Worker main loop: import TensorFlow once, then measure what the driver sends."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the driver's business
     _die_with_parent()
+    from paradnn import ceilings as ceil
     from paradnn import platform as plat
 
-    plat.apply_threads(target)
+    try:
+        plat.apply_threads(target)
+        info = plat.describe(target)
+        ceilings = ceil.ceilings(target, info)
+    except ConfigError as exc:
+        conn.send(StartFailed(str(exc)))
+        os._exit(0)
     from paradnn.record import measure_config
     from paradnn.tfimport import keras
 
-    info = plat.describe(target)
-    ceilings = plat.ceilings(target, info)
-    conn.send(("ready", info, ceilings))
+    conn.send(Ready(info, ceilings))
     while True:
         try:
             message = conn.recv()
@@ -129,26 +201,42 @@ def _worker(conn, target: Target) -> None:
             message = None
         if message is None:  # done: skip TensorFlow's interpreter teardown (~1 s); nothing is pending
             os._exit(0)
-        family, label, settings = message
-        if os.environ.get(FAULT_CRASH_ENV) == label:
+        if os.environ.get(FAULT_CRASH_ENV) == message.label:
             os.abort()
         # Drop Keras's global state from the previous configuration (its garbage is collected
         # once, before timing starts: see harness.run_protocol).
         keras.utils.clear_session(free_memory=False)
         try:
-            record = measure_config(parse_label(family, label), RunSettings(**settings), target, info, ceilings)
-            conn.send(("result", record))
+            config = parse_label(message.family, message.label)
+            conn.send(Result(measure_config(config, RunSettings(**message.settings), target, info, ceilings)))
         except Exception as exc:  # noqa: BLE001 - any failure is a result
-            conn.send(("failed", f"{type(exc).__name__}: {exc}", traceback.format_exc(limit=5)))
+            conn.send(Failed(f"{type(exc).__name__}: {exc}", traceback.format_exc(limit=5)))
 
 
-class Worker:
+class Worker(Protocol):
+    """What the driver needs of a worker (a process, or a fake one in tests)."""
+
+    info: dict
+    ceilings: dict
+    base_rss: int
+
+    def send(self, message: Measure | None) -> None: ...
+    def poll(self, timeout: float) -> bool: ...
+    def recv(self) -> Result | Failed: ...  # EOFError when the worker died
+    def rss(self) -> int: ...
+    def alive(self) -> bool: ...
+    def exit_code(self) -> int | None: ...
+    def kill(self) -> None: ...
+    def stop(self) -> None: ...
+
+
+class ProcessWorker:
     """A worker process and its pipe, seen from the driver."""
 
     def __init__(self, target: Target) -> None:
         ctx = mp.get_context("spawn")
         self.conn, child = ctx.Pipe()
-        self.process = ctx.Process(target=_worker, args=(child, target), daemon=True)
+        self.process = ctx.Process(target=_worker_main, args=(child, target), daemon=True)
         self.process.start()
         child.close()
         self.ps = psutil.Process(self.process.pid)
@@ -156,11 +244,27 @@ class Worker:
             self.kill()
             raise RuntimeError("the worker did not start within 5 minutes")
         try:
-            _, self.info, self.ceilings = self.conn.recv()
+            message = self.conn.recv()
         except EOFError:
             self.kill()
             raise RuntimeError(f"the worker died while starting (exit code {self.process.exitcode})") from None
+        if isinstance(message, StartFailed):
+            self.kill()
+            raise ConfigError("--platform", target.id, message.error)
+        self.info, self.ceilings = message.info, message.ceilings
         self.base_rss = self.rss()
+
+    def send(self, message: Measure | None) -> None:
+        self.conn.send(message)
+
+    def poll(self, timeout: float) -> bool:
+        return self.conn.poll(timeout)
+
+    def recv(self) -> Result | Failed:
+        try:
+            return self.conn.recv()
+        except OSError:
+            raise EOFError from None
 
     def rss(self) -> int:
         try:
@@ -170,6 +274,10 @@ class Worker:
 
     def alive(self) -> bool:
         return self.process.is_alive()
+
+    def exit_code(self) -> int | None:
+        self.process.join(5)
+        return self.process.exitcode
 
     def kill(self) -> None:
         if self.process.is_alive():
@@ -186,17 +294,14 @@ class Worker:
         self.kill()
 
 
-# ---------------------------------------------------------------------------- driver
+# ---------------------------------------------------------------------------- the driver
 
 
 def _base_record(config: Config, options: SweepOptions, info: dict | None) -> dict:
     """The record of a configuration that produced no measurement."""
     s = options.settings
     record = describe_config(config, s.dtype, trace=False)
-    record.update(
-        dtype=s.dtype, compute_dtype=compute_dtype(s.dtype), xla=s.xla, max_seconds=s.max_seconds,
-        platform=options.target.id, threads=options.target.threads,
-    )  # fmt: skip
+    record.update(settings_fields(s), platform=options.target.id, threads=options.target.threads)
     if info:
         record.update(_platform_fields(info))
     return record
@@ -212,9 +317,8 @@ def _platform_fields(info: dict) -> dict:
 
 
 def _key(config: Config, options: SweepOptions, info: dict) -> str:
-    record = {"family": config.family, "label": config.label, "dtype": options.settings.dtype, "xla": options.settings.xla,
-              "platform": options.target.id, **_platform_fields(info)}  # fmt: skip
-    record.update({f"sw_{k}": v for k, v in info["software"].items()})
+    record = _base_record(config, options, info)
+    record.update({f"sw_{k}": v for k, v in record.pop("software").items()})
     return run_key(record)
 
 
@@ -229,6 +333,7 @@ def run_sweep(
     store: Store,
     options: SweepOptions,
     progress: Callable[..., object] | None = None,
+    start_worker: Callable[[Target], Worker] = ProcessWorker,
 ) -> SweepSummary:
     """Measure every configuration the store lacks; see the module docstring."""
     from tqdm import tqdm
@@ -238,34 +343,50 @@ def run_sweep(
     budget = options.memory_budget_bytes or default_memory_budget(options.target)
     worker: Worker | None = None
     bar = None
+    claimed: str | None = None
     try:
         info = _known_platform(store, options.target)
         if info is None:  # first sweep of this platform and stack: ask a worker
-            worker = _start_worker(store, options.target)
+            worker = _start_worker(store, options.target, start_worker)
             info = worker.info
         done = store.run_keys(_skip_states(options))
-        todo = [c for c in ordered(configs, options.seed) if _key(c, options, info) not in done]
+        todo = [(c, k) for c in ordered(configs, options.seed) if (k := _key(c, options, info)) not in done]
         summary.already_done = len(configs) - len(todo)
         summary.left = len(todo)
         bar = (progress or tqdm)(total=len(todo), unit="config", desc=f"sweep {options.target.id}", dynamic_ncols=True)
-        for config in todo:
+        for config, key in todo:
             if deadline and time.monotonic() >= deadline:
                 summary.out_of_time = True
                 break
+            status = store.claim(key, config.label, _skip_states(options), options.timeout_s + CLAIM_MARGIN_S)
+            if status != "claimed":  # finished or being measured by another sweep meanwhile
+                summary.already_done += status == "done"
+                summary.busy += status == "busy"
+                summary.left -= 1
+                bar.update(1)
+                continue
+            claimed = key
             bar.set_postfix_str(f"failed {sum(n for s, n in summary.states.items() if s != 'ok')} | {config.label}")
             if worker is None or not worker.alive():
-                worker = _start_worker(store, options.target)
-            record, worker = _run_one(config, worker, options, budget, deadline)
+                worker = _start_worker(store, options.target, start_worker)
+            record, reusable = _run_one(config, worker, options, budget, deadline)
+            if not reusable:
+                worker.kill()
+                worker = None
             if record is None:  # the sweep's own time ran out mid-configuration: not a result
                 summary.out_of_time = True
                 break
-            store.add_results([record])
+            record["run_key"] = key
+            store.add_results([record], release=True)
+            claimed = None
             summary.states[record["state"]] += 1
             summary.left -= 1
             bar.update(1)
     except KeyboardInterrupt:
         summary.interrupted = True
     finally:
+        if claimed is not None:
+            store.release([claimed])
         if bar is not None:
             bar.close()
         if worker is not None:
@@ -273,8 +394,8 @@ def run_sweep(
     return summary
 
 
-def _start_worker(store: Store, target: Target) -> Worker:
-    worker = Worker(target)
+def _start_worker(store: Store, target: Target, start_worker: Callable[[Target], Worker]) -> Worker:
+    worker = start_worker(target)
     store.put_platform(fingerprint(worker.info), target.id, worker.info, worker.ceilings, "measured")
     return worker
 
@@ -299,45 +420,54 @@ def _known_platform(store: Store, target: Target) -> dict | None:
 
 def _run_one(
     config: Config, worker: Worker, options: SweepOptions, budget: float | None, deadline: float | None
-) -> tuple[dict | None, Worker | None]:
-    """Measure one configuration; returns its record (None if the sweep ran out of time)."""
+) -> tuple[dict | None, bool]:
+    """Measure one configuration: its record (None if the sweep ran out of time) and whether
+    the worker may measure the next one."""
     s = options.settings
     base = _base_record(config, options, worker.info)
     base["started_at"] = time.time()
-    predicted = memory_estimate(config, 2 if compute_dtype(s.dtype) != "float32" else 4) + worker.base_rss
+    predicted = base["memory_estimate_bytes"] + worker.base_rss
     base["memory_estimate_bytes"] = predicted
     if budget and predicted > budget:
-        return {**base, "state": "skipped", "error": f"predicted {_gib(predicted)} > budget {_gib(budget)}"}, worker
-    worker.conn.send((config.family, config.label, asdict(s)))
+        return {**base, "state": "skipped", "error": f"predicted {_gb(predicted)} > budget {_gb(budget)}"}, True
+    kills_before = oom_kills()
+    worker.send(Measure(config.family, config.label, asdict(s)))
     started = time.monotonic()
-    while not worker.conn.poll(POLL_S):
+    while not worker.poll(POLL_S):
         rss = worker.rss()
         if budget and rss > budget:
-            worker.kill()
-            return {**base, "state": "oom", "error": f"worker grew to {_gib(rss)} > budget {_gib(budget)}; stopped"}, None
+            return {**base, "state": "oom", "error": f"worker grew to {_gb(rss)} > budget {_gb(budget)}; stopped"}, False
         if not worker.alive():
             break
         if time.monotonic() - started > options.timeout_s:
-            worker.kill()
-            return {**base, "state": "timeout", "error": f"no result within {options.timeout_s:.0f} s"}, None
+            return {**base, "state": "timeout", "error": f"no result within {options.timeout_s:g} s"}, False
         if deadline and time.monotonic() > deadline:
-            worker.kill()
-            return None, None
+            return None, False
     try:
-        message = worker.conn.recv()
-    except (EOFError, OSError):
-        worker.process.join(5)
-        code = worker.process.exitcode
-        worker.kill()
-        if code == -signal.SIGKILL:
-            return {**base, "state": "oom", "error": "worker killed by SIGKILL (the kernel's OOM killer, most likely)"}, None
-        return {**base, "state": "error", "error": f"worker crashed (exit code {code})"}, None
-    if message[0] == "failed":
-        return {**base, "state": "error", "error": message[1], "extra": {"traceback": message[2]}}, worker
-    record = message[1]
+        message = worker.recv()
+    except EOFError:
+        return {**base, **_death(worker.exit_code(), kills_before)}, False
+    if isinstance(message, Failed):
+        return {**base, "state": "error", "error": message.error, "extra": {"traceback": message.traceback}}, True
+    record = message.record
     record.update({k: v for k, v in base.items() if k not in record or record[k] is None})
-    return record, worker
+    return record, record["state"] != "oom"  # after a real OOM the worker's heap is suspect
 
 
-def _gib(n: float) -> str:
-    return f"{n / 2**30:.1f} GiB"
+def _death(code: int | None, kills_before: int) -> dict:
+    """State and error text of a worker that died mid-configuration."""
+    if code == -signal.SIGKILL:
+        if kills_before >= 0 and oom_kills() > kills_before:
+            return {"state": "oom", "error": "worker killed by the kernel's OOM killer (the system's oom_kill count rose)"}
+        return {"state": "error", "error": "worker killed by signal SIGKILL from outside (the oom_kill count did not rise)"}
+    if code is not None and code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = str(-code)
+        return {"state": "error", "error": f"worker crashed (killed by signal {name})"}
+    return {"state": "error", "error": f"worker crashed (exit code {code})"}
+
+
+def _gb(n: float) -> str:
+    return f"{n / 1e9:.1f} GB"

@@ -7,12 +7,11 @@ TPUEstimator's iterations per loop, so Python overhead vanishes from the timings
 
 from __future__ import annotations
 
-import re
-from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
-from paradnn.config import Config
-from paradnn.models import POLICIES, build_model, synthetic_data
+from paradnn.config import policy as check_policy
+from paradnn.families import Config, family_of
 from paradnn.tfimport import keras, tf
 
 # Small enough that the loss stays finite over thousands of steps on random labels:
@@ -91,19 +90,28 @@ class Trainer:
     optimizer: keras.optimizers.Optimizer = field(init=False)
 
     def __post_init__(self) -> None:
-        if self.policy not in POLICIES:
-            from paradnn.config import ConfigError
-
-            raise ConfigError("dtype", self.policy, ", ".join(POLICIES))
+        check_policy(self.policy)
+        self.family = family_of(self.config)
         keras.utils.set_random_seed(self.seed)
-        self.model = build_model(self.config, self.policy)
+        self.model = self.family.build(self.config, self.policy)
         self.optimizer = make_optimizer(self.policy)
         self.optimizer.build(self.model.trainable_variables)
         self.loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-        self.x, self.y = synthetic_data(self.config, self.seed)
+        # The data's shapes, from a trace of the family's generator: nothing is allocated
+        # until the first run, so the step can be traced (and counted) for any batch size.
+        traced = tf.function(lambda: self.family.data(self.config, self.seed)).get_concrete_function()
+        self.specs = tf.nest.map_structure(tf.TensorSpec.from_tensor, traced.structured_outputs)
+        self._data: tuple[Any, Any] | None = None
         # One trace of the step serves both the FLOP count and the K-step loop, which calls it.
         self.traced_step = tf.function(self.step, jit_compile=self.xla)
         self._run = tf.function(self._steps, jit_compile=self.xla)
+
+    @property
+    def data(self) -> tuple[Any, Any]:
+        """One batch of synthetic ``(inputs, labels)`` on the current device, made on first use."""
+        if self._data is None:
+            self._data = self.family.data(self.config, self.seed)
+        return self._data
 
     def step(self, x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
         """One training step; returns the float32 loss."""
@@ -131,51 +139,11 @@ class Trainer:
         return loss
 
     def trace(self) -> tf.types.experimental.ConcreteFunction:
-        """Trace the step (once; later calls and the K-step loop reuse this trace)."""
-        return self.traced_step.get_concrete_function(tf.TensorSpec.from_tensor(self.x), tf.TensorSpec.from_tensor(self.y))
+        """Trace the step (once; later calls and the K-step loop reuse this trace). Allocates no data."""
+        return self.traced_step.get_concrete_function(*self.specs)
 
     def run(self, k: int) -> float:
         """Execute ``k`` training steps in one call and wait for them; returns the last loss."""
-        loss = self._run(self.x, self.y, tf.constant(k, tf.int32))
+        x, y = self.data
+        loss = self._run(x, y, tf.constant(k, tf.int32))
         return float(loss.numpy())  # copies to the host, so the device has finished
-
-
-# Op types that do real arithmetic; if the profiler has no FLOP statistic for one of
-# them, its FLOPs are missing from ``flops_graph`` and the op type is reported.
-_COMPUTE_OP = re.compile(r"MatMul|Conv|Einsum|BatchNorm|RNN|While|Call|Fft|Lstm|Gru", re.IGNORECASE)
-
-
-@dataclass(frozen=True)
-class GraphCount:
-    """What TensorFlow's profiler counts on one traced training step."""
-
-    flops: int
-    by_op_type: dict[str, int]
-    uncounted_ops: list[str]
-
-
-def count_graph_flops(trainer: Trainer) -> GraphCount:
-    """Profile the traced graph of one training step with ``float_operation``."""
-    from tensorflow.python.framework import ops as tf_ops
-
-    graph = trainer.trace().graph
-    options = (
-        tf.compat.v1.profiler.ProfileOptionBuilder(tf.compat.v1.profiler.ProfileOptionBuilder.float_operation())
-        .with_empty_output()
-        .build()
-    )
-    result = tf.compat.v1.profiler.profile(graph, options=options)
-    by_type: Counter[str] = Counter()
-    for child in result.children:
-        try:
-            by_type[graph.get_operation_by_name(child.name).type] += child.total_float_ops
-        except (KeyError, ValueError):
-            by_type["other"] += child.total_float_ops
-    uncounted = sorted(
-        {
-            op.type
-            for op in graph.get_operations()
-            if _COMPUTE_OP.search(op.type) and tf_ops.get_stats_for_node_def(graph, op.node_def, "flops").value is None
-        }
-    )
-    return GraphCount(int(result.total_float_ops), dict(by_type), uncounted)

@@ -15,14 +15,19 @@ from paradnn.analysis.speedup import compare
 
 
 def fc_frame(util) -> pd.DataFrame:
-    """A full FC grid whose utilisation is ``util(nodes, batch, layers)``."""
+    """A full FC grid whose utilisation is ``util(nodes, batch, layers)``, with sizes as a store has them."""
+    from paradnn import counting
+    from paradnn.families import parse_label
+
     rows = []
     for layers in (2, 4):
         for nodes in (64, 128, 256, 512):
             for batch in (32, 64, 128, 256):
-                rows.append({"family": "fc", "label": f"layer_{layers}-node_{nodes}-input_100-output_10-bs_{batch}",
-                             "layers": layers, "nodes": nodes, "input": 100, "output": 10, "batch": batch,
-                             "state": "ok", "utilization": util(nodes, batch, layers)})  # fmt: skip
+                label = f"layer_{layers}-node_{nodes}-input_100-output_10-bs_{batch}"
+                config = parse_label("fc", label)
+                rows.append({"family": "fc", "label": label, **config.hyperparameters(), "state": "ok",
+                             "params": counting.count_params(config), "flops_model": counting.flops_model(config),
+                             "utilization": util(nodes, batch, layers)})  # fmt: skip
     return pd.DataFrame(rows)
 
 

@@ -76,3 +76,26 @@ def test_platform_json_lists_ceilings():
     assert info["kind"] == "cpu" and info["software"]["tensorflow"]
     assert info["ceilings"]["matmul_flops"]["float32"]["xla"] > 0
     assert set(info["ceilings"]["copy_bandwidth"]) == {"xla", "no_xla"}
+
+
+def test_describe_is_analytic_for_any_batch():
+    """No batch is allocated: its inputs alone would be 32 GB, more than these machines have."""
+    result = CliRunner().invoke(main, ["describe", "fc", "layer_1-node_8-input_8-output_4-bs_1000000000", "--json"])
+    assert result.exit_code == 0, result.output
+    record = json.loads(result.output)
+    assert record["flops_model"] == 6 * (8 * 8 + 8 + 8 * 4 + 4) * 10**9 and record["flops_graph"] > 0
+    assert record["family_version"] == 1
+
+
+def test_describe_skips_the_graph_count_of_a_model_too_large_to_build():
+    result = CliRunner().invoke(main, ["describe", "fc", "layer_128-node_8192-input_8000-output_1000-bs_64", "--json"])
+    assert result.exit_code == 0, result.output
+    record = json.loads(result.output)
+    assert record["flops_graph"] is None and "not traced" in record["flops_graph_note"]
+    assert record["params"] == 8000 * 8192 + 127 * 8192**2 + 8192 * 1000 + 128 * 8192 + 1000
+
+
+def test_measure_refuses_a_configuration_over_the_memory_budget():
+    result = CliRunner().invoke(main, ["measure", "fc", "layer_1-node_8-input_8-output_4-bs_1000000000", "--memory-budget", "1"])
+    assert result.exit_code == 1
+    assert "state" in result.output and "skipped" in result.output and "budget 1.0 GB" in result.output

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from paradnn.config import CNNConfig, ConfigError, FCConfig, RNNConfig, label_format, make_config, parse_label
+from paradnn.config import ConfigError
+from paradnn.families import label_format, make_config, parse_label
+from paradnn.families.cnn import CNNConfig
+from paradnn.families.fc import FCConfig
+from paradnn.families.rnn import RNNConfig
 from paradnn.space import expand, grid, parse_override
 
 LABELS = [

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from paradnn.config import parse_label
+from paradnn.families import parse_label
 from paradnn.harness import RunSettings, Stats, measure, run_protocol
 
 
@@ -192,11 +192,11 @@ def test_fused_rmsprop_matches_keras_rmsprop(policy, xla):
 
 
 def test_flops_graph_counts_the_fused_optimizer_update():
-    from paradnn.counting import count_params
-    from paradnn.training import RMSPROP_FLOPS_PER_WEIGHT, Trainer, count_graph_flops
+    from paradnn.counting import count_graph_flops, count_params
+    from paradnn.training import RMSPROP_FLOPS_PER_WEIGHT, Trainer
 
     config = parse_label("fc", "layer_2-node_16-input_20-output_5-bs_8")
-    graph = count_graph_flops(Trainer(config, xla=False))
+    graph = count_graph_flops(Trainer(config, xla=False).trace().graph)
     assert graph.by_op_type["ResourceApplyRMSProp"] == RMSPROP_FLOPS_PER_WEIGHT * count_params(config)
 
 
@@ -204,7 +204,6 @@ def _op_types(trainer) -> set[str]:
     """Op types of the traced step, including the bodies of its conditionals (loss scaling)."""
     from paradnn.training import tf
 
-    spec = (tf.TensorSpec.from_tensor(trainer.x), tf.TensorSpec.from_tensor(trainer.y))
-    graph_def = tf.function(trainer.step).get_concrete_function(*spec).graph.as_graph_def()
+    graph_def = tf.function(trainer.step).get_concrete_function(*trainer.specs).graph.as_graph_def()
     nodes = [*graph_def.node, *(n for f in graph_def.library.function for n in f.node_def)]
     return {n.op for n in nodes}

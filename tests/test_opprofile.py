@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from paradnn.config import parse_label
 from paradnn.counting import count_params
+from paradnn.families import parse_label
 from paradnn.opprofile import category, op_breakdown
 from paradnn.training import RMSPROP_FLOPS_PER_WEIGHT
 

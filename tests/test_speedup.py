@@ -37,6 +37,8 @@ def test_tpu_over_v100_matches_the_study(legacy_results):
         "input",
         "output",
         "batch",
+        "params",
+        "flops_model",
         "baseline",
         "target",
         "speedup",

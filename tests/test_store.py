@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from paradnn.store import SCHEMA_VERSION, Store, StoreError, export, run_key
+from paradnn.store import SCHEMA_VERSION, STATES, Store, StoreError, export, run_key
 
 RECORD = {
     "family": "fc", "label": "layer_1-node_2-input_3-output_4-bs_5", "layers": 1, "nodes": 2, "input": 3, "output": 4,
@@ -82,3 +84,102 @@ def test_meta_records_the_schema(tmp_path):
     Store(tmp_path / "r.sqlite").close()
     with sqlite3.connect(tmp_path / "r.sqlite") as conn:
         assert dict(conn.execute("SELECT key, value FROM meta")) == {"app": "paradnn", "schema_version": str(SCHEMA_VERSION)}
+
+
+FIXTURE = Path(__file__).parent / "fixtures" / "store_v1.sqlite"
+
+
+def test_a_v1_store_migrates_and_keeps_every_row(tmp_path):
+    path = tmp_path / "v1.sqlite"
+    shutil.copy(FIXTURE, path)
+    with sqlite3.connect(path) as conn:
+        conn.row_factory = sqlite3.Row
+        before = [dict(r) for r in conn.execute("SELECT * FROM results ORDER BY id")]
+        traces, platforms = (conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("traces", "platforms"))
+    assert len(before) == 275
+    with Store(path) as s:
+        assert s.schema_version == SCHEMA_VERSION
+        df = s.results()
+        assert len(s.traces()) == traces and len(s.platforms()) == platforms and s.claims().empty
+    after = df.set_index("id")
+    for row in before:  # every old value is still there, unchanged
+        new = after.loc[row["id"]]
+        for column, value in row.items():
+            if column in ("id", "xla") or column in ("uncounted_ops", "samples_s", "extra"):
+                continue
+            assert (pd.isna(value) and pd.isna(new[column])) or new[column] == value, (row["id"], column)
+    assert (after["family_version"] == 1).all()  # every v1 row was made by version-1 families
+    assert after["warmup_s"].isna().all()  # a new metric: empty for old rows
+    # Run identity is stable: an old row's key is what today's definition gives it.
+    for row in before:
+        assert run_key({**row, "family_version": 1}) == row["run_key"]
+    with Store(path) as s:  # a second open migrates nothing more
+        assert len(s.results()) == 275
+
+
+def test_a_v1_store_reads_without_migrating_when_opened_read_only(tmp_path):
+    path = tmp_path / "v1.sqlite"
+    shutil.copy(FIXTURE, path)
+    before = path.read_bytes()
+    with Store(path, readonly=True) as s:
+        df = s.results()
+    assert len(df) == 275 and "family_version" in df and path.read_bytes() == before
+
+
+def test_a_store_from_a_newer_paradnn_is_refused(tmp_path):
+    path = tmp_path / "r.sqlite"
+    Store(path).close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION + 1),))
+    before = path.read_bytes()
+    with pytest.raises(StoreError, match="newer paradnn"):
+        Store(path)
+    assert path.read_bytes() == before
+
+
+def test_a_result_key_without_a_column_is_an_error(tmp_path):
+    with Store(tmp_path / "r.sqlite") as s:
+        with pytest.raises(ValueError, match="speed_of_light"):
+            s.add_results([{**RECORD, "speed_of_light": 3e8}])
+        assert s.count() == 0
+
+
+def _open_new_store(path: str) -> str:
+    try:
+        Store(path).close()
+        return "ok"
+    except StoreError as exc:
+        return str(exc)
+
+
+def test_concurrent_creation_of_a_new_store_is_safe(tmp_path):
+    import multiprocessing as mp
+
+    for trial in range(3):
+        path = str(tmp_path / f"new{trial}.sqlite")
+        with mp.get_context("spawn").Pool(8) as pool:
+            assert pool.map(_open_new_store, [path] * 8) == ["ok"] * 8
+
+
+def test_claims(tmp_path):
+    with Store(tmp_path / "r.sqlite") as s:
+        assert s.claim("k1", "label", STATES, 60) == "claimed"
+        assert s.claim("k1", "label", STATES, 60) == "claimed"  # the same process may claim again
+        s.conn.execute("UPDATE claims SET pid = 1, pid_started = NULL")  # held by a live process (init)
+        assert s.claim("k1", "label", STATES, 60) == "busy"
+        s.conn.execute("UPDATE claims SET pid = 999999999")  # held by a process that is gone
+        assert s.claim("k1", "label", STATES, 60) == "claimed"
+        s.conn.execute("UPDATE claims SET host = 'elsewhere', expires_at = 0")  # another host's lease, expired
+        assert s.claim("k1", "label", STATES, 60) == "claimed"
+        s.add_results([{**RECORD, "run_key": "k1"}], release=True)
+        assert s.claims().empty
+        assert s.claim("k1", "label", STATES, 60) == "done"
+        assert s.claim("k1", "label", (), 60) == "claimed"  # --force
+
+
+def test_an_empty_file_is_not_a_store_when_reading(tmp_path):
+    path = tmp_path / "empty.sqlite"
+    path.touch()
+    with pytest.raises(StoreError, match="empty file"):
+        Store(path, create=False)
+    assert path.read_bytes() == b""

@@ -137,17 +137,21 @@ def test_max_minutes_bounds_the_sweep(tmp_path):
     [
         (["sweep", "fc", "--set", "depth=3"], "axis"),
         (["sweep", "fc", "--set", "nodes=-4"], "nodes"),
+        (["sweep", "fc", "--set", "batch=100000000000000000000"], "batch"),
+        (["sweep", "fc", "--set", "batch=1e20"], "batch"),
         (["sweep", "fc", "--set", "cell=gru"], "axis"),
         (["sweep", "fc", "--preset", "huge"], "preset"),
         (["sweep", "fc", "--memory-budget", "0"], "memory-budget"),
         (["results", "--format", "xml"], "format"),
         (["compare", "--baseline", "a", "--target", "b", "--by", "colour"], "by"),
+        (["compare", "--baseline", "p", "--target", "gpu:0"], "--target"),
+        (["compare", "--baseline", "p", "--target", "p"], "--target"),
     ],
 )
 def test_bad_sweep_input_exits_2_and_leaves_the_store_unchanged(tmp_path, args, needle):
     store = tmp_path / "r.sqlite"
     with Store(store) as s:
-        s.add_results([{"family": "fc", "label": "x", "platform": "p", "state": "ok"}])
+        s.add_results([{"family": "fc", "label": "x", "platform": "p", "state": "ok", "examples_per_sec": 1.0}])
     before = digest(store)
     result = paradnn(*args, "--store", str(store))
     assert result.returncode == 2, result.stderr
@@ -175,3 +179,53 @@ def test_order_covers_the_grid_evenly():
     for axis in ("layers", "nodes", "batch"):
         values = {getattr(c, axis) for c in configs}
         assert {getattr(c, axis) for c in first} == values
+
+
+def test_an_absent_device_exits_2_and_leaves_the_store_unchanged(tmp_path):
+    store = tmp_path / "r.sqlite"
+    Store(store).close()
+    before = digest(store)
+    result = paradnn("sweep", "fc", *TINY, "--platform", "gpu:7", "--store", str(store))
+    assert result.returncode == 2, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and "gpu:7" in result.stderr
+    assert digest(store) == before
+
+
+def test_results_and_compare_refuse_an_empty_file(tmp_path):
+    store = tmp_path / "empty.sqlite"
+    store.touch()
+    for args in (["results"], ["compare", "--baseline", "a", "--target", "b"]):
+        result = paradnn(*args, "--store", str(store))
+        assert result.returncode == 2 and "empty file" in result.stderr, result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1
+    assert store.read_bytes() == b""
+
+
+def test_a_read_only_store_is_one_line_and_exit_2(tmp_path):
+    import shutil
+
+    store = tmp_path / "r.sqlite"
+    Store(store).close()
+    before = digest(store)
+    if shutil.which("chattr") is None or subprocess.run(["chattr", "+i", str(store)]).returncode != 0:
+        pytest.skip("cannot make a file immutable here (chattr +i)")
+    try:
+        result = paradnn("sweep", "fc", *TINY, *FAST, "--store", str(store))
+        assert result.returncode == 2, result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1 and "read-only" in result.stderr
+        assert paradnn("results", "--store", str(store)).returncode == 0  # reading needs no write access
+    finally:
+        subprocess.run(["chattr", "-i", str(store)])
+    assert digest(store) == before
+
+
+def test_two_sweeps_over_one_grid_measure_each_configuration_once(tmp_path):
+    store = tmp_path / "r.sqlite"
+    Store(store).close()
+    a = start("sweep", "fc", *TINY, *FAST, "--store", str(store))
+    b = start("sweep", "fc", *TINY, *FAST, "--store", str(store))
+    assert a.wait(300) == 0 and b.wait(300) == 0
+    df = rows(store)
+    assert len(df) == 6 and df["label"].is_unique
+    with Store(store) as s:
+        assert s.claims().empty

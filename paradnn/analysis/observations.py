@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from paradnn.analysis.regression import FAMILY_FEATURES, regress
-from paradnn.config import parse_label
-from paradnn.counting import flops_model
+from paradnn import families
+from paradnn.analysis.regression import RegressionResult, regress
+from paradnn.analysis.speedup import SpeedupResult, compare
 
 HOLDS, FAILS, UNKNOWN = "holds", "does not hold", "not enough data"
 AGREEMENT = 2 / 3
@@ -49,7 +49,7 @@ def table(verdicts: list[Verdict]) -> pd.DataFrame:
 
 def matched_ratios(df: pd.DataFrame, axis: str, metric: str, family: str) -> pd.Series:
     """metric(largest axis value) / metric(smallest) within groups equal in every other axis."""
-    others = [f for f in FAMILY_FEATURES[family] if f != axis] + [c for c in ("block", "cell") if c in df]
+    others = [a.name for a in families.get(family).axes if a.name != axis and a.name in df]
     ok = df[(df["family"] == family) & (df["state"] == "ok") & df[metric].notna()]
     if ok.empty or ok[axis].nunique() < 2:
         return pd.Series(dtype=float)
@@ -64,10 +64,13 @@ def matched_ratios(df: pd.DataFrame, axis: str, metric: str, family: str) -> pd.
 
 def trend(df: pd.DataFrame, axis: str, family: str, metric: str = "utilization", paper: str = "") -> Verdict:
     """Does ``metric`` rise with ``axis`` for ``family``? (matched pairs, see module doc)."""
-    name = f"{family.upper()}: {metric.replace('_', ' ')} rises with {axis}"
+    fam = families.get(family)
+    name = f"{fam.title}: {metric.replace('_', ' ')} rises with {axis}"
+    what = "utilisation" if metric == "utilization" else metric.replace("_", " ")
+    paper = paper or f"{fam.title} {what} rises with the {fam.axis(axis).title}"
     ratios = matched_ratios(df, axis, metric, family)
     if ratios.empty:
-        return Verdict(name, paper, UNKNOWN, f"no {family.upper()} configurations that differ only in {axis}")
+        return Verdict(name, paper, UNKNOWN, f"no {fam.title} configurations that differ only in {axis}")
     share = float((ratios > 1).mean())
     median = float(ratios.median())
     evidence = f"{(ratios > 1).sum()} of {len(ratios)} matched groups rise; median ratio largest/smallest {axis} {median:.2f}x"
@@ -75,14 +78,21 @@ def trend(df: pd.DataFrame, axis: str, family: str, metric: str = "utilization",
     return Verdict(name, paper, verdict, evidence, {"groups": len(ratios), "share_rising": share, "median_ratio": median})
 
 
-PAPER_TRENDS = {
-    ("fc", "batch"): "FC utilisation rises with batch size",
-    ("cnn", "batch"): "CNN utilisation rises with batch size",
-    ("rnn", "batch"): "RNN utilisation rises with batch size",
-    ("fc", "nodes"): "FC utilisation rises with the number of nodes per layer",
-    ("cnn", "filters"): "CNN utilisation rises with the number of filters",
-    ("rnn", "embedding"): "RNN utilisation rises with the embedding size",
-}
+def family_trends(df: pd.DataFrame, family: str) -> list[Verdict]:
+    """The paper's Fig. 2 trends for one family: utilisation rises with batch and with width."""
+    return [trend(df, "batch", family), trend(df, families.get(family).width, family)]
+
+
+def largest_weights(regressions: dict[str, RegressionResult]) -> Verdict:
+    """Batch size or the width axis carries the largest regression weight, in every family."""
+    name = "Batch size and layer width drive utilisation most"
+    paper = "batch size and the width of the layers (nodes, filters, embedding) carry the largest weights"
+    strongest = {f: r.coefficients["coef"].abs().idxmax() for f, r in regressions.items() if not r.coefficients.empty}
+    if not strongest:
+        return Verdict(name, paper, UNKNOWN, "no family has enough varied configurations for a regression")
+    evidence = "largest weight: " + ", ".join(f"{k} for {families.get(f).title}" for f, k in strongest.items())
+    agrees = all(k in ("batch", families.get(f).width) for f, k in strongest.items())
+    return Verdict(name, paper, HOLDS if agrees else FAILS, evidence, {"strongest": strongest})
 
 
 def memory_bound_share(breakdown: pd.DataFrame, ridge: float, threshold: float = 0.10) -> Verdict:
@@ -106,7 +116,7 @@ def memory_bound_share(breakdown: pd.DataFrame, ridge: float, threshold: float =
 
 def speedup_depends_on(table_: pd.DataFrame, family: str, axes: tuple[str, ...] = ("nodes", "batch")) -> Verdict:
     """Platform speedup varies with model shape: log2(speedup) regressed on log2 features."""
-    name = f"{family.upper()}: speedup depends on {' and '.join(axes)}"
+    name = f"{families.get(family).title}: speedup depends on {' and '.join(axes)}"
     paper = (
         "small FC models with large batches favour the platform with the larger matrix units, "
         "large FC models with small batches the other: speedup depends on nodes and batch"
@@ -132,11 +142,37 @@ def stack_speedup(result, name: str, paper: str, compute_bound_only: bool = Fals
     """
     t = result.table
     if compute_bound_only and not t.empty:
-        flops = [flops_model(parse_label(f, label)) for f, label in zip(t["family"], t["label"])]
-        t = t[np.asarray(flops) >= np.median(flops)]
+        t = t[t["flops_model"] >= t["flops_model"].median()]
     if len(t) < 2:
         return Verdict(name, paper, UNKNOWN, f"{len(t)} configurations measured both ways (need 2)")
     median = float(t["speedup"].median())
     spread = f"range {t['speedup'].min():.2f}x-{t['speedup'].max():.2f}x"
     evidence = f"median speedup {median:.2f}x over {len(t)} configurations ({spread})"
     return Verdict(name, paper, HOLDS if median > 1 + margin else FAILS, evidence, {"median": median, "n": len(t)})
+
+
+def trace_memory_bound_share(traces: pd.DataFrame, ridge: float = 75.0, threshold: float = 10.0) -> Verdict:
+    """On the original TPU v2 traces: the best-utilised configuration's time share in op
+    categories below the ridge point (``time_perc`` is in percent)."""
+    name = "TPU v2: compute-bound models spend noticeable time in memory-bound ops"
+    paper = "even compute-bound models spend a noticeable share of time in memory-bound ops"
+    whole = traces[traces["category"] == "all"]
+    ops = traces[traces["category"] != "all"]
+    if whole.empty or ops.empty:
+        return Verdict(name, paper, UNKNOWN, "no TPU traces with an op breakdown in the store")
+    below = ops[ops["intensity"] < ridge].groupby("label")["time_perc"].sum()
+    best = whole.loc[whole["flops_perc"].idxmax(), "label"]
+    share = float(below.get(best, 0.0))
+    evidence = (f"the best-utilised trace ({best}, {whole['flops_perc'].max():.0f}% of peak) spends {share:.0f}% of its "
+                f"time in op categories below the {ridge:.0f} FLOPs/byte ridge")  # fmt: skip
+    return Verdict(name, paper, HOLDS if share >= threshold else FAILS, evidence, {"label": best, "share_percent": share})
+
+
+def version_speedup(df: pd.DataFrame) -> tuple[Verdict, SpeedupResult | None]:
+    """Newest TensorFlow version over the oldest in the store (float32); the verdict and the comparison."""
+    name, paper = "Newer software stacks speed things up", "newer software stacks speed things up"
+    versions = sorted(df["sw_tensorflow"].dropna().unique(), key=lambda v: tuple(int(p) for p in v.split(".")[:3] if p.isdigit()))
+    if len(versions) < 2:
+        return Verdict(name, paper, UNKNOWN, f"one TensorFlow version in the store ({', '.join(versions) or 'none'})"), None
+    result = compare(df[df["dtype"] == "float32"], versions[0], versions[-1], by="sw_tensorflow")
+    return stack_speedup(result, name, paper), result

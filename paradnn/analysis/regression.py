@@ -14,11 +14,7 @@ import numpy as np
 import pandas as pd
 import statsmodels.api as sm
 
-FAMILY_FEATURES = {
-    "fc": ("layers", "nodes", "input", "output", "batch"),
-    "cnn": ("blocks", "filters", "image", "output", "batch"),
-    "rnn": ("layers", "maxlength", "vocab", "embedding", "batch"),
-}
+from paradnn import families
 
 
 @dataclass(frozen=True)
@@ -40,7 +36,7 @@ def regress(
     df: pd.DataFrame, target: str, features: tuple[str, ...] | None = None, family: str | None = None
 ) -> RegressionResult:
     """Fit ``target ~ standardised log2(features)`` by OLS on the rows where all are finite."""
-    features = features or FAMILY_FEATURES[family or str(df["family"].iloc[0])]
+    features = features or families.get(family or str(df["family"].iloc[0])).numeric_axes
     data = df[[*features, target]].apply(pd.to_numeric, errors="coerce").replace([np.inf, -np.inf], np.nan).dropna()
     data = data[(data[list(features)] > 0).all(axis=1)]
     varying = tuple(f for f in features if data[f].nunique() > 1)

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from paradnn.platform import DATASHEETS, compute_dtype
+from paradnn.config import compute_dtype
+from paradnn.platform import DATASHEETS
 
 
 @dataclass(frozen=True)

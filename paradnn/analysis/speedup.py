@@ -16,9 +16,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from paradnn.store import HYPERPARAMETERS
+from paradnn.store import hyperparameter_names
 
 VALUE_COLUMNS = ("baseline", "target", "speedup")
+# Model sizes carried from the store into every table (analysis never recomputes them from labels).
+SIZE_COLUMNS = ("params", "flops_model")
 
 
 @dataclass(frozen=True, eq=False)
@@ -132,12 +134,13 @@ def _same(a: object, b: object) -> bool:
 
 def _with_hyperparameters(paired: pd.DataFrame, rows: pd.DataFrame, key: list[str]) -> pd.DataFrame:
     """Add the hyperparameter columns of the matched configurations (empty ones dropped)."""
-    hyper = [h for h in HYPERPARAMETERS if h in rows.columns]
-    configs = rows[["family", "label", *hyper]].drop_duplicates(["family", "label"])
+    hyper = [h for h in hyperparameter_names() if h in rows.columns]
+    sizes = [c for c in SIZE_COLUMNS if c in rows.columns]
+    configs = rows[["family", "label", *hyper, *sizes]].drop_duplicates(["family", "label"])
     table = paired.merge(configs, on=["family", "label"], how="left")
     hyper = [h for h in hyper if table[h].notna().any()]
     for h in hyper:  # integers read back as floats when a column has gaps; restore them
         if pd.api.types.is_float_dtype(table[h]) and (table[h].dropna() % 1 == 0).all():
             table[h] = table[h].astype("Int64")
-    table = table[[*key, *hyper, *VALUE_COLUMNS]]
+    table = table[[*key, *hyper, *sizes, *VALUE_COLUMNS]]
     return table.sort_values(key, kind="stable").reset_index(drop=True)

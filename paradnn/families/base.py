@@ -1,0 +1,222 @@
+"""What a model family declares: its configuration, axes, builder, data and counter.
+
+A family module (``fc.py``, ``cnn.py``, ...) holds a frozen configuration dataclass whose
+fields are its *axes*, declared with :func:`axis` or :func:`choice`, and one
+:class:`Family` value with everything else the package needs to know about it. Every
+other module reads these declarations generically, so adding a family touches its own
+module, ``presets.yaml`` and the docs, nothing else.
+
+Labels follow the original ParaDnn format: numeric axes as ``key_value`` in field order,
+then text axes as bare values, joined by ``-``
+(``block_2-filter_32-image_200-output_1000-bs_64-bottleneck``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from dataclasses import MISSING, asdict, dataclass, field, fields
+from functools import cache
+from typing import Any, ClassVar
+
+from paradnn.config import MAX_INT, ConfigError, check_choice, check_positive
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One hyperparameter of a family: its label key, value type and how to show it."""
+
+    name: str  # the configuration field and the store column
+    key: str  # label key (``node`` in ``node_512``); empty for a text axis (a bare suffix)
+    title: str  # display name, e.g. "nodes per layer"
+    unit: str = ""  # e.g. "examples", "pixels"; empty for plain counts
+    kind: type = int  # int, float or str
+    choices: tuple[str, ...] = ()  # the allowed values of a text axis
+    log2: bool = False  # values are powers of two: drawn on a log2 scale
+
+    @property
+    def numeric(self) -> bool:
+        return self.kind is not str
+
+    @property
+    def sql_type(self) -> str:
+        return {int: "INTEGER", float: "REAL", str: "TEXT"}[self.kind]
+
+    @property
+    def display(self) -> str:
+        """Axis label for figures: title, unit and scale, e.g. 'batch size (examples, log2 scale)'."""
+        notes = [n for n in (self.unit, "log2 scale" if self.log2 else "") if n]
+        return self.title + (f" ({', '.join(notes)})" if notes else "")
+
+    def check(self, value: object) -> None:
+        """ConfigError naming this axis unless ``value`` is allowed."""
+        if self.kind is str:
+            check_choice(self.name, value, self.choices)
+        elif self.kind is float:
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+            if not ok or not 0 < value <= MAX_INT:
+                raise ConfigError(self.name, value, "a positive number")
+        else:
+            check_positive(self.name, value)
+
+    def parse(self, text: str) -> object:
+        """A value of this axis from text (CLI overrides, labels); ConfigError if malformed."""
+        text = text.strip()
+        try:
+            value = self.kind(text) if self.kind is not int else int(text, 10)
+        except ValueError:
+            raise ConfigError(self.name, text, self.allowed) from None
+        self.check(value)
+        return value
+
+    @property
+    def allowed(self) -> str:
+        if self.kind is str:
+            return ", ".join(self.choices)
+        return "a positive number" if self.kind is float else f"a positive integer up to {MAX_INT:,}"
+
+
+def axis(key: str, title: str, unit: str = "", kind: type = int, log2: bool = False) -> Any:
+    """Declare a numeric axis as a configuration field (no default: every value is given)."""
+    return field(metadata={"axis": dict(key=key, title=title, unit=unit, kind=kind, log2=log2)})
+
+
+def choice(choices: tuple[str, ...], default: str, title: str) -> Any:
+    """Declare a text axis (a label suffix such as ``bottleneck`` or ``lstm``)."""
+    return field(default=default, metadata={"axis": dict(key="", title=title, kind=str, choices=tuple(choices))})
+
+
+@dataclass(frozen=True)
+class Config:
+    """Base of every family's configuration: validated, immutable, with a ParaDnn label."""
+
+    family: ClassVar[str] = ""
+
+    def __post_init__(self) -> None:
+        for ax in self.axis_specs():
+            ax.check(getattr(self, ax.name))
+
+    @classmethod
+    def axis_specs(cls) -> tuple[Axis, ...]:
+        return _axis_specs(cls)
+
+    @classmethod
+    def axes(cls) -> tuple[str, ...]:
+        return tuple(a.name for a in cls.axis_specs())
+
+    @property
+    def label(self) -> str:
+        specs = self.axis_specs()
+        parts = [f"{a.key}_{getattr(self, a.name)}" for a in specs if a.numeric]
+        return "-".join(parts + [str(getattr(self, a.name)) for a in specs if not a.numeric])
+
+    def hyperparameters(self) -> dict[str, object]:
+        """Every axis value (batch included), for stores and tables."""
+        return asdict(self)
+
+
+@cache
+def _axis_specs(cls: type[Config]) -> tuple[Axis, ...]:
+    specs = []
+    for f in fields(cls):
+        meta = f.metadata.get("axis")
+        if meta is None:
+            raise TypeError(f"{cls.__name__}.{f.name} is not declared with axis() or choice()")
+        specs.append(Axis(name=f.name, **meta))
+    if not any(s.name == "batch" for s in specs):
+        raise TypeError(f"{cls.__name__} has no batch axis")
+    return tuple(specs)
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One layer of a model as the analytic counters see it (sizes per example)."""
+
+    name: str
+    params: int  # trainable parameters (weights, biases, normalisation scale and offset)
+    macs: int  # multiply-adds of the forward pass: 1 per weight or bias use
+    activations: int  # elements the layer writes (the model input counts as a layer)
+
+
+@dataclass(frozen=True)
+class Family:
+    """Everything the package knows about one model family (see the module docstring).
+
+    ``build(config, policy)`` returns an uncompiled ``keras.Model`` whose output is logits;
+    ``data(config, seed)`` returns ``(inputs, labels)`` built from stateless random ops (so
+    their shapes can be traced without allocating them). ``layers(config)`` is the
+    analytic counter; a family without one is counted by walking its built Keras model.
+    ``version`` changes whenever the model's definition changes, so stored results of
+    the old definition are never mistaken for the new one.
+    """
+
+    name: str
+    title: str  # short display name: "FC", "CNN", "ResNet-50"
+    description: str  # one line: what the model is
+    config: type[Config]
+    version: int
+    width: str  # the width axis the paper's observations talk about (nodes, filters, ...)
+    heatmap: tuple[str, str, str]  # axes of heatmap rows, columns and panels
+    build: Callable[[Any, str], Any]
+    data: Callable[[Any, int], tuple]
+    layers: Callable[[Any], list[Layer]] | None = None
+    order: int = 100  # position in listings: the paper's families first
+
+    def __post_init__(self) -> None:
+        names = self.config.axes()
+        if self.config.family != self.name:
+            raise TypeError(f"family {self.name!r}: its config class says family {self.config.family!r}")
+        if self.version < 1:
+            raise TypeError(f"family {self.name!r}: version must be a positive integer")
+        for role, name in [("width", self.width), *zip(("heatmap rows", "heatmap columns", "heatmap panels"), self.heatmap)]:
+            if name not in names:
+                raise TypeError(f"family {self.name!r}: {role} axis {name!r} is not one of its axes {names}")
+
+    @property
+    def axes(self) -> tuple[Axis, ...]:
+        return self.config.axis_specs()
+
+    def axis(self, name: str) -> Axis:
+        for a in self.axes:
+            if a.name == name:
+                return a
+        raise ConfigError("axis", name, f"one of {', '.join(self.config.axes())} for {self.name}")
+
+    @property
+    def numeric_axes(self) -> tuple[str, ...]:
+        return tuple(a.name for a in self.axes if a.numeric)
+
+    @property
+    def label_format(self) -> str:
+        parts = [f"{a.key}_<{a.name}>" for a in self.axes if a.numeric]
+        return "-".join(parts + ["<" + "|".join(a.choices) + ">" for a in self.axes if not a.numeric])
+
+    def parse_label(self, label: str) -> Config:
+        """The configuration a label names; the inverse of ``Config.label``."""
+        specs = self.axes
+        parts = str(label).strip().split("-")
+        if len(parts) != len(specs):
+            raise ConfigError("label", label, self.label_format)
+        numeric = [a for a in specs if a.numeric]
+        values: dict[str, object] = {}
+        for part, a in zip(parts, numeric):
+            match = re.fullmatch(rf"{a.key}_([0-9.]+)", part)
+            if not match:
+                raise ConfigError("label", label, self.label_format)
+            values[a.name] = a.parse(match.group(1))
+        for part, a in zip(parts[len(numeric) :], [a for a in specs if not a.numeric]):
+            values[a.name] = part
+        return self.make(**values)
+
+    def make(self, **values: object) -> Config:
+        """A configuration from keyword values, every field validated."""
+        names = self.config.axes()
+        unknown = sorted(set(values) - set(names))
+        if unknown:
+            raise ConfigError("axis", unknown[0], f"one of {', '.join(names)} for {self.name}")
+        required = [f.name for f in fields(self.config) if f.default is MISSING]
+        missing = [n for n in required if n not in values]
+        if missing:
+            raise ConfigError("axis", missing, f"all of {', '.join(names)} for {self.name}")
+        return self.config(**values)

@@ -1,0 +1,47 @@
+"""Run identity: what makes two results the same measurement.
+
+One definition serves the store's key, the sweep's skip logic and the ceilings cache:
+
+* the **platform fingerprint** names a platform as measured: its id (``cpu``,
+  ``cpu[threads=1]``, ``gpu:0``), the device's name, the core count and the software that
+  shapes a timing (TensorFlow, Keras, CUDA);
+* the **run key** names a measurement: the configuration (family and label), the
+  family's version, the run settings (dtype policy, XLA, and every setting added later),
+  the platform fingerprint and the whole software stack (except the git revision: a
+  rerun from a new commit with the same versions skips what is already measured).
+
+Identity fields added after the first store schema join the key only when they differ
+from the value every older row implicitly had (``LATER_IDENTITY``), so old rows keep
+their keys and a sweep with default settings still skips them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+
+SOFTWARE = ("tensorflow", "keras", "python", "numpy", "cuda", "cudnn", "paradnn", "git")
+# Identity fields of schema 1, in key order.
+BASE_IDENTITY = ("family", "label", "dtype", "xla", "platform", "platform_fingerprint")
+# Identity fields added since, with the value rows written before them implicitly have.
+LATER_IDENTITY: dict[str, object] = {"family_version": 1}
+
+
+def fingerprint(info: dict) -> str:
+    """A key that changes when the hardware, thread count or software stack changes."""
+    sw = info["software"]
+    parts = [info["id"], info["name"], str(info["cores"]), sw["tensorflow"], sw["keras"], sw["cuda"]]
+    return re.sub(r"[^A-Za-z0-9_.=\-]+", "_", "|".join(parts))
+
+
+def run_key(record: dict) -> str:
+    """The identity of a measurement record (a store row or a row-to-be); see the module docstring."""
+    parts = [record.get(k) for k in BASE_IDENTITY]
+    xla = BASE_IDENTITY.index("xla")
+    parts[xla] = None if parts[xla] is None else bool(parts[xla])  # a row read back from SQLite holds 0/1
+    parts += [record.get(f"sw_{s}") for s in SOFTWARE if s != "git"]
+    later = {k: record[k] for k, default in LATER_IDENTITY.items() if record.get(k) not in (None, default)}
+    if later:
+        parts.append(sorted(later.items()))
+    return hashlib.sha1(json.dumps(parts, default=str).encode()).hexdigest()[:20]

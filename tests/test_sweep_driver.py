@@ -1,0 +1,165 @@
+"""The sweep driver in-process, with a fake worker: failures become results, claims hold."""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+
+from paradnn import sweep
+from paradnn.config import ConfigError
+from paradnn.harness import RunSettings
+from paradnn.platform import Target
+from paradnn.space import expand
+from paradnn.store import Store
+from paradnn.sweep import Failed, Measure, Result, SweepOptions, run_sweep
+
+CONFIGS = expand("fc", "smoke", {"layers": [1], "nodes": [8, 16, 32], "input": [16], "output": [4], "batch": [8]})
+INFO = {"id": "cpu", "name": "Fake CPU", "host": "fake-host", "cores": 2,
+        "software": {"tensorflow": "9.9", "keras": "9.9", "cuda": "", "python": "3", "numpy": "2", "paradnn": "0"}}  # fmt: skip
+
+
+class FakeWorker:
+    """A worker whose behaviour per label is scripted: ok, oom, failed, crash, kill, hang or grow."""
+
+    started: list[FakeWorker] = []
+
+    def __init__(self, target: Target, script: dict[str, str]) -> None:
+        self.info, self.ceilings, self.base_rss = INFO, {}, 0
+        self.script = script
+        self.code: int | None = None
+        self.pending: str | None = None
+        self.measured: list[str] = []
+        FakeWorker.started.append(self)
+
+    def send(self, message: Measure | None) -> None:
+        if message is None:
+            self.code = 0
+            return
+        self.pending = message.label
+        self.measured.append(message.label)
+        behaviour = self.script.get(message.label, "ok")
+        if behaviour in ("crash", "kill"):
+            self.code = -signal.SIGABRT if behaviour == "crash" else -signal.SIGKILL
+
+    def poll(self, timeout: float) -> bool:
+        return self.code is None and self.script.get(self.pending, "ok") not in ("hang", "grow")
+
+    def recv(self):
+        if self.code is not None:
+            raise EOFError
+        behaviour = self.script.get(self.pending, "ok")
+        if behaviour == "failed":
+            return Failed("ValueError: boom", "Traceback ...")
+        state = "oom" if behaviour == "oom" else "ok"
+        return Result({"state": state, "error": "OOM when allocating" if state == "oom" else "", "step_time_s": 0.01})
+
+    def rss(self) -> int:
+        return 10**15 if self.script.get(self.pending) == "grow" else 0
+
+    def alive(self) -> bool:
+        return self.code is None
+
+    def exit_code(self) -> int | None:
+        return self.code
+
+    def kill(self) -> None:
+        self.code = self.code if self.code is not None else -signal.SIGKILL
+
+    def stop(self) -> None:
+        self.code = 0
+
+
+def sweep_with(tmp_path, script: dict[str, str], **options):
+    FakeWorker.started = []
+    opts = SweepOptions(settings=RunSettings(max_seconds=0.1), timeout_s=0.2, memory_budget_bytes=1e12, **options)
+    with Store(tmp_path / "r.sqlite") as store:
+        summary = run_sweep(CONFIGS, store, opts, start_worker=lambda target: FakeWorker(target, script))
+        df = store.results().set_index("label")
+        claims = store.claims()
+    return summary, df, claims
+
+
+def label(i: int) -> str:
+    return CONFIGS[i].label
+
+
+def test_every_configuration_gets_one_row_and_claims_are_released(tmp_path):
+    summary, df, claims = sweep_with(tmp_path, {})
+    assert summary.states == {"ok": 3} and len(df) == 3 and set(df["state"]) == {"ok"}
+    assert claims.empty
+    assert (df["platform_fingerprint"].str.contains("Fake_CPU")).all() and (df["family_version"] == 1).all()
+    assert len(FakeWorker.started) == 1  # one worker for the whole sweep
+
+
+@pytest.mark.parametrize(
+    "behaviour,state,needle,replaced",
+    [
+        ("oom", "oom", "OOM when allocating", True),
+        ("failed", "error", "ValueError: boom", False),
+        ("crash", "error", "worker crashed (killed by signal SIGABRT)", True),
+        ("kill", "error", "SIGKILL from outside", True),
+        ("hang", "timeout", "no result within 0.2 s", True),
+        ("grow", "oom", "worker grew to", True),
+    ],
+)
+def test_a_failure_is_a_result_and_the_sweep_goes_on(tmp_path, monkeypatch, behaviour, state, needle, replaced):
+    monkeypatch.setattr(sweep, "oom_kills", lambda: 7)  # the kernel's OOM killer did nothing
+    summary, df, _ = sweep_with(tmp_path, {label(0): behaviour})
+    assert df.loc[label(0), "state"] == state and needle in df.loc[label(0), "error"]
+    assert (df.drop(label(0))["state"] == "ok").all()
+    assert len(FakeWorker.started) == (2 if replaced else 1)  # a worker that failed this way is never reused
+
+
+def test_a_worker_killed_by_the_oom_killer_is_oom(tmp_path, monkeypatch):
+    counts = iter([3, 4] + [4] * 10)  # the system's oom_kill count rises while the worker runs
+    monkeypatch.setattr(sweep, "oom_kills", lambda: next(counts))
+    _, df, _ = sweep_with(tmp_path, {label(0): "kill"})
+    assert df.loc[label(0), "state"] == "oom" and "OOM killer" in df.loc[label(0), "error"]
+
+
+def test_a_configuration_claimed_by_another_live_sweep_is_skipped(tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    path = tmp_path / "r.sqlite"
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        with Store(path) as store:
+            key = sweep._key(CONFIGS[1], SweepOptions(), INFO)
+            store.claim(key, label(1), (), 60)
+            # Hand the claim to the other (live) process, as if it were measuring it.
+            store.conn.execute("UPDATE claims SET pid = ?, pid_started = NULL WHERE run_key = ?", (other.pid, key))
+        summary, df, claims = sweep_with(tmp_path, {})
+        assert summary.busy == 1 and "being measured by another sweep" in summary.line()
+        assert label(1) not in df.index and len(df) == 2
+        other.kill()
+        other.wait()
+        time.sleep(0.1)
+        summary, df, claims = sweep_with(tmp_path, {})  # its process died: the claim is taken over
+        assert summary.states == {"ok": 1} and len(df) == 3 and claims.empty
+    finally:
+        other.kill()
+
+
+def test_an_unusable_platform_is_a_config_error_and_nothing_is_written(tmp_path):
+    path = tmp_path / "r.sqlite"
+    with Store(path):
+        pass
+    before = path.read_bytes()
+
+    def absent(target):
+        raise ConfigError("--platform", target.id, "1 GPU device(s) on this machine")
+
+    with Store(path) as store, pytest.raises(ConfigError, match="GPU"):
+        run_sweep(CONFIGS, store, SweepOptions(target=Target("gpu", 7)), start_worker=absent)
+    assert path.read_bytes() == before
+
+
+def test_retry_failed_measures_failures_again_and_force_everything(tmp_path):
+    sweep_with(tmp_path, {label(0): "failed"})
+    summary, df, _ = sweep_with(tmp_path, {}, retry_failed=True)
+    assert summary.already_done == 2 and summary.states == {"ok": 1}
+    summary, _, _ = sweep_with(tmp_path, {}, force=True)
+    assert summary.states == {"ok": 3}
