@@ -8,6 +8,7 @@
 Sections (targets in brackets):
   harness   harness vs a minimal hand-written tf.function loop, call by call [>= 0.97]
   fit       harness vs Keras model.fit(steps_per_execution=32), call by call [>= 0.97 large FC, >= 1.2 small FC]
+  workloads harness vs fit on ResNet-50 and Transformer at quick size [>= 0.97]; compile time per workload
   ceiling   model FLOP/s of the large FC over the measured matmul ceiling [>= 0.9, float32 + XLA]
   overhead  sweep wall time outside timed samples, per configuration [median < 2 s without compile]
   repeat    the same configurations in two separate sweeps [median |diff| <= 5%]
@@ -60,13 +61,13 @@ def row(section: str, case: str, metric: str, value: float, target: str = "", ok
 def minimal_loop(config, policy: str, xla: bool, k: int):
     """The shortest correct training loop: same model, optimizer, loss and data."""
     from paradnn.families import family_of
-    from paradnn.training import keras, make_optimizer, tf
+    from paradnn.training import make_optimizer, sparse_cross_entropy, tf
 
     family = family_of(config)
     model = family.build(config, policy)
     opt = make_optimizer(policy)
     opt.build(model.trainable_variables)
-    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    loss_fn = family.loss(config) if family.loss else sparse_cross_entropy()
     x, y = family.data(config, 0)
 
     @tf.function(jit_compile=xla)
@@ -131,7 +132,7 @@ def time_fit_interleaved(config, xla: bool, seconds: float) -> dict[str, float]:
     spe = 32
     family = family_of(config)
     model = family.build(config, "float32")
-    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    loss = family.loss(config) if family.loss else keras.losses.SparseCategoricalCrossentropy(from_logits=True)
     model.compile(optimizer=keras.optimizers.RMSprop(**RMSPROP), loss=loss, steps_per_execution=spe, jit_compile=xla)
     x, y = family.data(config, 0)
     samples: dict[str, list[float]] = {"fit": [], "harness": []}
@@ -181,6 +182,33 @@ def bench_fit(tiny: bool) -> None:
             value = medians["fit"] / medians["harness"]
             row("fit", f"fc {label} xla={'on' if xla else 'off'}", "examples/s harness/fit", value, f">= {target}",
                 value >= target)  # fmt: skip
+
+
+# The real workloads at their quick sizes (what the main job measures).
+WORKLOADS_FIT = [("resnet50", "image_64-bs_8", False), ("transformer", "layer_2-width_128-vocab_8192-length_32-bs_16", False),
+                 ("transformer", "layer_2-width_128-vocab_8192-length_32-bs_16", True)]  # fmt: skip
+TINY_WORKLOAD = ("squeezenet", "image_32-bs_2", False)
+
+
+def bench_workloads(tiny: bool) -> None:
+    """Harness vs Keras fit on real workloads, and every workload's compile time."""
+    from paradnn import families
+    from paradnn.space import expand
+
+    for family, label, xla in [TINY_WORKLOAD] if tiny else WORKLOADS_FIT:
+        medians = time_fit_interleaved(parse_label(family, label), xla, 0.5 if tiny else 20)
+        value = medians["fit"] / medians["harness"]
+        row("workloads", f"{family} {label} xla={'on' if xla else 'off'}", "examples/s harness/fit", value, ">= 0.97",
+            value >= 0.97)  # fmt: skip
+    workloads = [f for f in families.all_families() if f.layers is None]
+    for family in workloads[:1] if tiny else workloads:
+        config = expand(family.name, "smoke" if tiny else "quick")[0]
+        for xla in (False,) if tiny else (False, True):
+            m = measure(config, RunSettings(xla=xla, max_seconds=0.5), count_graph=False)
+            assert m.state == "ok", m.error
+            row("workloads", f"{family.name} {config.label} xla={'on' if xla else 'off'}", "compile s (trace + first step)",
+                m.compile_time_s)  # fmt: skip
+            row("workloads", f"{family.name} {config.label} xla={'on' if xla else 'off'}", "median step s", m.stats.median)
 
 
 def bench_ceiling(tiny: bool) -> None:
@@ -353,7 +381,7 @@ def bench_main_job(work: Path) -> None:
     row("main", "paradnn report quick, empty store", "wall s", value, "exit status 0", result.returncode == 0)
 
 
-SECTIONS = ("harness", "fit", "ceiling", "overhead", "repeat", "analysis")
+SECTIONS = ("harness", "fit", "workloads", "ceiling", "overhead", "repeat", "analysis")
 
 
 def main() -> int:
@@ -375,6 +403,7 @@ def main() -> int:
         steps = {
             "harness": lambda: bench_harness(args.tiny, args.families.split(",")),
             "fit": lambda: bench_fit(args.tiny),
+            "workloads": lambda: bench_workloads(args.tiny),
             "ceiling": lambda: bench_ceiling(args.tiny),
             "overhead": lambda: bench_overhead(args.tiny, work),
             "repeat": lambda: bench_repeat(args.tiny, work),

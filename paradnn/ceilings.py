@@ -9,9 +9,9 @@ with the harness's own protocol. They are measured once per machine and software
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
+from paradnn.config import cache_dir
 from paradnn.identity import fingerprint
 from paradnn.platform import Target, describe
 
@@ -69,12 +69,8 @@ def measure_ceilings(target: Target, seconds: float = 1.5) -> dict:
     return {"matmul_size": n, "matmul_flops": matmul, "copy_bandwidth": bandwidth}
 
 
-def _cache_dir() -> Path:
-    return Path(os.environ.get("PARADNN_CACHE_DIR", Path.home() / ".cache" / "paradnn"))
-
-
 def _cache_path(info: dict) -> Path:
-    return _cache_dir() / f"ceilings-{fingerprint(info)}.json"
+    return cache_dir() / f"ceilings-{fingerprint(info)}.json"
 
 
 def cached_ceilings(info: dict) -> dict | None:

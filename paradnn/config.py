@@ -8,7 +8,9 @@ type for bad input, and the one table that maps a Keras dtype policy to its arit
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from pathlib import Path
 
 # The largest integer an axis may take: shapes beyond it do not fit TensorFlow's int32
 # dimensions (and would overflow nothing, but no machine could run them).
@@ -66,3 +68,8 @@ def policy(name: str) -> Policy:
 def compute_dtype(name: str) -> str:
     """The arithmetic dtype of a Keras dtype policy (``mixed_bfloat16`` -> ``bfloat16``)."""
     return policy(name).compute_dtype
+
+
+def cache_dir() -> Path:
+    """Where measured ceilings and walked layer counts are cached (``PARADNN_CACHE_DIR``, default ``~/.cache/paradnn``)."""
+    return Path(os.environ.get("PARADNN_CACHE_DIR", Path.home() / ".cache" / "paradnn"))

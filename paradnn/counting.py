@@ -27,13 +27,16 @@ times (written forward, read backward, its gradient written and read).
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
+import os
 import re
 from collections import Counter
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from paradnn.config import cache_dir
 from paradnn.config import policy as policy_of
 from paradnn.families import Config, Layer, family_of
 
@@ -60,11 +63,26 @@ def layers(config: Config) -> list[Layer]:
 
 @cache
 def _walked(one_example: Config) -> list[Layer]:
-    from paradnn.tfimport import tf
+    """The walked layers of a one-example configuration, from the disk cache when counted before.
+
+    Building and tracing a large model takes seconds; the counts depend only on the
+    family's version, the configuration and Keras's layer definitions, which name the file.
+    """
+    from paradnn.tfimport import keras, tf
 
     family = family_of(one_example)
+    path = cache_dir() / "layers" / f"{family.name}-v{family.version}-keras{keras.__version__}-{one_example.label}.json"
+    try:
+        return [Layer(**layer) for layer in json.loads(path.read_text())]
+    except (OSError, ValueError, TypeError):
+        pass  # not counted yet, or a damaged file: count again
     x, _ = tf.function(lambda: family.data(one_example, 0)).get_concrete_function().structured_outputs
-    return keras_layers(family.build(one_example, "float32"), tf.nest.map_structure(tf.TensorSpec.from_tensor, x))
+    layers = keras_layers(family.build(one_example, "float32"), tf.nest.map_structure(tf.TensorSpec.from_tensor, x))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps([dataclasses.asdict(layer) for layer in layers]))
+    tmp.replace(path)
+    return layers
 
 
 def count_params(config: Config) -> int:
@@ -138,6 +156,11 @@ def keras_layers(model: Any, inputs: Any) -> list[Layer]:
             else:
                 object.__setattr__(layer, "call", original)
     counted = [_count(layer, args, kwargs, out) for layer, args, kwargs, out in calls]
+    seen: set[int] = set()
+    for i, (layer, *_) in enumerate(calls):  # a shared layer's weights count once, its work once per call
+        if id(layer) in seen:
+            counted[i] = dataclasses.replace(counted[i], params=0)
+        seen.add(id(layer))
     given = sum(_elements(t) for t in tf.nest.flatten(inputs))
     return [Layer("input", 0, 0, given)] + [c for c in counted if c.params or c.macs or c.activations]
 
@@ -241,6 +264,8 @@ def _count(layer: Any, args: tuple, kwargs: dict, out: Any) -> Layer:
         a = _shape(inputs[0])
         axis = layer.axes[0] if isinstance(layer.axes, (list, tuple)) else layer.axes
         macs = _elements(outs[0]) * a[axis]
+    elif kind == "embedding" and inputs[0].dtype.is_floating:  # a tied embedding used as the output projection
+        macs = _elements(outs[0]) * int(layer.embeddings.shape[1])
     elif kind in ("embedding", "normalization") or not layer.trainable_weights:
         pass  # a gather or element-wise work: no multiply-adds
     else:
@@ -281,9 +306,9 @@ class GraphCount:
 
 def count_graph_flops(graph: Any) -> GraphCount:
     """Profile a traced training-step graph (``Trainer.trace().graph``) with ``float_operation``."""
-    from tensorflow.python.framework import ops as tf_ops
+    from paradnn.tfimport import tf  # first: it quiets TensorFlow's start-up logging
 
-    from paradnn.tfimport import tf
+    from tensorflow.python.framework import ops as tf_ops  # isort: skip
 
     options = (
         tf.compat.v1.profiler.ProfileOptionBuilder(tf.compat.v1.profiler.ProfileOptionBuilder.float_operation())

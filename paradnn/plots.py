@@ -25,7 +25,7 @@ FAILED_MARK = {"oom": "OOM", "skipped": "OOM?", "timeout": "t/o", "error": "err"
 
 def _grid(df: pd.DataFrame, family: str, value: str, panel_value) -> tuple[pd.DataFrame, pd.DataFrame]:
     rows_axis, columns_axis, panel_axis = families.get(family).heatmap
-    sub = df[(df["family"] == family) & (df[panel_axis] == panel_value)]
+    sub = df[(df["family"] == family) & ((df[panel_axis] == panel_value) if panel_axis else True)]
     ok = sub[sub["state"] == "ok"]
     values = ok.pivot_table(index=rows_axis, columns=columns_axis, values=value, aggfunc="median")
     failed = sub[sub["state"] != "ok"].groupby([rows_axis, columns_axis])["state"].first().unstack()
@@ -55,9 +55,9 @@ def heatmaps(
 ) -> plt.Figure:
     """One heatmap panel per value of the family's panel axis; failed cells marked (OOM, t/o, err)."""
     spec = families.get(family)
-    rows_axis, columns_axis, panel_axis = (spec.axis(a) for a in spec.heatmap)
+    rows_axis, columns_axis, panel_axis = (spec.axis(a) if a else None for a in spec.heatmap)
     fam = df[df["family"] == family]
-    panels = sorted(fam[panel_axis.name].dropna().unique())
+    panels = sorted(fam[panel_axis.name].dropna().unique()) if panel_axis else [None]
     ncols = min(3, max(len(panels), 1))
     nrows = math.ceil(max(len(panels), 1) / ncols)
     fig, grid = plt.subplots(nrows, ncols, figsize=(4.4 * ncols + 1.2, 3.6 * nrows), squeeze=False, layout="constrained")
@@ -93,7 +93,8 @@ def heatmaps(
         ax.set_yticks(range(values.shape[0]), [_tick(r) for r in values.index])
         ax.set_xlabel(columns_axis.display)
         ax.set_ylabel(rows_axis.display)
-        ax.set_title(f"{panel_axis.title} = {_tick(panel_value)}", fontsize=10)
+        if panel_axis:
+            ax.set_title(f"{panel_axis.title} = {_tick(panel_value)}", fontsize=10)
     if image is not None:
         fig.colorbar(image, ax=axs.tolist(), label=colorbar, shrink=0.9)
     agg = _aggregated_axes(df, family)
@@ -256,5 +257,57 @@ def trace_figures(traces: pd.DataFrame, peak_flops: float, bandwidth: float, tit
     right.set_title("op categories on the TPU v2 roofline")
     right.legend(fontsize=7, loc="lower right")
     fig.suptitle(title, fontsize=12)
+    fig.tight_layout()
+    return fig
+
+
+def parameter_ranges(table: pd.DataFrame, title: str) -> plt.Figure:
+    """Paper Fig. 1: the parameter range of each parameterized family's grid as a bar, real models as dots."""
+    fig, ax = plt.subplots(figsize=(8, 0.45 * len(table) + 1.4))
+    y = np.arange(len(table))[::-1]
+    for yi, (_, r) in zip(y, table.iterrows()):
+        if r["kind"] == "range":
+            ax.barh(yi, r["max"] - r["min"], left=r["min"], height=0.5, color=sns.color_palette()[0], alpha=0.8)
+            ax.text(r["max"] * 1.3, yi, f"{r['min']:.2g} - {r['max']:.2g}", va="center", fontsize=8)
+        else:
+            ax.plot(r["max"], yi, "o", color=sns.color_palette()[3], markersize=8)
+            ax.text(r["max"] * 1.3, yi, f"{r['max']:.3g}", va="center", fontsize=8)
+    ax.set_yticks(y, table["title"])
+    ax.set_xscale("log")
+    ax.set_xlim(table["min"].min() / 3, table["max"].max() * 30)
+    ax.set_xlabel("trainable parameters (log scale)")
+    ax.set_title(title)
+    fig.tight_layout()
+    return fig
+
+
+def grouped_bars(table: pd.DataFrame, columns: list[str], title: str, ylabel: str, scale: float = 100.0) -> plt.Figure:
+    """One group of bars per row of ``table`` (indexed by family name), one bar per column."""
+    fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(table) + 2), 4))
+    titles = [families.get(f).title if f in families.names() else f for f in table.index]
+    data = (table[columns] * scale).set_axis(titles)
+    data.plot.bar(ax=ax, width=0.8, rot=30)
+    ax.set_xlabel("")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def pair_speedup_bars(pairs: pd.DataFrame, title: str) -> plt.Figure:
+    """Median speedup per family for every pair of platforms (log2 scale; 1 = equal)."""
+    fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(pairs) + 2), 4))
+    if len(pairs):
+        data = pairs.assign(pair=pairs["target"] + " over " + pairs["baseline"],
+                            workload=[families.get(f).title if f in families.names() else f for f in pairs["family"]])
+        sns.barplot(data=data, x="workload", y="median", hue="pair", ax=ax)
+        ax.set_yscale("log", base=2)
+    else:
+        ax.text(0.5, 0.5, "no family measured on two platforms", ha="center", va="center", transform=ax.transAxes)
+    ax.axhline(1, color="grey", ls="--", lw=1)
+    ax.set_xlabel("")
+    ax.set_ylabel("median speedup in examples/s (x, log2 scale)")
+    ax.set_title(title)
     fig.tight_layout()
     return fig

@@ -179,7 +179,7 @@ class Store:
             self.conn.execute("PRAGMA busy_timeout = 60000")
             self._open(create and not readonly)
             if not readonly:
-                self.conn.execute("PRAGMA journal_mode = WAL")
+                self._enable_wal()
         except sqlite3.OperationalError as exc:
             self.conn.close()
             raise _operational(self.path, exc) from None
@@ -215,6 +215,20 @@ class Store:
                              f"reads up to version {SCHEMA_VERSION}): upgrade paradnn to use it")  # fmt: skip
         if not self.readonly and (version < SCHEMA_VERSION or self._missing_columns()):
             self._migrate()
+
+    def _enable_wal(self, timeout_s: float = 60.0) -> None:
+        """Switch to WAL journaling (once per store). The switch takes an exclusive lock without
+        waiting on SQLite's busy handler, so when several processes open a new store at once
+        the losers retry until the winner is done."""
+        end = time.monotonic() + timeout_s
+        while True:
+            try:
+                self.conn.execute("PRAGMA journal_mode = WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > end:
+                    raise
+                time.sleep(0.05)
 
     def _columns(self) -> set[str]:
         return {r[1] for r in self.conn.execute("PRAGMA table_info(results)")}

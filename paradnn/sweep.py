@@ -48,7 +48,7 @@ import psutil
 
 from paradnn import __version__
 from paradnn.config import ConfigError
-from paradnn.families import Config, parse_label
+from paradnn.families import Config, family_of, parse_label
 from paradnn.harness import RunSettings
 from paradnn.identity import fingerprint, run_key
 from paradnn.platform import Target
@@ -70,6 +70,16 @@ class Measure:
     family: str
     label: str
     settings: dict
+
+
+@dataclass(frozen=True)
+class Describe:
+    """Driver -> worker: the analytic record of a configuration whose family is counted by
+    walking its Keras model (the driver never imports TensorFlow). Answered with a Result."""
+
+    family: str
+    label: str
+    dtype: str
 
 
 @dataclass(frozen=True)
@@ -201,6 +211,12 @@ def _worker_main(conn, target: Target) -> None:
             message = None
         if message is None:  # done: skip TensorFlow's interpreter teardown (~1 s); nothing is pending
             os._exit(0)
+        if isinstance(message, Describe):
+            try:
+                conn.send(Result(describe_config(parse_label(message.family, message.label), message.dtype, trace=False)))
+            except Exception as exc:  # noqa: BLE001 - the driver records what it can without the counts
+                conn.send(Failed(f"{type(exc).__name__}: {exc}", traceback.format_exc(limit=5)))
+            continue
         if os.environ.get(FAULT_CRASH_ENV) == message.label:
             os.abort()
         # Drop Keras's global state from the previous configuration (its garbage is collected
@@ -220,7 +236,7 @@ class Worker(Protocol):
     ceilings: dict
     base_rss: int
 
-    def send(self, message: Measure | None) -> None: ...
+    def send(self, message: Measure | Describe | None) -> None: ...
     def poll(self, timeout: float) -> bool: ...
     def recv(self) -> Result | Failed: ...  # EOFError when the worker died
     def rss(self) -> int: ...
@@ -254,7 +270,7 @@ class ProcessWorker:
         self.info, self.ceilings = message.info, message.ceilings
         self.base_rss = self.rss()
 
-    def send(self, message: Measure | None) -> None:
+    def send(self, message: Measure | Describe | None) -> None:
         self.conn.send(message)
 
     def poll(self, timeout: float) -> bool:
@@ -297,13 +313,33 @@ class ProcessWorker:
 # ---------------------------------------------------------------------------- the driver
 
 
-def _base_record(config: Config, options: SweepOptions, info: dict | None) -> dict:
-    """The record of a configuration that produced no measurement."""
-    s = options.settings
-    record = describe_config(config, s.dtype, trace=False)
-    record.update(settings_fields(s), platform=options.target.id, threads=options.target.threads)
-    if info:
-        record.update(_platform_fields(info))
+def _identity_record(config: Config, options: SweepOptions, info: dict) -> dict:
+    """What a configuration's record holds before any counting: configuration, settings, platform."""
+    family = family_of(config)
+    record = {"family": family.name, "family_version": family.version, "label": config.label, **config.hyperparameters()}
+    record.update(settings_fields(options.settings), platform=options.target.id, threads=options.target.threads)
+    record.update(_platform_fields(info))
+    return record
+
+
+def _base_record(config: Config, options: SweepOptions, worker: Worker) -> dict:
+    """The record of a configuration that produced no measurement: identity plus analytic counts.
+
+    Families counted by walking their Keras model are described by the worker, which has
+    TensorFlow (and is idle between configurations); analytic ones here.
+    """
+    record = _identity_record(config, options, worker.info)
+    dtype = options.settings.dtype
+    if family_of(config).layers is not None:
+        return {**describe_config(config, dtype, trace=False), **record}
+    worker.send(Describe(config.family, config.label, dtype))
+    if worker.poll(WORKER_START_TIMEOUT_S):
+        try:
+            answer = worker.recv()
+        except EOFError:
+            return record
+        if isinstance(answer, Result):
+            return {**answer.record, **record}
     return record
 
 
@@ -317,7 +353,7 @@ def _platform_fields(info: dict) -> dict:
 
 
 def _key(config: Config, options: SweepOptions, info: dict) -> str:
-    record = _base_record(config, options, info)
+    record = _identity_record(config, options, info)
     record.update({f"sw_{k}": v for k, v in record.pop("software").items()})
     return run_key(record)
 
@@ -424,9 +460,9 @@ def _run_one(
     """Measure one configuration: its record (None if the sweep ran out of time) and whether
     the worker may measure the next one."""
     s = options.settings
-    base = _base_record(config, options, worker.info)
+    base = _base_record(config, options, worker)
     base["started_at"] = time.time()
-    predicted = base["memory_estimate_bytes"] + worker.base_rss
+    predicted = base.get("memory_estimate_bytes", 0) + worker.base_rss
     base["memory_estimate_bytes"] = predicted
     if budget and predicted > budget:
         return {**base, "state": "skipped", "error": f"predicted {_gb(predicted)} > budget {_gb(budget)}"}, True

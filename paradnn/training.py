@@ -51,6 +51,11 @@ class FusedRMSprop(keras.optimizers.RMSprop):
         )
 
 
+def sparse_cross_entropy() -> keras.losses.Loss:
+    """Softmax cross-entropy on integer labels, from logits: the default training loss."""
+    return keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+
 def make_optimizer(policy: str) -> keras.optimizers.Optimizer:
     """RMSProp (rho 0.9, momentum 0.9, epsilon 1.0), fused; loss-scaled for float16."""
     opt = FusedRMSprop(**RMSPROP)
@@ -96,7 +101,7 @@ class Trainer:
         self.model = self.family.build(self.config, self.policy)
         self.optimizer = make_optimizer(self.policy)
         self.optimizer.build(self.model.trainable_variables)
-        self.loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        self.loss_fn = self.family.loss(self.config) if self.family.loss else sparse_cross_entropy()
         # The data's shapes, from a trace of the family's generator: nothing is allocated
         # until the first run, so the step can be traced (and counted) for any batch size.
         traced = tf.function(lambda: self.family.data(self.config, self.seed)).get_concrete_function()
@@ -118,8 +123,8 @@ class Trainer:
         variables = self.model.trainable_variables
         scaled = isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer)
         with tf.GradientTape() as tape:
-            logits = self.model(x, training=True)
-            loss = self.loss_fn(y, tf.cast(logits, tf.float32))
+            outputs = tf.nest.map_structure(lambda t: tf.cast(t, tf.float32), self.model(x, training=True))
+            loss = self.loss_fn(y, outputs)
             target = self.optimizer.scale_loss(loss) if scaled else loss
         grads = tape.gradient(target, variables)
         # The embedding's gradient arrives as IndexedSlices, whose data-dependent shape makes

@@ -107,3 +107,70 @@ def test_roofline_ceilings_and_points():
                        "flops_per_sec": [1e9, None]})  # fmt: skip
     points = model_points(df)
     assert points["intensity"].tolist() == [10.0]
+
+
+def breakdown_of(label: str, family: str, shares: dict[str, tuple[float, float]]) -> pd.DataFrame:
+    """A per-op breakdown: category -> (time share, intensity)."""
+    rows = [{"family": family, "label": label, "category": c, "time_share": t, "intensity": i, "flops": i * 10.0,
+             "bytes": 10.0} for c, (t, i) in shares.items()]  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_memory_bound_time_checks_the_premise_on_the_roofline():
+    breakdown = pd.concat([
+        breakdown_of("big", "resnet50", {"convolution": (0.8, 50.0), "element-wise": (0.2, 0.5)}),
+        breakdown_of("rnn", "rnn", {"recurrent loop": (0.9, 0.0), "element-wise": (0.1, 0.5)}),
+    ])  # fmt: skip
+    points = pd.DataFrame({"label": ["big", "rnn"], "intensity": [40.0, 2.0]})
+    verdict = obs.compute_bound_memory_time(breakdown, ridge=10.0, points=points)
+    assert verdict.verdict == obs.HOLDS and "1 of 2" in verdict.evidence
+    models = {m["label"]: m for m in verdict.numbers["models"]}
+    assert models["big"]["memory_bound_share"] == pytest.approx(0.2)
+    assert models["rnn"]["uncounted_share"] == pytest.approx(0.9)  # the loop is left out, not called memory-bound
+    assert models["rnn"]["memory_bound_share"] == pytest.approx(1.0)
+    little = breakdown_of("big", "resnet50", {"convolution": (0.95, 50.0), "element-wise": (0.05, 0.5)})
+    assert obs.compute_bound_memory_time(little, 10.0, points).verdict == obs.FAILS
+    # The premise fails: no profiled model is right of the ridge.
+    assert obs.compute_bound_memory_time(breakdown, 100.0, points).verdict == obs.UNKNOWN
+    assert obs.compute_bound_memory_time(pd.DataFrame(), 10.0, points).verdict == obs.UNKNOWN
+
+
+def test_utilisation_ratio_needs_both_platforms():
+    table = pd.DataFrame({"tpu-v2-8": [0.3, 0.6], "v100": [0.1, 0.3]}, index=["fc", "cnn"])
+    verdict = obs.utilisation_ratio(table)
+    assert verdict.verdict == obs.HOLDS and verdict.numbers["ratios"]["fc"] == pytest.approx(3.0)
+    assert obs.utilisation_ratio(table.assign(v100=[0.1, 0.9])).verdict == obs.FAILS
+    assert "needs measurements on v100" in obs.utilisation_ratio(table.drop(columns="v100")).evidence
+
+
+def test_largest_weights():
+    df = fc_frame(lambda n, b, layers: 0.1 * np.log2(n) + 0.01 * layers)
+    assert obs.largest_weights({"fc": regress(df, "utilization", family="fc")}).verdict == obs.HOLDS
+    deep = fc_frame(lambda n, b, layers: 0.3 * layers + 0.001 * np.log2(b))
+    assert obs.largest_weights({"fc": regress(deep, "utilization", family="fc")}).verdict == obs.FAILS
+    assert obs.largest_weights({}).verdict == obs.UNKNOWN
+
+
+def test_workload_tables():
+    from paradnn.analysis import workloads as wl
+
+    base = fc_frame(lambda n, b, layers: 0.2).assign(platform="cpu", dtype="float32", examples_per_sec=100.0,
+                                                      source="measured")  # fmt: skip
+    half = base.assign(dtype="mixed_bfloat16", utilization=0.1, examples_per_sec=150.0)
+    other = base.assign(platform="gpu:0", utilization=0.4, examples_per_sec=400.0)
+    df = pd.concat([base, half, other], ignore_index=True)
+    precision = wl.precision_table(df[df["platform"] == "cpu"], "mixed_bfloat16").set_index("family")
+    assert precision.loc["fc", "float32"] == pytest.approx(0.2) and precision.loc["fc", "speedup"] == pytest.approx(1.5)
+    platforms = wl.platform_table(df, "float32")
+    assert platforms.loc["fc", "cpu"] == pytest.approx(0.2) and platforms.loc["fc", "gpu:0"] == pytest.approx(0.4)
+    pairs = wl.pair_speedups(df[df["dtype"] == "float32"])
+    assert pairs[["baseline", "target"]].values.tolist() == [["cpu", "gpu:0"]] and pairs["median"].iloc[0] == pytest.approx(4)
+
+
+def test_parameter_ranges_of_the_smoke_grids():
+    from paradnn.analysis import workloads as wl
+
+    table = wl.parameter_ranges("smoke").set_index("family")
+    assert table.loc["fc", "kind"] == "range" and table.loc["squeezenet", "kind"] == "model"
+    assert table.loc["fc", "min"] == 2000 * 64 + 64 * 64 + 64 * 1000 + 2 * 64 + 1000  # layers 2, nodes 64
+    assert table.loc["squeezenet", "max"] == 1_248_424

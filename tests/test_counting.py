@@ -106,6 +106,7 @@ def test_the_layer_walker_counts_attention_products_and_shared_layers():
     projections = 4 * (32 * 32 + 32) * 16  # query, key, value and output, per position
     products = 4 * 16 * 16 * (8 + 8)  # QK^T and attention x V
     assert sum(x.macs for x in layers) == projections + products + 2 * (32 * 32 + 32) * 16
+    assert sum(x.params for x in layers) == 5 * (32 * 32 + 32)  # the shared layer's weights count once
     assert layers[0].activations == 16 * 32  # the input
 
 
@@ -203,3 +204,21 @@ def test_bytes_estimate_grows_with_batch_and_shrinks_with_precision():
     params = counting.count_params(small)
     acts = 100 + 64 + 64 + 10
     assert counting.bytes_estimate(small) == 10 * 4 * params + 4 * 4 * acts * 8
+
+
+def test_walked_counts_are_cached_on_disk_and_recounted_when_damaged(tmp_path, monkeypatch):
+    import dataclasses
+
+    monkeypatch.setenv("PARADNN_CACHE_DIR", str(tmp_path))
+    config = parse_label("squeezenet", "image_32-bs_4")
+    one = dataclasses.replace(config, batch=1)
+    counting._walked.cache_clear()
+    first = counting.layers(config)
+    (path,) = (tmp_path / "layers").glob("squeezenet-v1-*image_32-bs_1.json")
+    assert json.loads(path.read_text())[1]["params"] == first[1].params
+    path.write_text("[{not json")
+    counting._walked.cache_clear()
+    sizes = [(x.params, x.macs, x.activations) for x in first]
+    assert [(x.params, x.macs, x.activations) for x in counting._walked(one)] == sizes  # counted again
+    assert json.loads(path.read_text())  # and the file repaired
+    counting._walked.cache_clear()

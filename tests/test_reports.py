@@ -17,7 +17,7 @@ from paradnn.store import Store
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOKS = ("architecture", "platform_comparison", "software_stack")
+NOTEBOOKS = ("architecture", "platform_comparison", "software_stack", "workloads")
 
 
 def report(*args: str) -> subprocess.CompletedProcess:
@@ -46,7 +46,7 @@ def images(html: str) -> int:
 @pytest.mark.parametrize("run", ["plain", "reference"])
 def test_every_report_has_its_figures_and_no_errors(smoke, run):
     out = smoke[run]
-    minimum = {"architecture": 6, "platform_comparison": 4, "software_stack": 2}
+    minimum = {"architecture": 6, "platform_comparison": 4, "software_stack": 2, "workloads": 5}
     for name in NOTEBOOKS:
         executed = json.loads((out / f"{name}.ipynb").read_text())
         errors = [o for c in executed["cells"] for o in c.get("outputs", []) if o["output_type"] == "error"]
@@ -65,7 +65,7 @@ def test_index_links_resolve(smoke):
     links = re.findall(r'href="([^"]+)"', index)
     assert sorted(links) == sorted(f"{n}.html" for n in NOTEBOOKS)
     assert all((smoke["plain"] / link).exists() for link in links)
-    assert index.count(">ok<") == 3
+    assert index.count(">ok<") == len(NOTEBOOKS)
 
 
 def test_reference_data_adds_the_original_study(smoke):

@@ -155,7 +155,7 @@ def _open_new_store(path: str) -> str:
 def test_concurrent_creation_of_a_new_store_is_safe(tmp_path):
     import multiprocessing as mp
 
-    for trial in range(3):
+    for trial in range(4):
         path = str(tmp_path / f"new{trial}.sqlite")
         with mp.get_context("spawn").Pool(8) as pool:
             assert pool.map(_open_new_store, [path] * 8) == ["ok"] * 8

@@ -229,3 +229,13 @@ def test_two_sweeps_over_one_grid_measure_each_configuration_once(tmp_path):
     assert len(df) == 6 and df["label"].is_unique
     with Store(store) as s:
         assert s.claims().empty
+
+
+def test_a_real_workload_sweeps_end_to_end(tmp_path):
+    """The worker describes a family counted from its Keras model; the driver stays free of TensorFlow."""
+    store = tmp_path / "r.sqlite"
+    result = paradnn("sweep", "squeezenet", "--no-xla", *FAST, "--store", str(store))
+    assert result.returncode == 0, result.stderr
+    df = rows(store)
+    assert list(df["state"]) == ["ok"] and df["params"].iloc[0] == 1_248_424
+    assert df["label"].iloc[0] == "image_32-bs_2" and df["flops_model"].iloc[0] > 0

@@ -12,7 +12,7 @@ from paradnn.harness import RunSettings
 from paradnn.platform import Target
 from paradnn.space import expand
 from paradnn.store import Store
-from paradnn.sweep import Failed, Measure, Result, SweepOptions, run_sweep
+from paradnn.sweep import Describe, Failed, Measure, Result, SweepOptions, run_sweep
 
 CONFIGS = expand("fc", "smoke", {"layers": [1], "nodes": [8, 16, 32], "input": [16], "output": [4], "batch": [8]})
 INFO = {"id": "cpu", "name": "Fake CPU", "host": "fake-host", "cores": 2,
@@ -30,11 +30,15 @@ class FakeWorker:
         self.code: int | None = None
         self.pending: str | None = None
         self.measured: list[str] = []
+        self.describing: Describe | None = None
         FakeWorker.started.append(self)
 
-    def send(self, message: Measure | None) -> None:
+    def send(self, message: Measure | Describe | None) -> None:
         if message is None:
             self.code = 0
+            return
+        if isinstance(message, Describe):
+            self.describing = message
             return
         self.pending = message.label
         self.measured.append(message.label)
@@ -43,9 +47,14 @@ class FakeWorker:
             self.code = -signal.SIGABRT if behaviour == "crash" else -signal.SIGKILL
 
     def poll(self, timeout: float) -> bool:
+        if self.describing is not None:
+            return True
         return self.code is None and self.script.get(self.pending, "ok") not in ("hang", "grow")
 
     def recv(self):
+        if self.describing is not None:
+            self.describing = None
+            return Result({"params": 1234, "flops_model": 5e9, "memory_estimate_bytes": 10})
         if self.code is not None:
             raise EOFError
         behaviour = self.script.get(self.pending, "ok")
@@ -163,3 +172,14 @@ def test_retry_failed_measures_failures_again_and_force_everything(tmp_path):
     assert summary.already_done == 2 and summary.states == {"ok": 1}
     summary, _, _ = sweep_with(tmp_path, {}, force=True)
     assert summary.states == {"ok": 3}
+
+
+def test_a_family_counted_by_its_keras_model_is_described_by_the_worker(tmp_path):
+    """The driver never imports TensorFlow: it asks the worker for the counts."""
+    FakeWorker.started = []
+    configs = expand("squeezenet", "smoke")
+    with Store(tmp_path / "r.sqlite") as store:
+        run_sweep(configs, store, SweepOptions(memory_budget_bytes=1e12, timeout_s=0.2),
+                  start_worker=lambda target: FakeWorker(target, {configs[0].label: "hang"}))  # fmt: skip
+        row = store.results().iloc[0]
+    assert row["state"] == "timeout" and row["params"] == 1234 and row["flops_model"] == 5e9

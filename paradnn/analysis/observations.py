@@ -80,7 +80,8 @@ def trend(df: pd.DataFrame, axis: str, family: str, metric: str = "utilization",
 
 def family_trends(df: pd.DataFrame, family: str) -> list[Verdict]:
     """The paper's Fig. 2 trends for one family: utilisation rises with batch and with width."""
-    return [trend(df, "batch", family), trend(df, families.get(family).width, family)]
+    width = families.get(family).width
+    return [trend(df, "batch", family)] + ([trend(df, width, family)] if width else [])
 
 
 def largest_weights(regressions: dict[str, RegressionResult]) -> Verdict:
@@ -176,3 +177,61 @@ def version_speedup(df: pd.DataFrame) -> tuple[Verdict, SpeedupResult | None]:
         return Verdict(name, paper, UNKNOWN, f"one TensorFlow version in the store ({', '.join(versions) or 'none'})"), None
     result = compare(df[df["dtype"] == "float32"], versions[0], versions[-1], by="sw_tensorflow")
     return stack_speedup(result, name, paper), result
+
+
+# Op categories whose arithmetic the profiler cannot count (a recurrent loop's matmuls run
+# inside a While op): never called memory-bound for want of a FLOP count.
+UNCOUNTED_CATEGORIES = ("recurrent loop",)
+
+
+def compute_bound_memory_time(breakdown: pd.DataFrame, ridge: float, points: pd.DataFrame,
+                              threshold: float = 0.10) -> Verdict:  # fmt: skip
+    """Observation 2 on profiled models: those that are compute-bound still spend more than
+    ``threshold`` of their time in memory-bound op categories (intensity below the ridge).
+
+    The premise is checked on the roofline: a model is compute-bound when its point
+    (``points``: label and intensity, as :func:`paradnn.analysis.roofline.model_points`
+    gives them) lies at or right of the ridge. Op categories whose arithmetic the
+    profiler cannot count are left out of the time shares, never called memory-bound.
+    """
+    name = "Compute-bound models spend noticeable time in memory-bound ops"
+    paper = "even compute-bound models such as Transformer and ResNet-50 spend a noticeable share of time in memory-bound ops"
+    if breakdown is None or breakdown.empty:
+        return Verdict(name, paper, UNKNOWN, "no per-op profile")
+    rows = []
+    for label, g in breakdown.groupby("label", sort=False):
+        counted = g[~g["category"].isin(UNCOUNTED_CATEGORIES)]
+        on_roofline = points.loc[points["label"] == label, "intensity"]
+        intensity = float(on_roofline.median()) if len(on_roofline) else float("nan")
+        share = counted.loc[counted["intensity"].fillna(0) < ridge, "time_share"].sum() / max(counted["time_share"].sum(), 1e-12)
+        rows.append({"family": g["family"].iloc[0], "label": label, "intensity": intensity, "memory_bound_share": share,
+                     "uncounted_share": float(g.loc[g["category"].isin(UNCOUNTED_CATEGORIES), "time_share"].sum())})  # fmt: skip
+    table = pd.DataFrame(rows)
+    bound = table[table["intensity"] >= ridge]  # NaN (not on the roofline) is never compute-bound
+    shown = "; ".join(f"{families.get(r.family).title} {r.intensity:.0f} FLOPs/B, {r.memory_bound_share:.0%} memory-bound"
+                      for r in table.itertuples())  # fmt: skip
+    if bound.empty:
+        return Verdict(name, paper, UNKNOWN, f"no profiled model is compute-bound here (ridge {ridge:.0f} FLOPs/B: {shown})",
+                       {"models": rows})  # fmt: skip
+    holds = bool((bound["memory_bound_share"] > threshold).all())
+    evidence = f"{len(bound)} of {len(table)} profiled models are right of the ridge ({ridge:.0f} FLOPs/B): {shown}"
+    return Verdict(name, paper, HOLDS if holds else FAILS, evidence, {"models": rows})
+
+
+def utilisation_ratio(table: pd.DataFrame, target: str = "tpu-v2-8", baseline: str = "v100") -> Verdict:
+    """Fig. 11: per family measured on both, median FLOPS utilisation of ``target`` over ``baseline``.
+
+    ``table`` is :func:`paradnn.analysis.workloads.platform_table` (families x platforms).
+    """
+    name = f"{target} reaches higher FLOPS utilisation than {baseline}"
+    paper = "the TPU reaches higher FLOPS utilisation than the GPU, up to 3x"
+    if target not in table or baseline not in table:
+        missing = " and ".join(p for p in (target, baseline) if p not in table)
+        return Verdict(name, paper, UNKNOWN, f"needs measurements on {missing}")
+    both = table[[target, baseline]].dropna()
+    if both.empty:
+        return Verdict(name, paper, UNKNOWN, f"no family measured on both {target} and {baseline}")
+    ratios = both[target] / both[baseline]
+    shown = ", ".join(f"{families.get(f).title if f in families.names() else f} {r:.2f}x" for f, r in ratios.items())
+    verdict = HOLDS if (ratios > 1).all() else FAILS
+    return Verdict(name, paper, verdict, f"utilisation ratio per family: {shown}", {"ratios": ratios.to_dict()})

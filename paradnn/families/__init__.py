@@ -28,7 +28,7 @@ _EXTRA: dict[str, Family] = {}
 def _discovered() -> dict[str, Family]:
     found = {}
     for module in pkgutil.iter_modules(__path__):
-        if module.name == "base":
+        if module.name == "base" or module.name.startswith("_"):  # declarations and helpers, not families
             continue
         family = getattr(importlib.import_module(f"{__name__}.{module.name}"), "FAMILY", None)
         if isinstance(family, Family):

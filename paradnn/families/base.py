@@ -145,8 +145,10 @@ class Family:
 
     ``build(config, policy)`` returns an uncompiled ``keras.Model`` whose output is logits;
     ``data(config, seed)`` returns ``(inputs, labels)`` built from stateless random ops (so
-    their shapes can be traced without allocating them). ``layers(config)`` is the
-    analytic counter; a family without one is counted by walking its built Keras model.
+    their shapes can be traced without allocating them). ``loss(config)`` returns the
+    training loss ``fn(labels, outputs) -> scalar`` (outputs cast to float32); the default
+    is softmax cross-entropy on integer labels. ``layers(config)`` is the analytic
+    counter; a family without one is counted by walking its built Keras model.
     ``version`` changes whenever the model's definition changes, so stored results of
     the old definition are never mistaken for the new one.
     """
@@ -156,12 +158,14 @@ class Family:
     description: str  # one line: what the model is
     config: type[Config]
     version: int
-    width: str  # the width axis the paper's observations talk about (nodes, filters, ...)
-    heatmap: tuple[str, str, str]  # axes of heatmap rows, columns and panels
+    width: str | None  # the width axis the paper's observations talk about (nodes, filters, ...), if any
+    heatmap: tuple[str, str, str | None]  # axes of heatmap rows, columns and panels (None: one panel)
     build: Callable[[Any, str], Any]
     data: Callable[[Any, int], tuple]
     layers: Callable[[Any], list[Layer]] | None = None
+    loss: Callable[[Any], Callable] | None = None
     order: int = 100  # position in listings: the paper's families first
+    notes: str = ""  # where the model departs from its reference, and why
 
     def __post_init__(self) -> None:
         names = self.config.axes()
@@ -169,8 +173,9 @@ class Family:
             raise TypeError(f"family {self.name!r}: its config class says family {self.config.family!r}")
         if self.version < 1:
             raise TypeError(f"family {self.name!r}: version must be a positive integer")
-        for role, name in [("width", self.width), *zip(("heatmap rows", "heatmap columns", "heatmap panels"), self.heatmap)]:
-            if name not in names:
+        roles = [("width", self.width), *zip(("heatmap rows", "heatmap columns", "heatmap panels"), self.heatmap)]
+        for role, name in roles:
+            if name is not None and name not in names or name is None and role in ("heatmap rows", "heatmap columns"):
                 raise TypeError(f"family {self.name!r}: {role} axis {name!r} is not one of its axes {names}")
 
     @property
