@@ -281,16 +281,20 @@ def results(
 
 
 @main.command("import-legacy")
-@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.argument("files", nargs=-1, type=click.Path(dir_okay=False))
 @store_option
 @click.option("--platform", "platform_id", help="Platform name for all files (default: from each file name).")
 def import_legacy(files: tuple[str, ...], store_path: str, platform_id: str | None) -> None:
-    """Import the original ParaDnn study's JSON files (sweeps and traces) into a store."""
-    from paradnn.legacy import LegacyError, import_files
+    """Import the original ParaDnn study's JSON files (sweeps and traces) into a store.
+
+    Without FILES, the copies shipped with paradnn (checked against their SHA-256).
+    """
+    from paradnn.legacy import LegacyError, bundled_files, import_files
 
     with _open_store(store_path) as store:
         try:
-            summary = import_files(store, [Path(f) for f in files], platform=platform_id)
+            paths = [Path(f) for f in files] if files else bundled_files()
+            summary = import_files(store, paths, platform=platform_id)
         except LegacyError as exc:
             _fail(str(exc))
     for name, info in summary["files"].items():

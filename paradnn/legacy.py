@@ -19,10 +19,15 @@ and ``flops_model`` are this package's analytic counts, so they match measured r
 Every file given is read and validated completely before anything is written, so a
 malformed file leaves the store untouched. Each file is then written in one transaction,
 and importing a file again adds nothing (the store keeps each legacy row once).
+
+The four files ship with the package, unmodified (``paradnn/data/paradnn-2019/``, with
+their NOTICE and Apache-2.0 LICENSE); :func:`bundled_files` checks their SHA-256 every
+time they are read, and every pipeline imports them into its store.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from collections.abc import Iterable
@@ -36,6 +41,13 @@ from paradnn.platform import DATASHEETS
 from paradnn.store import Store
 
 STUDY = "ParaDnn 2019"
+# The original release's files as shipped in paradnn/data/paradnn-2019, with their SHA-256.
+BUNDLED = {
+    "tpu_fc.json": "f06ddfc7513f2fdf4230e5ab601c3729096ca24d3ee38cd2efb47a0c39055608",
+    "gpu_fc.json": "96aef2df600c040929c741033fed3d4214f83b038c7d13b9367cb3831a47db2e",
+    "fc_trace_10sec.json": "137ac83472d514cec2381b784d8a5a824309bc90eb40141bff9c140f7ca0fdab",
+    "fc_trace_10sec_opbreakdown.json": "097e1a7b2acca3298055ea89a22af1c1eeacb4760326720dd8fe1346e9ef5aa1",
+}
 # The original study's FC model is this package's FC family at version 1.
 FC_VERSION = 1
 
@@ -386,3 +398,28 @@ def import_files(store: Store, paths: Iterable[str | Path], platform: str | None
         entry["rows"] += len(f.results) + len(f.traces)
         entry["added"] += added
     return summary
+
+
+def bundled_dir() -> Path:
+    """The folder of the original study's files shipped with the package."""
+    return Path(__file__).resolve().parent / "data" / "paradnn-2019"
+
+
+def bundled_files() -> list[Path]:
+    """The shipped files, each checked against its SHA-256; LegacyError if one is missing or altered."""
+    paths = []
+    for name, digest in BUNDLED.items():
+        path = bundled_dir() / name
+        try:
+            actual = hashlib.sha256(path.read_bytes()).hexdigest()
+        except OSError as exc:
+            raise LegacyError(f"{path}: the bundled file cannot be read ({exc}); reinstall paradnn") from None
+        if actual != digest:
+            raise LegacyError(f"{path}: SHA-256 {actual} is not the original release's {digest}; reinstall paradnn")
+        paths.append(path)
+    return paths
+
+
+def import_bundled(store: Store) -> dict:
+    """Import the shipped files of the original study (adds nothing when they are already in)."""
+    return import_files(store, bundled_files())

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import yaml
 
+from paradnn.analysis import registry
 from paradnn.config import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -117,12 +118,22 @@ def execute_notebook(source: Path, executed: Path, params: dict, kernel: str = K
 
 
 def notebook_parameters(pipeline: Pipeline, entry: dict, overrides: dict, store: Path, reference: Path | None) -> dict:
-    """Pipeline-wide, then per-notebook, then command-line parameters; paths made absolute."""
+    """Pipeline-wide, then per-notebook, then command-line parameters; paths made absolute.
+
+    ``reference_dir`` goes only to the notebooks that declare it.
+    """
     params = {**pipeline.parameters, **(entry.get("parameters") or {}), **overrides}
     params["store"] = str(store)
-    if reference is not None:
+    if reference is not None and "reference_dir" in declared_parameters(ROOT / entry["notebook"]):
         params["reference_dir"] = str(reference.resolve())
     return params
+
+
+def declared_parameters(notebook: Path) -> dict:
+    """The parameters a notebook declares in its ``parameters`` cell (papermill reads them)."""
+    import papermill as pm
+
+    return pm.inspect_notebook(str(notebook))
 
 
 def provenance(store: Path, params: dict) -> str:
@@ -180,6 +191,7 @@ def run_pipeline(
         stem = Path(entry["notebook"]).stem
         params = notebook_parameters(pipeline, entry, overrides or {}, store, reference)
         executed, page = out / f"{stem}.ipynb", out / f"{stem}.html"
+        (out / f"observations-{stem}.json").unlink(missing_ok=True)  # never a stale verdict from an earlier run
         start = time.monotonic()
         status, error = "ok", ""
         try:
@@ -192,12 +204,32 @@ def run_pipeline(
         else:
             page.write_text(f"<html><body><h1>{html.escape(stem)}</h1><pre>{html.escape(error)}</pre></body></html>")
         reports.append(Report(stem, status, duration, params, page, error))
-    write_index(out, pipeline, reports)
+    observations = registry.merge(out, [r.notebook for r in reports])
+    (out / "observations.json").write_text(json.dumps(observations, indent=1, default=str))
+    write_index(out, pipeline, reports, observations)
     return reports
 
 
-def write_index(out: Path, pipeline: Pipeline, reports: list[Report]) -> Path:
-    """``index.html``: status, duration, parameters and a link for every report."""
+def observations_table(observations: list[dict]) -> str:
+    """All 14 observations in one HTML table: claim, then every verdict with platform, evidence and report."""
+    colours = {"holds": "#e6f4ea", "does not hold": "#fce8e6"}
+    rows = []
+    for line in registry.summary(observations):
+        verdicts = "".join(
+            f'<div style="background:{colours.get(v, "#f1f3f4")};padding:2px 4px;margin:2px 0">'
+            f"<b>{html.escape(v)}</b>{' on ' + html.escape(p) if p else ''}: {html.escape(e)}"
+            + (f' (<a href="{html.escape(r)}.html">{html.escape(r)}</a>)' if r else "") + "</div>"
+            for p, v, e, r in line["verdicts"]
+        )  # fmt: skip
+        rows.append(f"<tr><td>{line['id']}</td><td>{html.escape(line['claim'])}<br><small>section {line['section']}, "
+                    f"{html.escape(line['figure'])}</small></td><td>{verdicts}</td></tr>")  # fmt: skip
+    return ("<h2>The paper's 14 observations</h2><p>Numbered as in Table 1 of the published paper (MLSys 2020); "
+            "<code>observations.json</code> in this folder has every verdict with its figures.</p>"
+            "<table><tr><th>#</th><th>claim</th><th>verdicts</th></tr>" + "".join(rows) + "</table>")  # fmt: skip
+
+
+def write_index(out: Path, pipeline: Pipeline, reports: list[Report], observations: list[dict] | None = None) -> Path:
+    """``index.html``: status, duration, parameters and a link for every report, then the 14 observations."""
     rows = []
     for r in reports:
         colour = "#e6f4ea" if r.status == "ok" else "#fce8e6"
@@ -216,7 +248,9 @@ td,th{{border:1px solid #ccc;padding:.4em .8em;vertical-align:top;text-align:lef
 Store: <code>{html.escape(pipeline.store)}</code> in this folder.</p>
 <table><tr><th>report</th><th>status</th><th>duration</th><th>parameters</th></tr>
 {"".join(rows)}
-</table></body></html>
+</table>
+{observations_table(observations) if observations is not None else ""}
+</body></html>
 """
     index = out / "index.html"
     index.write_text(page)

@@ -1,4 +1,4 @@
-"""Shared fixtures: the original study's data and an isolated ceilings cache."""
+"""Shared fixtures: the original study's data (shipped copy and oracle) and an isolated cache."""
 
 from __future__ import annotations
 
@@ -8,15 +8,24 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-REFERENCE = Path(os.environ.get("PARADNN_REFERENCE", ROOT.parent / "shared" / "reference" / "paradnn-2019"))
+ORACLE = Path(os.environ.get("PARADNN_REFERENCE", ROOT.parent / "shared" / "reference" / "paradnn-2019"))
 
 
 @pytest.fixture(scope="session")
 def reference() -> Path:
-    """The folder holding the original ParaDnn JSON files (read in place, never copied)."""
-    if not (REFERENCE / "gpu_fc.json").exists():
-        pytest.skip(f"reference data not found at {REFERENCE} (set PARADNN_REFERENCE)")
-    return REFERENCE
+    """The original ParaDnn JSON files as shipped with the package (checksums verified)."""
+    from paradnn.legacy import bundled_dir, bundled_files
+
+    bundled_files()
+    return bundled_dir()
+
+
+@pytest.fixture(scope="session")
+def oracle() -> Path:
+    """The same files from the project's shared folder: an independent copy to compare against."""
+    if not (ORACLE / "gpu_fc.json").exists():
+        pytest.skip(f"reference data not found at {ORACLE} (set PARADNN_REFERENCE)")
+    return ORACLE
 
 
 @pytest.fixture(scope="session", autouse=True)

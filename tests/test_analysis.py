@@ -51,20 +51,29 @@ def test_regression_with_too_little_data_says_so():
 def test_trend_verdicts():
     rising = fc_frame(lambda n, b, layers: 0.001 * b)
     falling = fc_frame(lambda n, b, layers: 1 / b)
-    assert obs.trend(rising, "batch", "fc").verdict == obs.HOLDS
+    verdict = obs.trend(rising, "batch", "fc", platform="cpu")
+    assert verdict.verdict == obs.HOLDS and verdict.id == "O1" and verdict.platform == "cpu"
+    assert verdict.numbers["median_by_value"] == {"32": 0.032, "64": 0.064, "128": 0.128, "256": 0.256}
     verdict = obs.trend(falling, "batch", "fc")
     assert verdict.verdict == obs.FAILS and verdict.numbers["groups"] == 8
     assert verdict.numbers["median_ratio"] == pytest.approx(32 / 256)
+    assert obs.trend(falling, "batch", "fc", rising=False).verdict == obs.HOLDS
     assert obs.trend(rising, "batch", "cnn").verdict == obs.UNKNOWN
     assert "The paper found" in obs.trend(rising, "nodes", "fc", paper="x").sentence
 
 
-def test_memory_bound_share():
-    breakdown = pd.DataFrame({"label": ["a", "a"], "category": ["matmul", "element-wise"], "flops": [100.0, 1.0],
-                              "bytes": [1.0, 10.0], "time_share": [0.7, 0.3], "intensity": [100.0, 0.1]})  # fmt: skip
-    v = obs.memory_bound_share(breakdown, ridge=10)
-    assert v.verdict == obs.HOLDS and v.numbers["memory_bound_share"] == pytest.approx(0.3)
-    assert obs.memory_bound_share(pd.DataFrame(), ridge=10).verdict == obs.UNKNOWN
+def test_a_plateau_is_reported_as_one():
+    saturating = fc_frame(lambda n, b, layers: min(b, 64) / 100)  # rises 32 -> 64, then flat
+    verdict = obs.trend(saturating, "batch", "fc")
+    assert verdict.numbers["plateau_from"] == 64 and "plateau" in verdict.evidence
+    assert verdict.verdict == obs.FAILS  # two of three steps are flat: it does not keep rising
+    late = fc_frame(lambda n, b, layers: min(b, 128) / 100)  # rises over two steps, then flat
+    verdict = obs.trend(late, "batch", "fc")
+    assert verdict.verdict == obs.HOLDS and verdict.numbers["plateau_from"] == 128
+    zigzag = fc_frame(lambda n, b, layers: {32: 1, 64: 2, 128: 1.2, 256: 2.2}[b])  # up overall, down in a third of steps
+    assert obs.trend(zigzag, "batch", "fc").verdict == obs.HOLDS
+    jagged = fc_frame(lambda n, b, layers: {32: 1, 64: 3, 128: 1.2, 256: 1.1}[b])
+    assert obs.trend(jagged, "batch", "fc").verdict == obs.FAILS
 
 
 def test_speedup_depends_on_nodes_and_batch():
@@ -86,14 +95,17 @@ def test_speedup_depends_on_nodes_and_batch():
     )  # noqa: E501
 
 
-def test_stack_speedup_compute_bound_only():
+def test_stack_speedup_right_of_the_ridge():
     base = fc_frame(lambda n, b, layers: 1.0).assign(dtype="float32", platform="cpu", examples_per_sec=100.0)
-    # Lower precision doubles the throughput of the larger half (by FLOPs) and halves the rest.
-    big = base["nodes"] * base["batch"] >= 128 * 64
-    fast = base.assign(dtype="mixed_bfloat16", examples_per_sec=np.where(big, 200.0, 50.0))
+    base["bytes_estimate"] = base["flops_model"] / np.where(base["nodes"] * base["batch"] >= 128 * 64, 20.0, 5.0)
+    # Lower precision doubles the throughput of the models right of a 10 FLOPs/byte ridge and halves the rest.
+    right = base["flops_model"] / base["bytes_estimate"] >= 10
+    fast = base.assign(dtype="mixed_bfloat16", examples_per_sec=np.where(right, 200.0, 50.0))
     result = compare(pd.concat([base, fast]), "float32", "mixed_bfloat16", by="dtype")
-    assert obs.stack_speedup(result, "x", "y", compute_bound_only=True).verdict == obs.HOLDS
+    verdict = obs.stack_speedup(result, "x", "y", ridge=10.0, id="O13")
+    assert verdict.verdict == obs.HOLDS and verdict.numbers["n"] == int(right.sum()) and verdict.id == "O13"
     assert obs.stack_speedup(result, "x", "y").numbers["n"] == len(base)
+    assert obs.stack_speedup(result, "x", "y", ridge=1e9).verdict == obs.UNKNOWN  # nothing right of the ridge
 
 
 def test_roofline_ceilings_and_points():
@@ -143,12 +155,13 @@ def test_utilisation_ratio_needs_both_platforms():
     assert "needs measurements on v100" in obs.utilisation_ratio(table.drop(columns="v100")).evidence
 
 
-def test_largest_weights():
-    df = fc_frame(lambda n, b, layers: 0.1 * np.log2(n) + 0.01 * layers)
-    assert obs.largest_weights({"fc": regress(df, "utilization", family="fc")}).verdict == obs.HOLDS
-    deep = fc_frame(lambda n, b, layers: 0.3 * layers + 0.001 * np.log2(b))
-    assert obs.largest_weights({"fc": regress(deep, "utilization", family="fc")}).verdict == obs.FAILS
-    assert obs.largest_weights({}).verdict == obs.UNKNOWN
+def test_batch_and_width_matter_and_depth_much_less():
+    df = fc_frame(lambda n, b, layers: 0.1 * np.log2(n) + 0.05 * np.log2(b) + 0.01 * layers)
+    verdict = obs.weights_verdict({"fc": regress(df, "utilization", family="fc")}, "cpu")
+    assert verdict.verdict == obs.HOLDS and verdict.numbers["fc"]["strongest"] == "nodes" and verdict.id == "O1"
+    deep = fc_frame(lambda n, b, layers: 0.3 * layers + 0.001 * np.log2(b) + 0.5 * np.log2(n))
+    assert obs.weights_verdict({"fc": regress(deep, "utilization", family="fc")}).verdict == obs.FAILS  # depth outweighs batch
+    assert obs.weights_verdict({}).verdict == obs.UNKNOWN
 
 
 def test_workload_tables():
@@ -174,3 +187,121 @@ def test_parameter_ranges_of_the_smoke_grids():
     assert table.loc["fc", "kind"] == "range" and table.loc["squeezenet", "kind"] == "model"
     assert table.loc["fc", "min"] == 2000 * 64 + 64 * 64 + 64 * 1000 + 2 * 64 + 1000  # layers 2, nodes 64
     assert table.loc["squeezenet", "max"] == 1_248_424
+
+
+def traces_frame(comm: dict[int, float], infeed_small: float = 20.0, infeed_large: float = 2.0) -> pd.DataFrame:
+    """Synthetic TPU traces: an all-reduce share per batch; infeed share by model size."""
+    rows = []
+    for nodes in (32, 8192):
+        for batch, share in comm.items():
+            label = f"layer_4-node_{nodes}-input_2000-output_1000-bs_{batch}"
+            rows.append({"label": label, "category": "all", "infeed": infeed_small if nodes == 32 else infeed_large,
+                         "flops_perc": 10.0, "intensity": 100.0, "memory_bandwidth": 60.0})
+            rows.append({"label": label, "category": "cross-replica-sum", "time_perc": share, "intensity": 0.1})
+    return pd.DataFrame(rows)
+
+
+def test_communication_share_falls_with_batch():
+    verdict = obs.communication_share(traces_frame({256: 8.0, 1024: 4.0, 4096: 2.0}))
+    assert verdict.verdict == obs.HOLDS and verdict.id == "O3" and verdict.numbers["median_by_value"]["256"] == 8.0
+    assert obs.communication_share(traces_frame({256: 2.0, 1024: 4.0, 4096: 8.0})).verdict == obs.FAILS
+    assert obs.communication_share(traces_frame({256: 0.2, 1024: 0.1, 4096: 0.05})).verdict == obs.FAILS  # negligible
+    assert obs.communication_share(pd.DataFrame(columns=["label", "category", "time_perc"])).verdict == obs.UNKNOWN
+
+
+def test_smaller_models_wait_on_infeed_more():
+    assert obs.infeed_share(traces_frame({256: 1.0, 1024: 1.0, 4096: 1.0})).verdict == obs.HOLDS
+    assert obs.infeed_share(traces_frame({256: 1.0, 1024: 1.0, 4096: 1.0}, 1.0, 5.0)).verdict == obs.FAILS
+    assert obs.infeed_share(traces_frame({256: 1.0})).verdict == obs.UNKNOWN
+
+
+def test_speedup_direction():
+    base = fc_frame(lambda n, b, layers: 1.0).assign(platform="v100", examples_per_sec=1000.0, state="ok")
+    noise = 1 + 0.01 * np.random.default_rng(1).standard_normal(len(base))
+    tpu = base.assign(platform="tpu", examples_per_sec=1000.0 * base["batch"] / base["nodes"] * noise)
+    table = compare(pd.concat([base, tpu]), "v100", "tpu").table
+    assert obs.speedup_direction(table, "fc", "batch", True, "O7", "tpu vs v100", "x").verdict == obs.HOLDS
+    assert obs.speedup_direction(table, "fc", "nodes", False, "O8", "tpu vs v100", "x").verdict == obs.HOLDS
+    assert obs.speedup_direction(table, "fc", "batch", False, "O7", "tpu vs v100", "x").verdict == obs.FAILS
+    assert obs.speedup_direction(table.head(3), "fc", "batch", True, "O7", "", "x").verdict == obs.UNKNOWN
+
+
+def test_out_of_memory_first():
+    grid = fc_frame(lambda n, b, layers: 0.5)
+    small = grid.assign(platform="v100", state=np.where(grid["nodes"] >= 256, "oom", "ok"))
+    large = grid.assign(platform="tpu-v2-8", state=np.where(grid["nodes"] >= 512, "oom", "ok"))
+    verdict = obs.out_of_memory_first(pd.concat([small, large]))
+    assert verdict.verdict == obs.HOLDS and verdict.numbers["oom"] == {"tpu-v2-8": 8, "v100": 16}
+    flipped = pd.concat([small.assign(platform="tpu-v2-8"), large.assign(platform="v100")])
+    assert obs.out_of_memory_first(flipped).verdict == obs.FAILS
+    assert obs.out_of_memory_first(pd.concat([grid.assign(platform="a"), grid.assign(platform="b")])).verdict == obs.UNKNOWN
+    unexplained = pd.concat([small.assign(state=np.where(small["state"] == "oom", "timeout", "ok")), large])
+    assert obs.out_of_memory_first(unexplained).verdict == obs.UNKNOWN  # v100 failures without a recorded reason
+
+
+def test_version_chain_compares_like_with_like():
+    rows = []
+    for version, speed in (("2.16.2", 100.0), ("2.18.1", 110.0), ("2.21.0", 120.0)):
+        for xla, factor in ((True, 1.0), (False, 0.5)):
+            rows.append(fc_frame(lambda n, b, layers: 0.5).assign(sw_tensorflow=version, xla=xla, dtype="float32",
+                                                                   platform="cpu", examples_per_sec=speed * factor))  # fmt: skip
+    df = pd.concat(rows, ignore_index=True)
+    verdict, results = obs.version_chain(df, "cpu")
+    assert verdict.verdict == obs.HOLDS and verdict.id == "O12" and len(results) == 4
+    assert all(r.median == pytest.approx(1.1, rel=0.1) for r in results)  # XLA on and off never mixed
+    slower = df.assign(examples_per_sec=np.where(df["sw_tensorflow"] == "2.21.0", 50.0, df["examples_per_sec"]))
+    assert obs.version_chain(slower)[0].verdict == obs.FAILS
+    assert obs.version_chain(df[df["sw_tensorflow"] == "2.21.0"])[0].verdict == obs.UNKNOWN
+
+
+def test_registry_entries_and_merge(tmp_path):
+    from paradnn.analysis import registry
+
+    assert [o.id for o in registry.OBSERVATIONS] == [f"O{i}" for i in range(1, 15)]
+    verdict = obs.Verdict("check", "paper", obs.HOLDS, "numbers", {"x": np.float64(1.5), 64: 2}, id="O3", platform="tpu")
+    table = registry.publish([verdict], tmp_path / "results.sqlite", "architecture")
+    assert set(table["id"]) == {"O1", "O2", "O3", "O4"}  # the report's observations, judged or not
+    rows = registry.merge(tmp_path, ["architecture"])
+    assert [r["id"] for r in rows] == [f"O{i}" for i in range(1, 15)]
+    o3 = next(r for r in rows if r["id"] == "O3")
+    assert o3["verdict"] == obs.HOLDS and o3["figures"] == {"x": 1.5, "64": 2} and o3["platform"] == "tpu"
+    assert all(r["verdict"].startswith(registry.NEEDS) for r in rows if r["id"] != "O3")
+
+
+def plotted_points(ax) -> np.ndarray:
+    return np.concatenate([c.get_offsets() for c in ax.collections if len(c.get_offsets())])
+
+
+def test_every_plotted_op_point_lies_under_its_roof(reference, tmp_path):
+    """The TPU traces credit a `while` loop with its body's FLOPs (up to 100x the peak): left out."""
+    from paradnn import plots
+    from paradnn.analysis.roofline import Ceilings
+    from paradnn.legacy import import_files
+    from paradnn.store import Store
+
+    with Store(tmp_path / "r.sqlite") as s:
+        import_files(s, [reference / "fc_trace_10sec.json", reference / "fc_trace_10sec_opbreakdown.json"])
+        traces = s.traces()
+    peak, bandwidth = 180e12, 2400e9
+    fig = plots.trace_figures(traces, peak, bandwidth, "t")
+    x, y = plotted_points(fig.axes[1]).T
+    assert len(x) > 1000 and (y * 1e12 <= 1.1 * np.minimum(peak, bandwidth * x)).all()
+    breakdown = pd.DataFrame({"family": "fc", "label": "a", "category": ["matmul", "element-wise"], "time_share": [0.9, 0.1],
+                              "time_s": [1.0, 1.0], "flops": [50.0, 1e6], "bytes": [10.0, 1.0], "intensity": [5.0, 1e6],
+                              "flops_per_sec": [40.0, 1e6]})  # fmt: skip
+    fig = plots.op_breakdown(breakdown, Ceilings(100.0, 10.0, "test"), "t")
+    x, y = plotted_points(fig.axes[1]).T
+    assert list(x) == [5.0]  # the element-wise point claims 10,000x the peak: not drawn
+    assert any("left out, above the roof" in t.get_text() for t in fig.axes[1].texts)
+
+
+def test_the_papers_regression_form_standardises_raw_values():
+    df = fc_frame(lambda n, b, layers: 0.001 * n)
+    paper = regress(df, "utilization", family="fc", form="paper")
+    # Utilisation is exactly linear in nodes: its standardised weight is 1 and the rest 0.
+    assert paper.coefficients.loc["nodes", "coef"] == pytest.approx(1.0) and paper.form == "paper"
+    assert abs(paper.coefficients.loc["batch", "coef"]) < 1e-9
+    log2 = regress(df, "utilization", family="fc")
+    assert log2.r_squared < paper.r_squared == pytest.approx(1.0)  # a linear effect is not linear in log2
+    with pytest.raises(Exception, match="regression form"):
+        regress(df, "utilization", family="fc", form="cubic")

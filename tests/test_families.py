@@ -36,6 +36,7 @@ def test_the_paper_families_are_registered_in_order():
 def test_declaration_is_complete(family):
     names = family.config.axes()
     assert "batch" in names and family.width in (*names, None) and set(family.heatmap) - {None} <= set(names)
+    assert family.depth in (*names, None)
     assert isinstance(family.version, int) and family.version >= 1
     assert family.title and family.description
     assert families.get(family.name) is family and family.config.family == family.name
@@ -122,7 +123,7 @@ def test_a_family_from_outside_registers_and_conforms():
     def data(config, seed):
         return FC.data(FC.config(1, config.width, 4, 3, config.batch), seed)
 
-    toy = families.Family("toy-wide", "Toy", "one hidden layer", WideConfig, 1, "width", ("width", "batch", "width"),
+    toy = families.Family("toy-wide", "Toy", "one hidden layer", WideConfig, 1, "width", None, ("width", "batch", None),
                           build, data)  # fmt: skip
     families.register(toy)
     try:

@@ -236,3 +236,40 @@ def test_store_file_is_unchanged_after_close(tmp_path):
     with Store(tmp_path / "store.db") as store, pytest.raises(LegacyError):
         import_files(store, [_truncated(tmp_path)])
     assert (tmp_path / "store.db").read_bytes() == before
+
+
+def test_the_shipped_files_are_the_original_release(reference, oracle):
+    from paradnn.legacy import BUNDLED
+
+    for name in BUNDLED:
+        assert (reference / name).read_bytes() == (oracle / name).read_bytes(), name
+    assert "Apache License" in (reference / "LICENSE").read_text()
+    notice = (reference / "NOTICE").read_text()
+    assert "github.com/Emma926/paradnn" in notice and "1907.10701" in notice and "Apache" in notice
+
+
+def test_an_altered_shipped_file_is_refused(tmp_path, monkeypatch):
+    import shutil
+
+    from paradnn import legacy
+
+    copy = tmp_path / "paradnn-2019"
+    shutil.copytree(legacy.bundled_dir(), copy)
+    with open(copy / "gpu_fc.json", "a") as f:
+        f.write(" ")
+    monkeypatch.setattr(legacy, "bundled_dir", lambda: copy)
+    with pytest.raises(legacy.LegacyError, match="gpu_fc.json: SHA-256"):
+        legacy.bundled_files()
+
+
+def test_import_legacy_without_files_imports_the_shipped_set(tmp_path):
+    from click.testing import CliRunner
+
+    from paradnn.cli import main
+
+    store = tmp_path / "r.sqlite"
+    result = CliRunner().invoke(main, ["import-legacy", "--store", str(store)])
+    assert result.exit_code == 0, result.output
+    assert "tpu_fc.json: sweep of tpu-v2-8, 1944 rows, 1944 added" in result.output
+    again = CliRunner().invoke(main, ["import-legacy", "--store", str(store)])
+    assert "1944 rows, 0 added" in again.output

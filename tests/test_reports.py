@@ -26,26 +26,21 @@ def report(*args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def smoke(tmp_path_factory, reference) -> dict[str, Path]:
-    """The smoke pipeline without, then with, the original study's data (sharing one store)."""
-    plain, with_ref = tmp_path_factory.mktemp("plain"), tmp_path_factory.mktemp("reference")
-    first = report("smoke", "--outputs", str(plain))
+def smoke(tmp_path_factory) -> Path:
+    """The smoke pipeline, as a user runs it: no option, so the original study comes from the shipped copy."""
+    out = tmp_path_factory.mktemp("plain")
+    first = report("smoke", "--outputs", str(out))
     assert first.returncode == 0, first.stdout + first.stderr
-    assert first.stdout.strip().splitlines()[-1] == str(plain / "smoke" / "index.html")
-    (with_ref / "smoke").mkdir()
-    shutil.copy(plain / "smoke" / "results.sqlite", with_ref / "smoke" / "results.sqlite")
-    second = report("smoke", "--outputs", str(with_ref), "--reference", str(reference))
-    assert second.returncode == 0, second.stdout + second.stderr
-    return {"plain": plain / "smoke", "reference": with_ref / "smoke"}
+    assert first.stdout.strip().splitlines()[-1] == str(out / "smoke" / "index.html")
+    return out / "smoke"
 
 
 def images(html: str) -> int:
     return len(re.findall(r'<img[^>]+src="data:image/png;base64,', html))
 
 
-@pytest.mark.parametrize("run", ["plain", "reference"])
-def test_every_report_has_its_figures_and_no_errors(smoke, run):
-    out = smoke[run]
+def test_every_report_has_its_figures_and_no_errors(smoke):
+    out = smoke
     minimum = {"architecture": 6, "platform_comparison": 4, "software_stack": 2, "workloads": 5}
     for name in NOTEBOOKS:
         executed = json.loads((out / f"{name}.ipynb").read_text())
@@ -60,21 +55,51 @@ def test_every_report_has_its_figures_and_no_errors(smoke, run):
         assert "holds" in page or "not enough data" in page
 
 
+def test_every_observation_is_accounted_for(smoke):
+    rows = json.loads((smoke / "observations.json").read_text())
+    assert {r["id"] for r in rows} == {f"O{i}" for i in range(1, 15)}
+    assert all({"id", "claim", "platform", "verdict", "evidence", "figures"} <= set(r) for r in rows)
+    verdicts = {r["verdict"].split(" ")[0] for r in rows}
+    assert verdicts <= {"holds", "does", "not", "needs"}
+    o3 = [r for r in rows if r["id"] == "O3"]
+    assert o3[0]["platform"] == "tpu-v2-8" and set(o3[0]["figures"]["median_by_value"]) >= {"256", "16384"}
+    index = (smoke / "index.html").read_text()
+    assert "The paper's 14 observations" in index and all(f"<td>O{i}</td>" in index for i in range(1, 15))
+
+
 def test_index_links_resolve(smoke):
-    index = (smoke["plain"] / "index.html").read_text()
-    links = re.findall(r'href="([^"]+)"', index)
-    assert sorted(links) == sorted(f"{n}.html" for n in NOTEBOOKS)
-    assert all((smoke["plain"] / link).exists() for link in links)
+    index = (smoke / "index.html").read_text()
+    links = set(re.findall(r'href="([^"]+)"', index))
+    assert links == {f"{n}.html" for n in NOTEBOOKS}
+    assert all((smoke / link).exists() for link in links)
     assert index.count(">ok<") == len(NOTEBOOKS)
 
 
-def test_reference_data_adds_the_original_study(smoke):
-    page = (smoke["reference"] / "platform_comparison.html").read_text()
+def test_the_original_study_is_in_every_report_without_options(smoke):
+    page = (smoke / "platform_comparison.html").read_text()
     assert "tpu-v2-8 over v100: median speedup 3.79x" in page
     assert re.search(r"v100 wins on \d+", page)
-    arch = (smoke["reference"] / "architecture.html").read_text()
+    arch = (smoke / "architecture.html").read_text()
     assert "the best-utilised trace" in arch and "75 FLOPs/byte ridge" in arch
-    assert images(arch) > images((smoke["plain"] / "architecture.html").read_text())
+    with Store(smoke / "results.sqlite") as s:
+        platforms = set(s.results()["platform"])
+        assert {"tpu-v2-8", "v100"} <= platforms and len(s.traces()) == 230 + 2029
+
+
+def test_a_users_own_copy_of_the_original_data_still_works(tmp_path, reference):
+    """--reference DIR imports that folder's files instead of the shipped ones (here: the V100 and TPU sweeps only)."""
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    for name in ("gpu_fc.json", "tpu_fc.json"):
+        shutil.copy(reference / name, mine / name)
+    pipeline = tmp_path / "legacy_only.yaml"
+    pipeline.write_text("name: legacy_only\nnotebooks:\n  - notebook: notebooks/platform_comparison.ipynb\n"
+                        "    parameters: {measure_missing: false}\n")  # fmt: skip
+    result = report(str(pipeline), "--outputs", str(tmp_path), "--reference", str(mine))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "tpu-v2-8 over v100: median speedup 3.79x" in (tmp_path / "legacy_only" / "platform_comparison.html").read_text()
+    with Store(tmp_path / "legacy_only" / "results.sqlite") as s:
+        assert s.traces().empty  # the user's folder had no traces, and nothing else was imported
 
 
 def test_rerun_with_new_parameters_measures_only_what_is_new(tmp_path):
@@ -87,10 +112,12 @@ def test_rerun_with_new_parameters_measures_only_what_is_new(tmp_path):
     store = tmp_path / "fc_only" / "results.sqlite"
     with Store(store) as s:
         before = s.results()
+    before = before[before["source"] == "measured"]  # the original study's rows are imported too
     result = report(str(pipeline), "--outputs", str(tmp_path), "-p", "overrides={fc: {batch: [64, 128]}}")
     assert result.returncode == 0, result.stderr
     with Store(store) as s:
         after = s.results()
+    after = after[after["source"] == "measured"]
     new = after[~after["id"].isin(before["id"])]
     assert len(before) == 4 and set(new["batch"]) == {128} and len(new) == 2
     assert after["label"].is_unique
@@ -140,7 +167,7 @@ def chromium_dom(page: Path, tmp_path: Path) -> str:
 
 def test_index_and_report_render_in_chromium(smoke, tmp_path):
     site = tmp_path / "site"
-    shutil.copytree(smoke["reference"], site, ignore=shutil.ignore_patterns("*.sqlite*", "*.ipynb"))
+    shutil.copytree(smoke, site, ignore=shutil.ignore_patterns("*.sqlite*", "*.ipynb"))
     for name in ("index.html", "architecture.html"):
         page = site / name
         page.write_text(page.read_text().replace("</body>", CHECK_IMAGES + "</body>"))

@@ -39,6 +39,7 @@ def test_tpu_over_v100_matches_the_study(legacy_results):
         "batch",
         "params",
         "flops_model",
+        "bytes_estimate",
         "baseline",
         "target",
         "speedup",

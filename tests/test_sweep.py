@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from paradnn.store import Store
+from paradnn.store import Store, StoreError
 from paradnn.sweep import ordered
 
 pytestmark = pytest.mark.slow
@@ -39,8 +39,11 @@ def rows(store: Path):
 def wait_for_rows(store: Path, n: int, proc: subprocess.Popen, limit: float = 120) -> None:
     end = time.monotonic() + limit
     while time.monotonic() < end and proc.poll() is None:
-        if store.exists() and rows(store).shape[0] >= n:
-            return
+        try:
+            if store.exists() and rows(store).shape[0] >= n:
+                return
+        except StoreError:  # the sweep is still creating the store
+            pass
         time.sleep(0.2)
     raise AssertionError(f"no {n} rows within {limit} s (exit {proc.poll()})")
 

@@ -1,17 +1,24 @@
 """The paper's observations as checks against the data at hand.
 
 Each check returns a :class:`Verdict`: ``holds``, ``does not hold`` or ``not enough
-data``, with the numbers behind it and one sentence that pairs what the paper found with
-what this data shows (used as figure captions in the notebooks).
+data``, with the numbers behind it, the observation it judges (``O1``..``O14``, see
+:mod:`paradnn.analysis.registry`; empty for the package's own checks), the platform it
+was judged on, and one sentence that pairs what the paper found with what this data
+shows (used as figure captions in the notebooks).
 
-Trends ("utilisation rises with batch size") are judged on *matched pairs*: groups of
-configurations that differ only in the one hyperparameter, comparing its largest value
-with its smallest. The trend holds when at least two thirds of the groups agree and the
-median ratio is above 1.
+Trends ("utilisation rises with batch size") are judged on their *shape*, on matched
+groups (configurations that differ only in the one hyperparameter): every adjacent step
+of the axis within a group counts. A trend holds when the metric moves the claimed way
+from the smallest value to the largest (median over groups, by more than 2%), at least
+half of the adjacent steps move that way and no more than a third go against it; steps
+within 2% are flat, and a tail of flat steps is reported as a plateau (a metric that rises
+once and then stays flat does not "rise with" the axis). The figures keep the metric's median at every value
+of the axis.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -23,169 +30,155 @@ from paradnn.analysis.speedup import SpeedupResult, compare
 
 HOLDS, FAILS, UNKNOWN = "holds", "does not hold", "not enough data"
 AGREEMENT = 2 / 3
+FLAT = 0.02  # an adjacent step within 2% is flat
 
 
 @dataclass(frozen=True)
 class Verdict:
-    observation: str
+    observation: str  # what was checked, in a few words
     paper: str  # what the paper found
     verdict: str
     evidence: str  # the numbers behind the verdict, in words
     numbers: dict = field(default_factory=dict)
+    id: str = ""  # the paper's observation (O1..O14); empty for the package's own checks
+    platform: str = ""  # the platform (or pair) it was judged on
 
     @property
     def sentence(self) -> str:
         here = {HOLDS: "it holds", FAILS: "it does not hold"}.get(self.verdict, "there is not enough data to tell")
-        return f"The paper found that {self.paper}; here {here} ({self.evidence})."
+        where = f" on {self.platform}" if self.platform else ""
+        return f"The paper found that {self.paper}; here{where} {here} ({self.evidence})."
 
     def row(self) -> dict:
         return {"observation": self.observation, "verdict": self.verdict, "evidence": self.evidence}
 
+    def about(self, id: str, platform: str = "") -> Verdict:
+        """The same verdict, tagged with the observation and platform it judges."""
+        return dataclasses.replace(self, id=id, platform=platform or self.platform)
+
 
 def table(verdicts: list[Verdict]) -> pd.DataFrame:
-    """Verdicts as a DataFrame (the last cell of every notebook)."""
+    """Verdicts as a DataFrame."""
     return pd.DataFrame([v.row() for v in verdicts], columns=["observation", "verdict", "evidence"])
+
+
+# ------------------------------------------------------------------ trends
+
+
+def matched_groups(df: pd.DataFrame, axis: str, metric: str, family: str) -> list[pd.Series]:
+    """Per group of configurations equal in every other axis: the median ``metric`` at each ``axis`` value."""
+    others = [a.name for a in families.get(family).axes if a.name != axis and a.name in df]
+    ok = df[(df["family"] == family) & (df["state"] == "ok") & df[metric].notna()]
+    if ok.empty or ok[axis].nunique() < 2:
+        return []
+    keys = [c for c in others if c in ok and ok[c].notna().any()]
+    groups = ok.groupby(keys, dropna=False) if keys else [(None, ok)]
+    series = [group.groupby(axis)[metric].median().sort_index() for _, group in groups]
+    return [s for s in series if len(s) >= 2 and (s > 0).all()]
 
 
 def matched_ratios(df: pd.DataFrame, axis: str, metric: str, family: str) -> pd.Series:
     """metric(largest axis value) / metric(smallest) within groups equal in every other axis."""
-    others = [a.name for a in families.get(family).axes if a.name != axis and a.name in df]
-    ok = df[(df["family"] == family) & (df["state"] == "ok") & df[metric].notna()]
-    if ok.empty or ok[axis].nunique() < 2:
-        return pd.Series(dtype=float)
-    keys = [c for c in others if c in ok and ok[c].notna().any()]
-    ratios = []
-    for _, group in ok.groupby(keys, dropna=False) if keys else [(None, ok)]:
-        per_value = group.groupby(axis)[metric].median()
-        if len(per_value) >= 2 and per_value.iloc[0] > 0:
-            ratios.append(per_value.iloc[-1] / per_value.iloc[0])
-    return pd.Series(ratios, dtype=float)
+    return pd.Series([s.iloc[-1] / s.iloc[0] for s in matched_groups(df, axis, metric, family)], dtype=float)
 
 
-def trend(df: pd.DataFrame, axis: str, family: str, metric: str = "utilization", paper: str = "") -> Verdict:
-    """Does ``metric`` rise with ``axis`` for ``family``? (matched pairs, see module doc)."""
+def trend(df: pd.DataFrame, axis: str, family: str, metric: str = "utilization", paper: str = "", rising: bool = True,
+          id: str = "O1", platform: str = "") -> Verdict:  # fmt: skip
+    """Does ``metric`` rise (or fall) with ``axis`` for ``family``? Judged on the shape (module doc)."""
     fam = families.get(family)
-    name = f"{fam.title}: {metric.replace('_', ' ')} rises with {axis}"
+    way = "rises" if rising else "falls"
     what = "utilisation" if metric == "utilization" else metric.replace("_", " ")
-    paper = paper or f"{fam.title} {what} rises with the {fam.axis(axis).title}"
-    ratios = matched_ratios(df, axis, metric, family)
-    if ratios.empty:
-        return Verdict(name, paper, UNKNOWN, f"no {fam.title} configurations that differ only in {axis}")
-    share = float((ratios > 1).mean())
-    median = float(ratios.median())
-    evidence = f"{(ratios > 1).sum()} of {len(ratios)} matched groups rise; median ratio largest/smallest {axis} {median:.2f}x"
-    verdict = HOLDS if share >= AGREEMENT and median > 1 else FAILS
-    return Verdict(name, paper, verdict, evidence, {"groups": len(ratios), "share_rising": share, "median_ratio": median})
+    name = f"{fam.title}: {what} {way} with {axis}"
+    paper = paper or f"{fam.title} {what} {way} with the {fam.axis(axis).title}"
+    groups = matched_groups(df, axis, metric, family)
+    if not groups:
+        return Verdict(name, paper, UNKNOWN, f"no {fam.title} configurations that differ only in {axis}", id=id,
+                       platform=platform)  # fmt: skip
+    sign = 1 if rising else -1
+    steps = np.concatenate([np.log(s.to_numpy()[1:] / s.to_numpy()[:-1]) for s in groups]) * sign
+    along, against = float((steps > np.log1p(FLAT)).mean()), float((steps < -np.log1p(FLAT)).mean())
+    overall = float(np.median([s.iloc[-1] / s.iloc[0] for s in groups]))
+    medians = df[(df["family"] == family) & (df["state"] == "ok")].groupby(axis)[metric].median()
+    plateau = _plateau(medians, sign)
+    moves = overall ** sign > 1 + FLAT
+    verdict = HOLDS if moves and along >= 0.5 and against <= 1 - AGREEMENT else FAILS
+    evidence = (f"{what} changes {overall:.2f}x from the smallest to the largest {axis} "
+                f"(median of {len(groups)} matched groups); of {len(steps)} adjacent steps {along:.0%} {way[:-1]}, "
+                f"{against:.0%} go the other way")  # fmt: skip
+    if plateau is not None:
+        evidence += f"; the medians stop {'rising' if rising else 'falling'} from {axis} {plateau:g} on (a plateau)"
+    numbers = {"groups": len(groups), "median_ratio": overall, "share_along": along, "share_against": against,
+               "plateau_from": plateau, "median_by_value": {_key(k): float(v) for k, v in medians.items()}}  # fmt: skip
+    return Verdict(name, paper, verdict, evidence, numbers, id=id, platform=platform)
 
 
-def family_trends(df: pd.DataFrame, family: str) -> list[Verdict]:
-    """The paper's Fig. 2 trends for one family: utilisation rises with batch and with width."""
+def _plateau(medians: pd.Series, sign: int) -> float | None:
+    """The axis value from which the medians stop moving the claimed way (every later step flat
+    or going back), if they moved that way before it."""
+    values = medians.to_numpy(dtype=float)
+    if len(values) < 3 or (values <= 0).any():
+        return None
+    steps = np.log(values[1:] / values[:-1]) * sign
+    stalled = steps <= np.log1p(FLAT)
+    start = len(steps)
+    while start > 0 and stalled[start - 1]:
+        start -= 1
+    if start == len(steps) or start == 0:
+        return None
+    return float(medians.index[start])
+
+
+def _key(value) -> str:
+    return f"{value:g}" if isinstance(value, (int, float, np.integer, np.floating)) else str(value)
+
+
+def family_trends(df: pd.DataFrame, family: str, platform: str = "") -> list[Verdict]:
+    """The paper's Fig. 2 trends for one family: utilisation rises with batch and with width (O1)."""
     width = families.get(family).width
-    return [trend(df, "batch", family)] + ([trend(df, width, family)] if width else [])
+    return [trend(df, "batch", family, platform=platform)] + ([trend(df, width, family, platform=platform)] if width else [])
 
 
-def largest_weights(regressions: dict[str, RegressionResult]) -> Verdict:
-    """Batch size or the width axis carries the largest regression weight, in every family."""
-    name = "Batch size and layer width drive utilisation most"
-    paper = "batch size and the width of the layers (nodes, filters, embedding) carry the largest weights"
-    strongest = {f: r.coefficients["coef"].abs().idxmax() for f, r in regressions.items() if not r.coefficients.empty}
-    if not strongest:
-        return Verdict(name, paper, UNKNOWN, "no family has enough varied configurations for a regression")
-    evidence = "largest weight: " + ", ".join(f"{k} for {families.get(f).title}" for f, k in strongest.items())
-    agrees = all(k in ("batch", families.get(f).width) for f, k in strongest.items())
-    return Verdict(name, paper, HOLDS if agrees else FAILS, evidence, {"strongest": strongest})
+def weights_verdict(regressions: dict[str, RegressionResult], platform: str = "") -> Verdict:
+    """O1's second half, on the regression weights: batch or width carries the largest weight in
+    every family, and depth (layers, blocks) less than either of them."""
+    name = "Batch and width matter, depth much less (regression weights)"
+    paper = "batch size and the width of the layers carry the largest weights, and the depth much less"
+    rows, agrees = {}, []
+    for family, reg in regressions.items():
+        coef = reg.coefficients["coef"].abs() if not reg.coefficients.empty else pd.Series(dtype=float)
+        fam = families.get(family)
+        drivers = [a for a in ("batch", fam.width) if a and a in coef.index]
+        if not drivers:
+            continue
+        strongest = coef.idxmax()
+        depth = coef.get(fam.depth) if fam.depth else None
+        rows[family] = {"strongest": strongest, "depth_weight": None if depth is None else float(depth),
+                        "driver_weights": {a: float(coef[a]) for a in drivers}}  # fmt: skip
+        agrees.append(strongest in drivers and (depth is None or depth < min(coef[a] for a in drivers)))
+    if not rows:
+        return Verdict(name, paper, UNKNOWN, "no family has enough varied configurations for a regression", id="O1",
+                       platform=platform)  # fmt: skip
+    evidence = "; ".join(
+        f"{families.get(f).title}: largest {r['strongest']}"
+        + (f", |depth| {r['depth_weight']:.3f} vs |batch/width| " + "/".join(f"{w:.3f}" for w in r["driver_weights"].values())
+           if r["depth_weight"] is not None else "")
+        for f, r in rows.items()
+    )  # fmt: skip
+    return Verdict(name, paper, HOLDS if all(agrees) else FAILS, evidence, rows, id="O1", platform=platform)
 
 
-def memory_bound_share(breakdown: pd.DataFrame, ridge: float, threshold: float = 0.10) -> Verdict:
-    """Even the most compute-bound profiled model spends a noticeable time share in
-    memory-bound op categories (intensity below the ridge point)."""
-    name = "Compute-bound models spend noticeable time in memory-bound ops"
-    paper = "even compute-bound models spend a noticeable share of time in memory-bound ops"
-    if breakdown is None or breakdown.empty:
-        return Verdict(name, paper, UNKNOWN, "no per-op profile")
-    per_config = []
-    for label, g in breakdown.groupby("label"):
-        total_flops = g["flops"].sum()
-        intensity = total_flops / g["bytes"].sum() if g["bytes"].sum() else np.nan
-        memory_share = g.loc[g["intensity"].fillna(0) < ridge, "time_share"].sum()
-        per_config.append((label, intensity, memory_share))
-    label, intensity, share = max(per_config, key=lambda t: t[1])
-    evidence = f"the most compute-intensive profiled model ({label}) spends {share:.0%} of its time in ops below the ridge"
-    verdict = HOLDS if share >= threshold else FAILS
-    return Verdict(name, paper, verdict, evidence, {"label": label, "memory_bound_share": float(share)})
-
-
-def speedup_depends_on(table_: pd.DataFrame, family: str, axes: tuple[str, ...] = ("nodes", "batch")) -> Verdict:
-    """Platform speedup varies with model shape: log2(speedup) regressed on log2 features."""
-    name = f"{families.get(family).title}: speedup depends on {' and '.join(axes)}"
-    paper = (
-        "small FC models with large batches favour the platform with the larger matrix units, "
-        "large FC models with small batches the other: speedup depends on nodes and batch"
-    )
-    sub = table_[table_["family"] == family] if "family" in table_ else table_
-    if len(sub) < 6:
-        return Verdict(name, paper, UNKNOWN, f"{len(sub)} configurations on both platforms (need 6)")
-    data = sub.assign(log2_speedup=np.log2(sub["speedup"]))
-    reg = regress(data, "log2_speedup", family=family)
-    coef = reg.coefficients
-    significant = [a for a in axes if a in coef.index and np.sign(coef.loc[a, "ci_low"]) == np.sign(coef.loc[a, "ci_high"])]
-    coefs = ", ".join(f"{a} {reg.coefficients.loc[a, 'coef']:+.2f}" for a in axes if a in reg.coefficients.index)
-    spread = f"speedup {sub['speedup'].min():.2f}x to {sub['speedup'].max():.2f}x"
-    evidence = f"{spread}; log2-speedup weights {coefs} (R^2 {reg.r_squared:.2f}, n {reg.n})"
-    verdict = HOLDS if significant and reg.r_squared >= 0.3 else FAILS
-    return Verdict(name, paper, verdict, evidence, {"significant": significant, "r_squared": reg.r_squared})
-
-
-def stack_speedup(result, name: str, paper: str, compute_bound_only: bool = False, margin: float = 0.05) -> Verdict:
-    """A software-stack or precision change speeds things up: median speedup above 1 + margin.
-
-    With ``compute_bound_only`` only the configurations in the top half by model FLOPs count.
-    """
-    t = result.table
-    if compute_bound_only and not t.empty:
-        t = t[t["flops_model"] >= t["flops_model"].median()]
-    if len(t) < 2:
-        return Verdict(name, paper, UNKNOWN, f"{len(t)} configurations measured both ways (need 2)")
-    median = float(t["speedup"].median())
-    spread = f"range {t['speedup'].min():.2f}x-{t['speedup'].max():.2f}x"
-    evidence = f"median speedup {median:.2f}x over {len(t)} configurations ({spread})"
-    return Verdict(name, paper, HOLDS if median > 1 + margin else FAILS, evidence, {"median": median, "n": len(t)})
-
-
-def trace_memory_bound_share(traces: pd.DataFrame, ridge: float = 75.0, threshold: float = 10.0) -> Verdict:
-    """On the original TPU v2 traces: the best-utilised configuration's time share in op
-    categories below the ridge point (``time_perc`` is in percent)."""
-    name = "TPU v2: compute-bound models spend noticeable time in memory-bound ops"
-    paper = "even compute-bound models spend a noticeable share of time in memory-bound ops"
-    whole = traces[traces["category"] == "all"]
-    ops = traces[traces["category"] != "all"]
-    if whole.empty or ops.empty:
-        return Verdict(name, paper, UNKNOWN, "no TPU traces with an op breakdown in the store")
-    below = ops[ops["intensity"] < ridge].groupby("label")["time_perc"].sum()
-    best = whole.loc[whole["flops_perc"].idxmax(), "label"]
-    share = float(below.get(best, 0.0))
-    evidence = (f"the best-utilised trace ({best}, {whole['flops_perc'].max():.0f}% of peak) spends {share:.0f}% of its "
-                f"time in op categories below the {ridge:.0f} FLOPs/byte ridge")  # fmt: skip
-    return Verdict(name, paper, HOLDS if share >= threshold else FAILS, evidence, {"label": best, "share_percent": share})
-
-
-def version_speedup(df: pd.DataFrame) -> tuple[Verdict, SpeedupResult | None]:
-    """Newest TensorFlow version over the oldest in the store (float32); the verdict and the comparison."""
-    name, paper = "Newer software stacks speed things up", "newer software stacks speed things up"
-    versions = sorted(df["sw_tensorflow"].dropna().unique(), key=lambda v: tuple(int(p) for p in v.split(".")[:3] if p.isdigit()))
-    if len(versions) < 2:
-        return Verdict(name, paper, UNKNOWN, f"one TensorFlow version in the store ({', '.join(versions) or 'none'})"), None
-    result = compare(df[df["dtype"] == "float32"], versions[0], versions[-1], by="sw_tensorflow")
-    return stack_speedup(result, name, paper), result
-
+# ------------------------------------------------------------------ memory-bound time (O2)
 
 # Op categories whose arithmetic the profiler cannot count (a recurrent loop's matmuls run
 # inside a While op): never called memory-bound for want of a FLOP count.
 UNCOUNTED_CATEGORIES = ("recurrent loop",)
+# TPU trace categories that contain other ops: the profiler credits them with their body's
+# FLOPs but only their own few microseconds (up to 78x the peak), so they are not op points.
+CONTAINER_CATEGORIES = ("while",)
 
 
-def compute_bound_memory_time(breakdown: pd.DataFrame, ridge: float, points: pd.DataFrame,
-                              threshold: float = 0.10) -> Verdict:  # fmt: skip
+def compute_bound_memory_time(breakdown: pd.DataFrame, ridge: float, points: pd.DataFrame, threshold: float = 0.10,
+                              platform: str = "") -> Verdict:  # fmt: skip
     """Observation 2 on profiled models: those that are compute-bound still spend more than
     ``threshold`` of their time in memory-bound op categories (intensity below the ridge).
 
@@ -197,7 +190,7 @@ def compute_bound_memory_time(breakdown: pd.DataFrame, ridge: float, points: pd.
     name = "Compute-bound models spend noticeable time in memory-bound ops"
     paper = "even compute-bound models such as Transformer and ResNet-50 spend a noticeable share of time in memory-bound ops"
     if breakdown is None or breakdown.empty:
-        return Verdict(name, paper, UNKNOWN, "no per-op profile")
+        return Verdict(name, paper, UNKNOWN, "no per-op profile", id="O2", platform=platform)
     rows = []
     for label, g in breakdown.groupby("label", sort=False):
         counted = g[~g["category"].isin(UNCOUNTED_CATEGORIES)]
@@ -206,32 +199,284 @@ def compute_bound_memory_time(breakdown: pd.DataFrame, ridge: float, points: pd.
         share = counted.loc[counted["intensity"].fillna(0) < ridge, "time_share"].sum() / max(counted["time_share"].sum(), 1e-12)
         rows.append({"family": g["family"].iloc[0], "label": label, "intensity": intensity, "memory_bound_share": share,
                      "uncounted_share": float(g.loc[g["category"].isin(UNCOUNTED_CATEGORIES), "time_share"].sum())})  # fmt: skip
-    table = pd.DataFrame(rows)
-    bound = table[table["intensity"] >= ridge]  # NaN (not on the roofline) is never compute-bound
+    table_ = pd.DataFrame(rows)
+    bound = table_[table_["intensity"] >= ridge]  # NaN (not on the roofline) is never compute-bound
     shown = "; ".join(f"{families.get(r.family).title} {r.intensity:.0f} FLOPs/B, {r.memory_bound_share:.0%} memory-bound"
-                      for r in table.itertuples())  # fmt: skip
+                      for r in table_.itertuples())  # fmt: skip
     if bound.empty:
         return Verdict(name, paper, UNKNOWN, f"no profiled model is compute-bound here (ridge {ridge:.0f} FLOPs/B: {shown})",
-                       {"models": rows})  # fmt: skip
+                       {"models": rows}, id="O2", platform=platform)  # fmt: skip
     holds = bool((bound["memory_bound_share"] > threshold).all())
-    evidence = f"{len(bound)} of {len(table)} profiled models are right of the ridge ({ridge:.0f} FLOPs/B): {shown}"
-    return Verdict(name, paper, HOLDS if holds else FAILS, evidence, {"models": rows})
+    evidence = f"{len(bound)} of {len(table_)} profiled models are right of the ridge ({ridge:.0f} FLOPs/B): {shown}"
+    return Verdict(name, paper, HOLDS if holds else FAILS, evidence, {"models": rows}, id="O2", platform=platform)
 
 
-def utilisation_ratio(table: pd.DataFrame, target: str = "tpu-v2-8", baseline: str = "v100") -> Verdict:
-    """Fig. 11: per family measured on both, median FLOPS utilisation of ``target`` over ``baseline``.
+def trace_memory_bound_share(traces: pd.DataFrame, ridge: float = 75.0, threshold: float = 10.0) -> Verdict:
+    """O2 on the original TPU v2 traces: of the configurations right of the ridge (the premise),
+    the share of time in op categories below it (``time_perc`` is in percent); container
+    categories (``while``) are left out."""
+    name = "TPU v2: compute-bound models spend noticeable time in memory-bound ops"
+    paper = "even compute-bound models spend a noticeable share of time in memory-bound ops"
+    whole = traces[traces["category"] == "all"]
+    ops = traces[(traces["category"] != "all") & ~traces["category"].isin(CONTAINER_CATEGORIES)]
+    if whole.empty or ops.empty:
+        return Verdict(name, paper, UNKNOWN, "no TPU traces with an op breakdown in the store", id="O2", platform="tpu-v2-8")
+    bound = whole[whole["intensity"] >= ridge]
+    if bound.empty:
+        return Verdict(name, paper, UNKNOWN, f"no traced configuration is right of the {ridge:.0f} FLOPs/byte ridge", id="O2",
+                       platform="tpu-v2-8")  # fmt: skip
+    below = ops[ops["intensity"].fillna(0) < ridge].groupby("label")["time_perc"].sum().reindex(bound["label"]).fillna(0)
+    best = bound.loc[bound["flops_perc"].idxmax(), "label"]
+    evidence = (f"{len(bound)} of {len(whole)} traced configurations are right of the {ridge:.0f} FLOPs/byte ridge; they spend "
+                f"a median {below.median():.0f}% of their time in op categories below it (the best-utilised trace, {best} "
+                f"at {bound['flops_perc'].max():.0f}% of peak, {below.get(best, 0):.0f}%)")  # fmt: skip
+    verdict = HOLDS if below.median() >= threshold else FAILS
+    numbers = {"compute_bound": len(bound), "median_share_percent": float(below.median()), "best": best,
+               "best_share_percent": float(below.get(best, 0))}  # fmt: skip
+    return Verdict(name, paper, verdict, evidence, numbers, id="O2", platform="tpu-v2-8")
 
-    ``table`` is :func:`paradnn.analysis.workloads.platform_table` (families x platforms).
+
+def bandwidth_wall(tpu: pd.DataFrame, traces: pd.DataFrame, busy: float = 50.0) -> Verdict:
+    """O2's bandwidth wall on the TPU: FC utilisation stops rising with nodes (a plateau) where
+    the traces show memory-bandwidth utilisation above ``busy`` percent."""
+    name = "TPU v2: utilisation hits a memory-bandwidth wall as nodes grow"
+    paper = "utilisation stops rising beyond a few thousand nodes, where memory bandwidth is busy"
+    shape = trend(tpu, "nodes", "fc", id="O2", platform="tpu-v2-8")
+    whole = traces[traces["category"] == "all"].copy()
+    if shape.verdict == UNKNOWN or whole.empty:
+        return Verdict(name, paper, UNKNOWN, "needs the TPU v2 FC sweep and its traces", id="O2", platform="tpu-v2-8")
+    whole["nodes"] = whole["label"].str.extract(r"node_(\d+)").astype(int)
+    bandwidth = whole.groupby("nodes")["memory_bandwidth"].median()
+    plateau = shape.numbers["plateau_from"]
+    by_nodes = shape.numbers["median_by_value"]
+    if plateau is None:
+        evidence = f"utilisation keeps rising with nodes (medians by nodes: {_fmt(by_nodes, '.0%')})"
+        return Verdict(name, paper, FAILS, evidence, {"utilization_by_nodes": by_nodes}, id="O2", platform="tpu-v2-8")
+    at_wall = bandwidth[bandwidth.index >= plateau]
+    evidence = (f"utilisation is flat from {plateau:g} nodes on; memory-bandwidth utilisation there is "
+                f"{at_wall.median():.0f}% of peak (medians by nodes: {_fmt(by_nodes, '.0%')})")  # fmt: skip
+    verdict = HOLDS if len(at_wall) and at_wall.median() >= busy else FAILS
+    numbers = {"plateau_from": plateau, "utilization_by_nodes": by_nodes,
+               "bandwidth_by_nodes": {_key(k): float(v) for k, v in bandwidth.items()}}  # fmt: skip
+    return Verdict(name, paper, verdict, evidence, numbers, id="O2", platform="tpu-v2-8")
+
+
+def _fmt(values: dict, spec: str) -> str:
+    return ", ".join(f"{k}: {v:{spec}}" for k, v in values.items())
+
+
+# ------------------------------------------------------------------ communication and infeed (O3, O4)
+
+
+def _by_batch(rows: pd.DataFrame, column: str) -> pd.Series:
+    batch = rows["label"].str.extract(r"bs_(\d+)")[0].astype(int)
+    return rows.assign(batch=batch).groupby("batch")[column].median().sort_index()
+
+
+def communication_share(traces: pd.DataFrame, negligible: float = 1.0) -> Verdict:
+    """O3 on the TPU v2 traces: the cross-replica-sum (all-reduce) share of step time is
+    non-negligible (median above ``negligible`` percent) and falls as the batch grows."""
+    name = "TPU v2: communication takes a share of the step that falls with batch"
+    paper = "communication between chips takes a non-negligible share of the step, falling as the batch grows"
+    comm = traces[traces["category"] == "cross-replica-sum"]
+    if comm["time_perc"].notna().sum() < 3:
+        return Verdict(name, paper, UNKNOWN, "needs multi-chip traces (cross-replica-sum)", id="O3", platform="tpu-v2-8")
+    by_batch = _by_batch(comm, "time_perc")
+    steps = np.log(by_batch.to_numpy()[1:] / np.maximum(by_batch.to_numpy()[:-1], 1e-9))
+    falling = float((steps < -np.log1p(FLAT)).mean()) if len(steps) else 0.0
+    median = float(comm["time_perc"].median())
+    holds = median >= negligible and by_batch.iloc[-1] < by_batch.iloc[0] and falling >= AGREEMENT
+    evidence = (f"median {median:.1f}% of step time over {len(comm)} traces; by batch {_fmt(_keys(by_batch), '.1f')} (%); "
+                f"{falling:.0%} of the steps between batch sizes fall")  # fmt: skip
+    numbers = {"median_percent": median, "median_by_value": _keys(by_batch), "share_falling_steps": falling}
+    return Verdict(name, paper, HOLDS if holds else FAILS, evidence, numbers, id="O3", platform="tpu-v2-8")
+
+
+def _keys(series: pd.Series) -> dict:
+    return {_key(k): float(v) for k, v in series.items()}
+
+
+def infeed_share(traces: pd.DataFrame) -> Verdict:
+    """O4 on the TPU v2 FC traces: smaller models wait on infeed more. Compares the median
+    infeed share of the third of traced configurations with the fewest FLOPs per example
+    against the third with the most; the share by batch is in the figures."""
+    name = "TPU v2: smaller models wait on infeed more than larger ones"
+    paper = "the host can fail to feed the device, and smaller models are held back more by infeed than larger ones"
+    whole = traces[(traces["category"] == "all") & traces["infeed"].notna()].copy()
+    if len(whole) < 6:
+        return Verdict(name, paper, UNKNOWN, "needs infeed traces", id="O4", platform="tpu-v2-8")
+    from paradnn.counting import forward_flops_per_example
+
+    whole["work"] = [forward_flops_per_example(families.parse_label("fc", label)) for label in whole["label"]]
+    small, large = whole["work"].quantile([1 / 3, 2 / 3])
+    low, high = whole.loc[whole["work"] <= small, "infeed"].median(), whole.loc[whole["work"] >= large, "infeed"].median()
+    by_batch = _by_batch(whole, "infeed")
+    evidence = (f"median infeed share {low:.1f}% for the smallest third of models by FLOPs per example, {high:.1f}% for the "
+                f"largest third; by batch {_fmt(_keys(by_batch), '.1f')} (%)")  # fmt: skip
+    numbers = {"smallest_third_percent": float(low), "largest_third_percent": float(high), "median_by_value": _keys(by_batch)}
+    return Verdict(name, paper, HOLDS if low > high else FAILS, evidence, numbers, id="O4", platform="tpu-v2-8")
+
+
+# ------------------------------------------------------------------ platforms (O6-O10)
+
+
+def speedup_direction(table_: pd.DataFrame, family: str, axis: str, grows: bool, id: str, platform: str,
+                      paper: str) -> Verdict:  # fmt: skip
+    """The sign of ``axis``'s weight in a regression of log2(speedup) on the standardised log2
+    hyperparameters: positive (the target's advantage grows with the axis) or negative, with
+    its 95% confidence interval excluding zero."""
+    way = "grows" if grows else "shrinks"
+    name = f"{families.get(family).title}: the target's advantage {way} with {axis}"
+    sub = table_[table_["family"] == family] if "family" in table_ else table_
+    if len(sub) < 6:
+        return Verdict(name, paper, UNKNOWN, f"{len(sub)} configurations on both platforms (need 6)", id=id, platform=platform)
+    reg = regress(sub.assign(log2_speedup=np.log2(sub["speedup"])), "log2_speedup", family=family)
+    if axis not in reg.coefficients.index:
+        return Verdict(name, paper, UNKNOWN, f"{axis} does not vary in the configurations both platforms ran", id=id,
+                       platform=platform)  # fmt: skip
+    c = reg.coefficients.loc[axis]
+    sign = 1 if grows else -1
+    holds = c["ci_low"] * sign > 0 and c["ci_high"] * sign > 0
+    evidence = (f"log2-speedup weight of {axis} {c['coef']:+.2f} (95% CI {c['ci_low']:+.2f} to {c['ci_high']:+.2f}; "
+                f"R² {reg.r_squared:.2f}, n {reg.n}); speedup {sub['speedup'].min():.2f}x to "
+                f"{sub['speedup'].max():.2f}x")  # fmt: skip
+    numbers = {"coef": float(c["coef"]), "ci_low": float(c["ci_low"]), "ci_high": float(c["ci_high"]), "r_squared": reg.r_squared}
+    return Verdict(name, paper, HOLDS if holds else FAILS, evidence, numbers, id=id, platform=platform)
+
+
+def speedup_depends_on(table_: pd.DataFrame, family: str, axes: tuple[str, ...] = ("nodes", "batch"), platform: str = "",
+                       id: str = "") -> Verdict:  # fmt: skip
+    """Platform speedup varies with model shape: log2(speedup) regressed on log2 features.
+
+    A local pair (one CPU against itself with fewer threads) tests only that a speedup
+    depends on shape, not the paper's TPU/GPU direction: it carries no observation id.
+    """
+    name = f"{families.get(family).title}: speedup depends on {' and '.join(axes)}"
+    paper = "the speedup between two platforms depends on the model's shape (nodes and batch)"
+    sub = table_[table_["family"] == family] if "family" in table_ else table_
+    if len(sub) < 6:
+        return Verdict(name, paper, UNKNOWN, f"{len(sub)} configurations on both platforms (need 6)", id=id, platform=platform)
+    data = sub.assign(log2_speedup=np.log2(sub["speedup"]))
+    reg = regress(data, "log2_speedup", family=family)
+    coef = reg.coefficients
+    significant = [a for a in axes if a in coef.index and np.sign(coef.loc[a, "ci_low"]) == np.sign(coef.loc[a, "ci_high"])]
+    coefs = ", ".join(f"{a} {reg.coefficients.loc[a, 'coef']:+.2f}" for a in axes if a in reg.coefficients.index)
+    spread = f"speedup {sub['speedup'].min():.2f}x to {sub['speedup'].max():.2f}x"
+    evidence = f"{spread}; log2-speedup weights {coefs} (R^2 {reg.r_squared:.2f}, n {reg.n})"
+    verdict = HOLDS if significant and reg.r_squared >= 0.3 else FAILS
+    return Verdict(name, paper, verdict, evidence, {"significant": significant, "r_squared": reg.r_squared}, id=id,
+                   platform=platform)  # fmt: skip
+
+
+def out_of_memory_first(df: pd.DataFrame, family: str = "fc") -> Verdict:
+    """O6: on the configurations every platform attempted, which one ran out of memory first
+    (the most ``oom`` cells); the paper found the platform with the least memory does."""
+    name = f"{families.get(family).title}: the platform with less memory runs out first"
+    paper = "the largest models run only on the platform with the most memory"
+    rows = df[df["family"] == family]
+    per_platform = [set(g["label"]) for _, g in rows.groupby("platform")]
+    labels = set.intersection(*per_platform) if len(per_platform) > 1 else set()
+    shared = rows[rows["label"].isin(labels)]
+    oom = shared[shared["state"] == "oom"].groupby("platform")["label"].nunique().reindex(sorted(shared["platform"].unique()))
+    oom = oom.fillna(0).astype(int)
+    unfinished = shared[shared["state"] == "timeout"].groupby("platform")["label"].nunique()
+    memory = {p: _memory_bytes(p) for p in oom.index}
+    smallest = min(memory, key=lambda p: memory[p] if memory[p] else float("inf")) if memory else None
+    if smallest is not None and oom.get(smallest, 0) == 0 and unfinished.get(smallest, 0) > 0:
+        return Verdict(name, paper, UNKNOWN, f"{smallest} (least memory) records no out-of-memory result, but "
+                       f"{unfinished[smallest]} of the shared configurations did not finish for no recorded reason; "
+                       + ", ".join(f"{p} {n} out of memory" for p, n in oom.items()), {"oom": oom.to_dict()}, id="O6",
+                       platform=" vs ".join(oom.index))  # fmt: skip
+    if oom.empty or oom.sum() == 0:
+        others = ", ".join(f"{p}: {n}" for p, n in shared[shared["state"] != "ok"].groupby("platform").size().items())
+        return Verdict(name, paper, UNKNOWN, f"no out-of-memory results on configurations two platforms share "
+                       f"({len(labels)} shared; other failures: {others or 'none'})", id="O6")  # fmt: skip
+    first = oom.idxmax()
+    evidence = (f"out of memory on the {len(labels)} shared configurations: " + ", ".join(f"{p} {n}" for p, n in oom.items())
+                + "; memory: " + ", ".join(f"{p} {m / 2**30:.0f} GiB" if m else f"{p} unknown"
+                                           for p, m in memory.items()))  # fmt: skip
+    verdict = HOLDS if memory[first] and first == smallest else (UNKNOWN if not memory[first] else FAILS)
+    return Verdict(name, paper, verdict, evidence, {"oom": oom.to_dict(), "memory_bytes": memory}, id="O6",
+                   platform=" vs ".join(oom.index))  # fmt: skip
+
+
+# Device memory of the original study's platforms (paper Table 3), for O6.
+PLATFORM_MEMORY = {"tpu-v2-8": 64 * 2**30, "tpu-v3-8": 128 * 2**30, "v100": 16 * 2**30}
+
+
+def _memory_bytes(platform: str) -> float | None:
+    return PLATFORM_MEMORY.get(platform)
+
+
+def utilisation_ratio(table_: pd.DataFrame, target: str = "tpu-v2-8", baseline: str = "v100") -> Verdict:
+    """O10 (Fig. 11): per family measured on both, median FLOPS utilisation of ``target`` over ``baseline``.
+
+    ``table_`` is :func:`paradnn.analysis.workloads.platform_table` (families x platforms).
     """
     name = f"{target} reaches higher FLOPS utilisation than {baseline}"
     paper = "the TPU reaches higher FLOPS utilisation than the GPU, up to 3x"
-    if target not in table or baseline not in table:
-        missing = " and ".join(p for p in (target, baseline) if p not in table)
-        return Verdict(name, paper, UNKNOWN, f"needs measurements on {missing}")
-    both = table[[target, baseline]].dropna()
+    pair = f"{target} vs {baseline}"
+    if target not in table_ or baseline not in table_:
+        missing = " and ".join(p for p in (target, baseline) if p not in table_)
+        return Verdict(name, paper, UNKNOWN, f"needs measurements on {missing}", id="O10", platform=pair)
+    both = table_[[target, baseline]].dropna()
     if both.empty:
-        return Verdict(name, paper, UNKNOWN, f"no family measured on both {target} and {baseline}")
+        return Verdict(name, paper, UNKNOWN, f"no family measured on both {target} and {baseline}", id="O10", platform=pair)
     ratios = both[target] / both[baseline]
     shown = ", ".join(f"{families.get(f).title if f in families.names() else f} {r:.2f}x" for f, r in ratios.items())
     verdict = HOLDS if (ratios > 1).all() else FAILS
-    return Verdict(name, paper, verdict, f"utilisation ratio per family: {shown}", {"ratios": ratios.to_dict()})
+    return Verdict(name, paper, verdict, f"utilisation ratio per family: {shown}", {"ratios": ratios.to_dict()}, id="O10",
+                   platform=pair)  # fmt: skip
+
+
+# ------------------------------------------------------------------ software stack (O12-O14)
+
+
+def stack_speedup(result, name: str, paper: str, margin: float = 0.05, ridge: float | None = None, id: str = "",
+                  platform: str = "") -> Verdict:  # fmt: skip
+    """A software-stack or precision change speeds things up: median speedup above 1 + margin.
+
+    With ``ridge`` only the configurations right of the ridge point on the baseline's
+    roofline count (compute-bound: ``flops_model / bytes_estimate >= ridge``).
+    """
+    t = result.table
+    scope = ""
+    if ridge is not None and not t.empty:
+        t = t[t["flops_model"] / t["bytes_estimate"] >= ridge]
+        scope = f" right of the ridge ({ridge:.0f} FLOPs/byte)"
+    if len(t) < 2:
+        return Verdict(name, paper, UNKNOWN, f"{len(t)} configurations{scope} measured both ways (need 2)", id=id,
+                       platform=platform)  # fmt: skip
+    median = float(t["speedup"].median())
+    spread = f"range {t['speedup'].min():.2f}x-{t['speedup'].max():.2f}x"
+    evidence = f"median speedup {median:.2f}x over {len(t)} configurations{scope} ({spread})"
+    return Verdict(name, paper, HOLDS if median > 1 + margin else FAILS, evidence, {"median": median, "n": len(t)}, id=id,
+                   platform=platform)  # fmt: skip
+
+
+def _version_key(version: str) -> tuple:
+    return tuple(int(p) if p.isdigit() else 0 for p in version.split(".")[:3])
+
+
+def version_chain(df: pd.DataFrame, platform: str = "") -> tuple[Verdict, list[SpeedupResult]]:
+    """O12: every TensorFlow version against the one before it, like with like (same dtype and
+    XLA setting); holds when no newer version is slower (median speedup below 1 - 5%)."""
+    name, paper = "Newer TensorFlow versions speed things up", "software-stack updates sped models up"
+    versions = sorted(df["sw_tensorflow"].dropna().unique(), key=_version_key)
+    if len(versions) < 2:
+        return Verdict(name, paper, UNKNOWN, f"one TensorFlow version in the store ({', '.join(versions) or 'none'})", id="O12",
+                       platform=platform), []  # fmt: skip
+    results, steps = [], []
+    for (dtype, xla), rows in df.groupby(["dtype", "xla"]):
+        for older, newer in zip(versions, versions[1:]):
+            result = compare(rows, older, newer, by="sw_tensorflow")
+            if result.n:
+                results.append(result)
+                steps.append(f"{older}->{newer} ({dtype}, XLA {'on' if xla else 'off'}) {result.median:.2f}x over {result.n}")
+    if not results:
+        return Verdict(name, paper, UNKNOWN, "no configuration measured under two versions with the same settings", id="O12",
+                       platform=platform), []  # fmt: skip
+    slower = [r for r in results if r.median < 0.95]
+    verdict = FAILS if slower else HOLDS
+    numbers = {f"{r.baseline}->{r.target}": r.median for r in results}
+    return Verdict(name, paper, verdict, "; ".join(steps), numbers, id="O12", platform=platform), results

@@ -53,3 +53,16 @@ def model_points(df: pd.DataFrame) -> pd.DataFrame:
     ok["intensity"] = ok["flops_model"] / ok["bytes_estimate"]
     ok["achieved_flops"] = ok["flops_per_sec"]
     return ok
+
+
+# Measurement tolerance of a point on the roofline: an op's FLOP/s may exceed its roof by
+# this factor (timer resolution, FLOP counts of fused ops) before it is called impossible.
+ROOF_TOLERANCE = 1.1
+
+
+def under_roof(intensity, flops_per_sec, peak_flops: float, bandwidth: float, tolerance: float = ROOF_TOLERANCE):
+    """True where a point lies under its roof (min(peak, bandwidth x intensity)) within ``tolerance``."""
+    import numpy as np
+
+    roof = np.minimum(peak_flops, bandwidth * np.asarray(intensity, dtype=float))
+    return np.asarray(flops_per_sec, dtype=float) <= tolerance * roof

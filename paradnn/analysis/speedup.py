@@ -19,8 +19,9 @@ import pandas as pd
 from paradnn.store import hyperparameter_names
 
 VALUE_COLUMNS = ("baseline", "target", "speedup")
-# Model sizes carried from the store into every table (analysis never recomputes them from labels).
-SIZE_COLUMNS = ("params", "flops_model")
+# Model sizes carried from the store into every table (analysis never recomputes them from labels);
+# bytes_estimate (for the roofline intensity) is the baseline's.
+SIZE_COLUMNS = ("params", "flops_model", "bytes_estimate")
 
 
 @dataclass(frozen=True, eq=False)
@@ -124,7 +125,9 @@ def compare(
     targ = _medians(rows[_side(rows, by, target)], key, metric).rename("target")
     paired = pd.concat([base, targ], axis=1, join="inner")
     paired["speedup"] = paired["target"] / paired["baseline"]
-    table = _with_hyperparameters(paired.reset_index(), rows, key)
+    # Sizes as the baseline has them (bytes_estimate depends on the dtype): its rows come first.
+    ordered = pd.concat([rows[_side(rows, by, baseline)], rows[~_side(rows, by, baseline)]])
+    table = _with_hyperparameters(paired.reset_index(), ordered, key)
     return SpeedupResult(table, baseline, target, by, family, metric)
 
 

@@ -159,6 +159,7 @@ class Family:
     config: type[Config]
     version: int
     width: str | None  # the width axis the paper's observations talk about (nodes, filters, ...), if any
+    depth: str | None  # the depth axis (layers, blocks), if any
     heatmap: tuple[str, str, str | None]  # axes of heatmap rows, columns and panels (None: one panel)
     build: Callable[[Any, str], Any]
     data: Callable[[Any, int], tuple]
@@ -173,7 +174,8 @@ class Family:
             raise TypeError(f"family {self.name!r}: its config class says family {self.config.family!r}")
         if self.version < 1:
             raise TypeError(f"family {self.name!r}: version must be a positive integer")
-        roles = [("width", self.width), *zip(("heatmap rows", "heatmap columns", "heatmap panels"), self.heatmap)]
+        heatmap_roles = ("heatmap rows", "heatmap columns", "heatmap panels")
+        roles = [("width", self.width), ("depth", self.depth), *zip(heatmap_roles, self.heatmap)]
         for role, name in roles:
             if name is not None and name not in names or name is None and role in ("heatmap rows", "heatmap columns"):
                 raise TypeError(f"family {self.name!r}: {role} axis {name!r} is not one of its axes {names}")

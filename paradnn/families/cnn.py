@@ -120,6 +120,7 @@ FAMILY = Family(
     config=CNNConfig,
     version=1,
     width="filters",
+    depth="blocks",
     heatmap=("filters", "batch", "blocks"),
     build=build,
     data=data,

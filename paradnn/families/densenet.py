@@ -50,6 +50,7 @@ FAMILY = Family(
     config=DenseNetConfig,
     version=1,
     width=None,
+    depth=None,
     heatmap=("image", "batch", None),
     build=build,
     data=data,

@@ -58,6 +58,7 @@ FAMILY = Family(
     config=FCConfig,
     version=1,
     width="nodes",
+    depth="layers",
     heatmap=("nodes", "batch", "layers"),
     build=build,
     data=data,

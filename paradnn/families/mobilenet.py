@@ -49,6 +49,7 @@ FAMILY = Family(
     config=MobileNetConfig,
     version=1,
     width="alpha",
+    depth=None,
     heatmap=("alpha", "batch", "image"),
     build=build,
     data=data,

@@ -49,6 +49,7 @@ FAMILY = Family(
     config=ResNet50Config,
     version=1,
     width=None,
+    depth=None,
     heatmap=("image", "batch", None),
     build=build,
     data=data,

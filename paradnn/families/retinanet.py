@@ -144,6 +144,7 @@ FAMILY = Family(
     config=RetinaNetConfig,
     version=1,
     width=None,
+    depth=None,
     heatmap=("image", "batch", None),
     build=build,
     data=data,

@@ -72,6 +72,7 @@ FAMILY = Family(
     config=RNNConfig,
     version=1,
     width="embedding",
+    depth="layers",
     heatmap=("embedding", "batch", "layers"),
     build=build,
     data=data,

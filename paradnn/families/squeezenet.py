@@ -71,6 +71,7 @@ FAMILY = Family(
     config=SqueezeNetConfig,
     version=1,
     width=None,
+    depth=None,
     heatmap=("image", "batch", None),
     build=build,
     data=data,

@@ -144,6 +144,7 @@ def loss(config: TransformerConfig):
     from paradnn.tfimport import tf
 
     def smoothed(labels, logits):
+        labels = tf.cast(labels, tf.int32)  # Keras's fit hands labels over as floats
         log_p = tf.nn.log_softmax(logits)
         nll = -tf.squeeze(tf.gather(log_p, labels[..., None], batch_dims=2), -1)
         uniform = -tf.reduce_mean(log_p, axis=-1)
@@ -159,6 +160,7 @@ FAMILY = Family(
     config=TransformerConfig,
     version=1,
     width="width",
+    depth="layers",
     heatmap=("length", "batch", "width"),
     build=build,
     data=data,
