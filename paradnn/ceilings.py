@@ -4,11 +4,19 @@ Large-matmul FLOP/s per dtype with XLA on and off, and a streaming copy bandwidt
 with the harness's own protocol. They are measured once per machine and software stack
 (the platform fingerprint of :mod:`paradnn.identity`) and cached as JSON in
 ``PARADNN_CACHE_DIR`` (default ``~/.cache/paradnn``).
+
+The same cache keeps the **XLA choice** of ``--xla auto``: per family and dtype policy, a
+short probe times a representative configuration (the ``quick`` preset's median by model
+FLOPs) with XLA off and on, and the faster setting is used for that family on this
+platform and stack. On a 2-core CPU XLA makes a small CNN 38x slower and turns mixed
+bfloat16's speedup into a slowdown, while it speeds up large FC steps: a single global
+setting would judge every family through somebody's slow path.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from paradnn.config import cache_dir
@@ -69,6 +77,38 @@ def measure_ceilings(target: Target, seconds: float = 1.5) -> dict:
     return {"matmul_size": n, "matmul_flops": matmul, "copy_bandwidth": bandwidth}
 
 
+def probe_config(family: str):
+    """The configuration the XLA probe times: the family's ``quick`` configuration of median model FLOPs."""
+    from paradnn.counting import flops_model
+    from paradnn.space import expand
+
+    configs = sorted(expand(family, "quick"), key=flops_model)
+    return configs[len(configs) // 2]
+
+
+def probe_xla(target: Target, family: str, dtype: str, seconds: float = 1.0) -> dict:
+    """Time the probe configuration with XLA off, then on; the faster setting wins."""
+    from paradnn.harness import RunSettings, measure
+
+    config = probe_config(family)
+    medians = {}
+    for xla in (False, True):
+        m = measure(config, RunSettings(dtype=dtype, xla=xla, device=target.tf_device, max_seconds=seconds), count_graph=False)
+        medians[xla] = m.stats.median if m.state == "ok" and m.stats else float("inf")
+    chosen = medians[True] < medians[False]
+    return {"xla": chosen, "probe": config.label, "step_s_xla": medians[True], "step_s_no_xla": medians[False]}
+
+
+def xla_choice(target: Target, info: dict, family: str, dtype: str) -> dict:
+    """The XLA setting ``--xla auto`` uses for ``family`` and ``dtype`` here: cached, else probed and cached."""
+    cached = ceilings(target, info)
+    key = f"{family}|{dtype}"
+    if key not in cached.get("xla", {}):
+        cached.setdefault("xla", {})[key] = probe_xla(target, family, dtype)
+        _write(info, cached)
+    return cached["xla"][key]
+
+
 def _cache_path(info: dict) -> Path:
     return cache_dir() / f"ceilings-{fingerprint(info)}.json"
 
@@ -88,9 +128,13 @@ def ceilings(target: Target, info: dict | None = None, refresh: bool = False) ->
     if cached:
         return cached
     result = measure_ceilings(target)
+    _write(info, result)
+    return result
+
+
+def _write(info: dict, result: dict) -> None:
     path = _cache_path(info)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_text(json.dumps(result, indent=2))
     tmp.replace(path)
-    return result

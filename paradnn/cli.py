@@ -20,6 +20,8 @@ from paradnn.families import Config
 from paradnn.store import StoreError
 
 FAMILIES = families.names()
+XLA_HELP = ("Compile the step with XLA, or not. Default: auto, the faster setting for the family and dtype on this "
+            "platform (probed once, cached with the ceilings; recorded as xla_auto).")
 
 
 class _OneLineErrors(click.Group):
@@ -149,12 +151,12 @@ def describe(family: str, label: str, dtype: str, memory_gb: float | None, as_js
 @click.argument("family")
 @click.argument("label")
 @click.option("--dtype", default="float32", show_default=True, help="|".join(POLICIES))
-@click.option("--xla/--no-xla", default=True, show_default=True, help="Compile the step with XLA.")
+@click.option("--xla/--no-xla", default=None, help=XLA_HELP)
 @click.option("--max-seconds", default=10.0, show_default=True, type=float, help="Time budget for warm-up and samples.")
 @click.option("--platform", "platform_id", default="cpu", show_default=True, help="cpu, cpu[threads=N], gpu:N or tpu:N.")
 @click.option("--memory-budget", "memory_gb", type=float, help="GB the configuration may use (default: 60% of RAM on CPU).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def measure(family: str, label: str, dtype: str, xla: bool, max_seconds: float, platform_id: str, memory_gb: float | None,
+def measure(family: str, label: str, dtype: str, xla: bool | None, max_seconds: float, platform_id: str, memory_gb: float | None,
             as_json: bool) -> None:  # fmt: skip
     """Time the training step of FAMILY LABEL on this machine.
 
@@ -205,7 +207,7 @@ store_option = click.option("--store", "store_path", default=DEFAULT_STORE, show
 @click.option("--preset", default="smoke", show_default=True, help="smoke, quick or paper.")
 @click.option("--set", "overrides", multiple=True, metavar="AXIS=V1,V2", help="Replace one axis of the preset's grid.")
 @click.option("--dtype", default="float32", show_default=True, help="|".join(POLICIES))
-@click.option("--xla/--no-xla", default=True, show_default=True, help="Compile the step with XLA.")
+@click.option("--xla/--no-xla", default=None, help=XLA_HELP)
 @click.option("--platform", "platform_id", default="cpu", show_default=True, help="cpu, cpu[threads=N], gpu:N or tpu:N.")
 @store_option
 @click.option("--max-minutes", type=float, help="Stop the whole sweep after this many minutes (resumable).")
@@ -214,7 +216,7 @@ store_option = click.option("--store", "store_path", default=DEFAULT_STORE, show
 @click.option("--memory-budget", "memory_gb", type=float, help="GB a configuration may use (default: 60% of RAM on CPU).")
 @click.option("--retry-failed", is_flag=True, help="Measure again what failed before (oom, error, timeout, skipped).")
 @click.option("--force", is_flag=True, help="Measure everything again (old rows are kept).")
-def sweep(family: str, preset: str, overrides: tuple[str, ...], dtype: str, xla: bool, platform_id: str, store_path: str,
+def sweep(family: str, preset: str, overrides: tuple[str, ...], dtype: str, xla: bool | None, platform_id: str, store_path: str,
           max_minutes: float | None, max_seconds: float, timeout_s: float, memory_gb: float | None, retry_failed: bool,
           force: bool) -> None:  # fmt: skip
     """Measure a preset's grid for FAMILY, skipping what the store already has."""
@@ -235,7 +237,7 @@ def sweep(family: str, preset: str, overrides: tuple[str, ...], dtype: str, xla:
         summary = run_sweep(configs, store, options)
         df = store.results(family=family, platform=target.id)
     labels = {c.label for c in configs}
-    df = df[df["label"].isin(labels) & (df["dtype"] == dtype) & (df["xla"] == xla)]
+    df = df[df["label"].isin(labels) & (df["dtype"] == dtype) & ((df["xla"] == xla) if xla is not None else True)]
     _print_table(df.drop_duplicates("label", keep="last").to_dict("records"))
     click.echo(summary.line(), err=True)
     if summary.interrupted:

@@ -39,7 +39,7 @@ class RunSettings:
     """How to run a configuration (separate from what it is)."""
 
     dtype: str = "float32"
-    xla: bool = True
+    xla: bool | None = True  # None: --xla auto, resolved per family and platform before measuring
     device: str = "/CPU:0"
     max_seconds: float = 10.0
     min_call_seconds: float = 0.1
@@ -256,6 +256,8 @@ def measure(config: Config, settings: RunSettings, count_graph: bool = True) -> 
     from paradnn.counting import count_graph_flops
     from paradnn.training import Trainer, tf
 
+    if settings.xla is None:
+        raise ValueError("settings.xla is None (auto): resolve it with paradnn.ceilings.xla_choice first")
     start = time.perf_counter()
     rss_before = _rss()
     gpu = settings.device.upper().startswith("/GPU")

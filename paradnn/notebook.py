@@ -56,7 +56,7 @@ def ensure_measured(
     preset: str = "smoke",
     overrides: dict | None = None,
     dtype: str = "float32",
-    xla: bool = True,
+    xla: object = "auto",
     platform: str = "cpu",
     measure_missing: bool = True,
     budget_minutes: float = 10.0,
@@ -78,13 +78,36 @@ def ensure_measured(
     target = parse_target(platform)
     configs = [c for family in families for c in expand(family, preset, (overrides or {}).get(family))]
     options = SweepOptions(
-        settings=RunSettings(dtype=dtype, xla=xla, device=target.tf_device, max_seconds=max_seconds),
+        settings=RunSettings(dtype=dtype, xla=xla_setting(xla), device=target.tf_device, max_seconds=max_seconds),
         target=target,
         max_minutes=budget_minutes,
     )
     with Store(store) as s:
         summary = run_sweep(configs, s, options, progress=_quiet_bar)
-    return [f"{', '.join(families)} on {target.id}, {dtype}, XLA {'on' if xla else 'off'}: {summary.line()}"]
+    return [f"{', '.join(families)} on {target.id}, {dtype}, XLA {xla_words(store, target.id, dtype, xla)}: {summary.line()}"]
+
+
+def xla_setting(value: object) -> bool | None:
+    """A notebook's ``xla`` parameter: "auto" (None), or on/off as a boolean."""
+    text = str(value).strip().lower()
+    if value is None or text == "auto":
+        return None
+    if text in ("true", "on", "1", "yes"):
+        return True
+    if text in ("false", "off", "0", "no"):
+        return False
+    raise ConfigError("xla", value, "auto, true (on) or false (off)")
+
+
+def xla_words(store: str | Path, platform: str, dtype: str, xla: object) -> str:
+    """How XLA was set, in words: "on", "off", or "auto (fc: on, cnn: off)"."""
+    setting = xla_setting(xla)
+    if setting is not None:
+        return "on" if setting else "off"
+    with Store(store) as s:
+        choices = s.xla_choices(canonical(platform))
+    picked = ", ".join(f"{k.split('|')[0]}: {'on' if v else 'off'}" for k, v in choices.items() if k.endswith(f"|{dtype}"))
+    return f"auto ({picked or 'not probed yet'})"
 
 
 class _quiet_bar:  # noqa: N801 - stands in for tqdm
@@ -120,17 +143,26 @@ def load(
     platform: str | None = None,
     families: list[str] | None = None,
     dtype: str | None = None,
-    xla: bool | None = None,
+    xla: object = None,
 ) -> pd.DataFrame:
-    """Results as one row per (platform, configuration, dtype, XLA): the latest attempt."""
+    """Results as one row per (platform, configuration, dtype, XLA): the latest attempt.
+
+    ``xla``: None keeps every setting; True/False one; "auto" the setting ``--xla auto``
+    chose for each family and dtype on each measured platform (imported platforms keep
+    their rows).
+    """
     with Store(store) as s:
         df = s.results(platform=canonical(platform) if platform else None)
+        choices = {p: s.xla_choices(p) for p in df["platform"].unique()} if str(xla).lower() == "auto" else {}
     if families:
         df = df[df["family"].isin(families)]
     if dtype:
         df = df[df["dtype"] == dtype]
-    if xla is not None:
-        df = df[df["xla"] == xla]
+    if str(xla).lower() == "auto":
+        chosen = [choices[p].get(f"{f}|{d}") for p, f, d in zip(df["platform"], df["family"], df["dtype"])]
+        df = df[pd.Series([c is None or c == x for c, x in zip(chosen, df["xla"])], index=df.index, dtype=bool)]
+    elif xla is not None:
+        df = df[df["xla"] == xla_setting(xla)]
     keys = ["platform", "family", "label", "dtype", "xla"]
     return df.sort_values("id").drop_duplicates(keys, keep="last").reset_index(drop=True)
 

@@ -73,13 +73,25 @@ def settings_fields(settings: RunSettings) -> dict:
 
 
 def measure_config(config: Config, settings: RunSettings, target: Target, info: dict, ceilings: dict) -> dict:
-    """Measure ``config`` on ``target`` and return the full record."""
+    """Measure ``config`` on ``target`` and return the full record.
+
+    ``settings.xla`` None is ``--xla auto``: the family's XLA choice for this platform
+    (probed once, cached with the ceilings) is used, and the record says so (``xla_auto``).
+    """
+    auto = settings.xla is None
+    if auto:
+        from dataclasses import replace
+
+        from paradnn.ceilings import xla_choice
+
+        settings = replace(settings, xla=xla_choice(target, info, config.family, settings.dtype)["xla"])
     m: Measurement = measure(config, settings)
     record = describe_config(config, settings.dtype, graph=m.graph, trace=False)
     peak_flops, peak_source = peak(info, ceilings, settings.dtype)
     record.update(
         {
             **settings_fields(settings),
+            "xla_auto": auto,
             "platform": target.id,
             "device_name": info["name"],
             **m.as_dict(),

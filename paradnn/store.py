@@ -60,6 +60,7 @@ RESULT_COLUMNS: tuple[tuple[str, str], ...] = (
     ("dtype", "TEXT"),
     ("compute_dtype", "TEXT"),
     ("xla", "INTEGER"),
+    ("xla_auto", "INTEGER"),  # 1: the XLA setting was chosen by --xla auto's probe
     ("steps_per_call", "INTEGER"),
     ("max_seconds", "REAL"),
     ("platform", "TEXT NOT NULL"),
@@ -374,6 +375,16 @@ class Store:
             "SELECT info FROM platforms WHERE platform = ? AND source = 'measured' ORDER BY measured_at DESC", (platform,)
         )
         return [json.loads(r[0]) for r in rows]
+
+    def xla_choices(self, platform: str) -> dict[str, bool]:
+        """``--xla auto``'s choices recorded for a measured platform: ``{"family|dtype": xla}`` (newest stack)."""
+        for row in self.conn.execute(
+            "SELECT ceilings FROM platforms WHERE platform = ? AND source = 'measured' ORDER BY measured_at DESC", (platform,)
+        ):
+            choices = (json.loads(row[0] or "null") or {}).get("xla")
+            if choices:
+                return {key: bool(c["xla"]) for key, c in choices.items()}
+        return {}
 
     def platforms(self) -> pd.DataFrame:
         return pd.read_sql_query("SELECT * FROM platforms ORDER BY platform", self.conn)

@@ -39,7 +39,7 @@ import time
 import traceback
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from importlib import metadata
 from pathlib import Path
 from typing import Protocol
@@ -79,6 +79,15 @@ class Describe:
 
     family: str
     label: str
+    dtype: str
+
+
+@dataclass(frozen=True)
+class ChooseXLA:
+    """Driver -> worker: which XLA setting ``--xla auto`` uses for a family and dtype here
+    (probed once per platform and stack, then cached). Answered with a Result."""
+
+    family: str
     dtype: str
 
 
@@ -127,6 +136,13 @@ class SweepOptions:
     retry_failed: bool = False
     force: bool = False
     seed: int = 0
+    xla_choices: dict[str, bool] = field(default_factory=dict)  # per family, when settings.xla is None (auto)
+
+    def settings_for(self, config: Config) -> RunSettings:
+        """The run settings of one configuration: with ``--xla auto``, its family's chosen XLA setting."""
+        if self.settings.xla is not None:
+            return self.settings
+        return replace(self.settings, xla=self.xla_choices.get(config.family, False))
 
 
 @dataclass
@@ -211,6 +227,14 @@ def _worker_main(conn, target: Target) -> None:
             message = None
         if message is None:  # done: skip TensorFlow's interpreter teardown (~1 s); nothing is pending
             os._exit(0)
+        if isinstance(message, ChooseXLA):
+            try:
+                choice = ceil.xla_choice(target, info, message.family, message.dtype)
+                ceilings = ceil.ceilings(target, info)
+                conn.send(Result({**choice, "ceilings": ceilings}))
+            except Exception as exc:  # noqa: BLE001 - the driver falls back to XLA off and says so
+                conn.send(Failed(f"{type(exc).__name__}: {exc}", traceback.format_exc(limit=5)))
+            continue
         if isinstance(message, Describe):
             try:
                 conn.send(Result(describe_config(parse_label(message.family, message.label), message.dtype, trace=False)))
@@ -236,7 +260,7 @@ class Worker(Protocol):
     ceilings: dict
     base_rss: int
 
-    def send(self, message: Measure | Describe | None) -> None: ...
+    def send(self, message: Measure | Describe | ChooseXLA | None) -> None: ...
     def poll(self, timeout: float) -> bool: ...
     def recv(self) -> Result | Failed: ...  # EOFError when the worker died
     def rss(self) -> int: ...
@@ -270,7 +294,7 @@ class ProcessWorker:
         self.info, self.ceilings = message.info, message.ceilings
         self.base_rss = self.rss()
 
-    def send(self, message: Measure | Describe | None) -> None:
+    def send(self, message: Measure | Describe | ChooseXLA | None) -> None:
         self.conn.send(message)
 
     def poll(self, timeout: float) -> bool:
@@ -317,7 +341,8 @@ def _identity_record(config: Config, options: SweepOptions, info: dict) -> dict:
     """What a configuration's record holds before any counting: configuration, settings, platform."""
     family = family_of(config)
     record = {"family": family.name, "family_version": family.version, "label": config.label, **config.hyperparameters()}
-    record.update(settings_fields(options.settings), platform=options.target.id, threads=options.target.threads)
+    record.update(settings_fields(options.settings_for(config)), platform=options.target.id, threads=options.target.threads)
+    record["xla_auto"] = options.settings.xla is None
     record.update(_platform_fields(info))
     return record
 
@@ -385,6 +410,9 @@ def run_sweep(
         if info is None:  # first sweep of this platform and stack: ask a worker
             worker = _start_worker(store, options.target, start_worker)
             info = worker.info
+        if options.settings.xla is None:  # --xla auto: one setting per family, probed once per platform
+            choices, worker = _xla_choices(configs, options, store, info, worker, start_worker)
+            options = replace(options, xla_choices=choices)
         done = store.run_keys(_skip_states(options))
         todo = [(c, k) for c in ordered(configs, options.seed) if (k := _key(c, options, info)) not in done]
         summary.already_done = len(configs) - len(todo)
@@ -430,6 +458,32 @@ def run_sweep(
     return summary
 
 
+def _xla_choices(configs: list[Config], options: SweepOptions, store: Store, info: dict, worker: Worker | None,
+                 start_worker: Callable[[Target], Worker]) -> tuple[dict[str, bool], Worker | None]:  # fmt: skip
+    """The XLA setting per family for ``--xla auto``: from the platform's cached choices, else
+    asked of a worker (which probes once and caches). Returns the choices and the worker."""
+    from paradnn.ceilings import cached_ceilings
+
+    dtype = options.settings.dtype
+    known = (cached_ceilings(info) or {}).get("xla", {})
+    choices = {}
+    for family in sorted({c.family for c in configs}):
+        key = f"{family}|{dtype}"
+        if key in known:
+            choices[family] = bool(known[key]["xla"])
+            continue
+        if worker is None or not worker.alive():
+            worker = _start_worker(store, options.target, start_worker)
+        worker.send(ChooseXLA(family, dtype))
+        answer = worker.recv() if worker.poll(WORKER_START_TIMEOUT_S) else None
+        if isinstance(answer, Result):
+            choices[family] = bool(answer.record["xla"])
+            store.put_platform(fingerprint(worker.info), options.target.id, worker.info, answer.record["ceilings"], "measured")
+        else:
+            choices[family] = False  # TensorFlow's default path
+    return choices, worker
+
+
 def _start_worker(store: Store, target: Target, start_worker: Callable[[Target], Worker]) -> Worker:
     worker = start_worker(target)
     store.put_platform(fingerprint(worker.info), target.id, worker.info, worker.ceilings, "measured")
@@ -459,7 +513,7 @@ def _run_one(
 ) -> tuple[dict | None, bool]:
     """Measure one configuration: its record (None if the sweep ran out of time) and whether
     the worker may measure the next one."""
-    s = options.settings
+    s = options.settings_for(config)
     base = _base_record(config, options, worker)
     base["started_at"] = time.time()
     predicted = base.get("memory_estimate_bytes", 0) + worker.base_rss

@@ -305,3 +305,37 @@ def test_the_papers_regression_form_standardises_raw_values():
     assert log2.r_squared < paper.r_squared == pytest.approx(1.0)  # a linear effect is not linear in log2
     with pytest.raises(Exception, match="regression form"):
         regress(df, "utilization", family="fc", form="cubic")
+
+
+def test_trace_memory_bound_share_and_the_bandwidth_wall():
+    rows = []
+    for nodes, util, bandwidth in ((256, 5.0, 10.0), (1024, 20.0, 40.0), (4096, 40.0, 70.0), (8192, 40.2, 75.0)):
+        for batch in (256, 1024):
+            label = f"layer_4-node_{nodes}-input_2000-output_1000-bs_{batch}"
+            rows += [{"label": label, "category": "all", "flops_perc": util, "intensity": 100.0 if nodes >= 4096 else 20.0,
+                      "memory_bandwidth": bandwidth},
+                     {"label": label, "category": "loop fusion", "time_perc": 30.0, "intensity": 5.0},
+                     {"label": label, "category": "while", "time_perc": 1.0, "intensity": 2.0}]  # fmt: skip
+    traces = pd.DataFrame(rows)
+    verdict = obs.trace_memory_bound_share(traces)
+    assert verdict.verdict == obs.HOLDS and verdict.numbers["compute_bound"] == 4  # only nodes 4096 and 8192
+    assert verdict.numbers["median_share_percent"] == 30.0  # the container category is left out
+    light = traces.assign(time_perc=traces["time_perc"] / 10)
+    assert obs.trace_memory_bound_share(light).verdict == obs.FAILS
+    assert obs.trace_memory_bound_share(traces.assign(intensity=1.0)).verdict == obs.UNKNOWN  # nothing right of the ridge
+
+    tpu = pd.DataFrame([{"family": "fc", "label": r["label"], "state": "ok", "layers": 4, "input": 2000, "output": 1000,
+                         "nodes": int(r["label"].split("_")[2].split("-")[0]), "batch": int(r["label"].split("_")[-1]),
+                         "utilization": r["flops_perc"] / 100} for r in rows if r["category"] == "all"])  # fmt: skip
+    wall = obs.bandwidth_wall(tpu, traces)
+    assert wall.verdict == obs.HOLDS and wall.numbers["plateau_from"] == 4096
+    assert obs.bandwidth_wall(tpu, traces.assign(memory_bandwidth=10.0)).verdict == obs.FAILS  # flat, but bandwidth idle
+    assert obs.bandwidth_wall(tpu.head(0), traces).verdict == obs.UNKNOWN
+
+
+def test_stack_speedup_and_speedup_shape_edge_cases():
+    base = fc_frame(lambda n, b, layers: 1.0).assign(dtype="float32", platform="cpu", examples_per_sec=100.0)
+    slower = base.assign(dtype="mixed_bfloat16", examples_per_sec=80.0)
+    result = compare(pd.concat([base, slower]), "float32", "mixed_bfloat16", by="dtype")
+    assert obs.stack_speedup(result, "x", "y").verdict == obs.FAILS
+    assert obs.speedup_depends_on(result.table.head(3), "fc").verdict == obs.UNKNOWN

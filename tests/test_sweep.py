@@ -104,7 +104,7 @@ def test_a_crashing_worker_is_an_error_and_the_sweep_goes_on(tmp_path):
 def test_two_sweeps_share_one_store_without_losing_rows(tmp_path):
     store = tmp_path / "r.sqlite"
     Store(store).close()
-    a = start("sweep", "fc", *TINY, *FAST, "--store", str(store))
+    a = start("sweep", "fc", *TINY, *FAST, "--store", str(store), "--xla")
     b = start("sweep", "fc", *TINY, *FAST, "--store", str(store), "--no-xla")
     assert a.wait(300) == 0 and b.wait(300) == 0
     df = rows(store)

@@ -12,7 +12,7 @@ from paradnn.harness import RunSettings
 from paradnn.platform import Target
 from paradnn.space import expand
 from paradnn.store import Store
-from paradnn.sweep import Describe, Failed, Measure, Result, SweepOptions, run_sweep
+from paradnn.sweep import ChooseXLA, Describe, Failed, Measure, Result, SweepOptions, run_sweep
 
 CONFIGS = expand("fc", "smoke", {"layers": [1], "nodes": [8, 16, 32], "input": [16], "output": [4], "batch": [8]})
 INFO = {"id": "cpu", "name": "Fake CPU", "host": "fake-host", "cores": 2,
@@ -30,14 +30,15 @@ class FakeWorker:
         self.code: int | None = None
         self.pending: str | None = None
         self.measured: list[str] = []
-        self.describing: Describe | None = None
+        self.describing: Describe | ChooseXLA | None = None
+        self.chosen: list[str] = []
         FakeWorker.started.append(self)
 
     def send(self, message: Measure | Describe | None) -> None:
         if message is None:
             self.code = 0
             return
-        if isinstance(message, Describe):
+        if isinstance(message, (Describe, ChooseXLA)):
             self.describing = message
             return
         self.pending = message.label
@@ -52,6 +53,10 @@ class FakeWorker:
         return self.code is None and self.script.get(self.pending, "ok") not in ("hang", "grow")
 
     def recv(self):
+        if isinstance(self.describing, ChooseXLA):
+            family, self.describing = self.describing.family, None
+            self.chosen.append(family)
+            return Result({"xla": family == "fc", "ceilings": {"xla": {}}})
         if self.describing is not None:
             self.describing = None
             return Result({"params": 1234, "flops_model": 5e9, "memory_estimate_bytes": 10})
@@ -183,3 +188,34 @@ def test_a_family_counted_by_its_keras_model_is_described_by_the_worker(tmp_path
                   start_worker=lambda target: FakeWorker(target, {configs[0].label: "hang"}))  # fmt: skip
         row = store.results().iloc[0]
     assert row["state"] == "timeout" and row["params"] == 1234 and row["flops_model"] == 5e9
+
+
+def test_xla_auto_chooses_per_family_and_records_it(tmp_path):
+    FakeWorker.started = []
+    configs = CONFIGS + expand("squeezenet", "smoke")
+    options = SweepOptions(settings=RunSettings(xla=None, max_seconds=0.1), memory_budget_bytes=1e12, timeout_s=5)
+    with Store(tmp_path / "r.sqlite") as store:
+        run_sweep(configs, store, options, start_worker=lambda target: FakeWorker(target, {}))
+        df = store.results().set_index("family")
+    assert FakeWorker.started[0].chosen == ["fc", "squeezenet"]  # asked once per family
+    assert set(df.loc["fc", "xla"]) == {True} and not df.loc["squeezenet", "xla"]
+    assert (df["xla_auto"] == 1).all()
+
+
+def test_xla_choice_is_probed_once_and_cached(tmp_path, monkeypatch):
+    from paradnn import ceilings as ceil
+
+    monkeypatch.setenv("PARADNN_CACHE_DIR", str(tmp_path))
+    ceil._write(INFO, {"matmul_flops": {}})  # ceilings already measured for this platform
+    probes = []
+    monkeypatch.setattr(ceil, "probe_xla", lambda target, family, dtype: probes.append(family) or {"xla": family == "cnn"})
+    target = Target()
+    assert ceil.xla_choice(target, INFO, "cnn", "float32") == {"xla": True}
+    assert ceil.xla_choice(target, INFO, "cnn", "float32") == {"xla": True}
+    assert ceil.xla_choice(target, INFO, "fc", "float32") == {"xla": False}
+    assert probes == ["cnn", "fc"]
+    assert ceil.cached_ceilings(INFO)["xla"] == {"cnn|float32": {"xla": True}, "fc|float32": {"xla": False}}
+    from paradnn.counting import flops_model
+
+    quick = sorted(expand("fc", "quick"), key=flops_model)
+    assert ceil.probe_config("fc") == quick[len(quick) // 2]  # the quick grid's median by model FLOPs
