@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup quick test chromium bench clean gpu
+.PHONY: setup quick test chromium bench clean gpu lab
 
 setup: $(STAMP)
 
@@ -22,6 +22,10 @@ $(STAMP): pyproject.toml
 # ends by printing the path of outputs/quick/index.html.
 quick: $(STAMP)
 	$(BIN)/paradnn report quick
+
+# The notebooks in JupyterLab, on the paradnn kernel.
+lab: $(STAMP)
+	$(BIN)/paradnn lab
 
 # The report test opens pages in Debian's headless Chromium; install it where we can.
 chromium:

@@ -11,3 +11,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 __version__ = "0.1.0"
+
+from paradnn.api import describe, load, measure, sweep  # noqa: E402 - after the environment is set
+
+__all__ = ["__version__", "describe", "load", "measure", "sweep"]

@@ -7,8 +7,10 @@ status 2. TensorFlow is imported only by commands that need it, so errors are in
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import signal
 import sys
 from pathlib import Path
 
@@ -20,6 +22,35 @@ from paradnn.families import Config
 from paradnn.store import StoreError
 
 FAMILIES = families.names()
+EXAMPLES = {
+    "platform": ["paradnn platform", "paradnn platform --platform 'cpu[threads=1]' --json"],
+    "describe": ["paradnn describe fc layer_4-node_512-input_2000-output_1000-bs_8192",
+                 "paradnn describe resnet50 image_224-bs_64 --json"],
+    "measure": ["paradnn measure fc layer_4-node_512-input_2000-output_1000-bs_256",
+                "paradnn measure cnn block_1-filter_16-image_64-output_1000-bs_32-residual --no-xla --json"],
+    "sweep": ["paradnn sweep fc --preset quick --store outputs/my.sqlite",
+              "paradnn sweep rnn --set cell=lstm,gru --set batch=64,128 --max-minutes 30",
+              "paradnn sweep transformer --preset paper --platform gpu:0"],
+    "results": ["paradnn results --store outputs/quick/results.sqlite --family fc",
+                "paradnn results --store outputs/quick/results.sqlite --format csv --output results.csv"],
+    "import_legacy": ["paradnn import-legacy --store outputs/my.sqlite",
+                      "paradnn import-legacy my-copy/tpu_fc.json --platform tpu-v2-8 --store outputs/my.sqlite"],
+    "compare": ["paradnn compare --baseline v100 --target tpu-v2-8 --family fc --store outputs/quick/results.sqlite",
+                "paradnn compare --by dtype --baseline float32 --target mixed_bfloat16 --json"],
+    "lab": ["paradnn lab", "paradnn lab --port 8890 --no-browser"],
+    "report": ["paradnn report quick", "paradnn report smoke -p budget_minutes=2",
+               "paradnn report paper -p platform=gpu:0 -p target=gpu:0 -p baseline=cpu"],
+}  # fmt: skip
+
+
+def _epilog(command: str, labels: bool = False) -> str:
+    """Examples (and, for commands that take a LABEL, every family's label pattern) under a command's help."""
+    text = "\b\nExamples:\n" + "".join(f"  {e}\n" for e in EXAMPLES[command])
+    if labels:
+        text += "\n\b\nLabels (FAMILY LABEL):\n" + "".join(f"  {f.name:<12} {f.label_format}\n" for f in families.all_families())
+    return text
+
+
 XLA_HELP = ("Compile the step with XLA, or not. Default: auto, the faster setting for the family and dtype on this "
             "platform (probed once, cached with the ceilings; recorded as xla_auto).")
 
@@ -27,9 +58,13 @@ XLA_HELP = ("Compile the step with XLA, or not. Default: auto, the faster settin
 class _OneLineErrors(click.Group):
     """Report usage errors and ``ConfigError`` as one line with exit status 2."""
 
-    def main(self, *args, **kwargs):  # type: ignore[override]
+    def main(self, args=None, *rest, **kwargs):  # type: ignore[override]
+        if not (sys.argv[1:] if args is None else args):  # bare `paradnn`: the help, and success
+            with click.Context(self, info_name="paradnn") as ctx:
+                click.echo(self.get_help(ctx))
+            sys.exit(0)
         try:
-            return super().main(*args, standalone_mode=False, **kwargs)
+            return super().main(args, *rest, standalone_mode=False, **kwargs)
         except click.exceptions.Exit as exc:
             sys.exit(exc.exit_code)
         except click.Abort:
@@ -63,7 +98,7 @@ def _config(family: str, label: str) -> Config:
 
 
 def _memory_budget(memory_gb: float | None, target) -> float | None:
-    from paradnn.sweep import default_memory_budget
+    from paradnn.sweeps import default_memory_budget
 
     if memory_gb is not None and not memory_gb > 0:
         raise ConfigError("--memory-budget", memory_gb, "a positive number of GB")
@@ -98,7 +133,7 @@ def main() -> None:
     """Parameterized deep-learning training benchmarks after ParaDnn (2019)."""
 
 
-@main.command()
+@main.command(epilog=_epilog("platform"))
 @click.option("--platform", "platform_id", default="cpu", show_default=True, help="cpu, cpu[threads=N], gpu:N or tpu:N.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("--refresh", is_flag=True, help="Measure the ceilings again instead of using the cache.")
@@ -124,7 +159,7 @@ def platform(platform_id: str, as_json: bool, refresh: bool) -> None:
     click.echo("copy bandwidth   " + ", ".join(f"{k} {v / 1e9:.1f} GB/s" for k, v in info["ceilings"]["copy_bandwidth"].items()))
 
 
-@main.command()
+@main.command(epilog=_epilog("describe", labels=True))
 @click.argument("family")
 @click.argument("label")
 @click.option("--dtype", default="float32", show_default=True, help="|".join(POLICIES))
@@ -147,7 +182,7 @@ def describe(family: str, label: str, dtype: str, memory_gb: float | None, as_js
     _emit(describe_config(config, dtype, memory_budget=budget), as_json)
 
 
-@main.command()
+@main.command(epilog=_epilog("measure", labels=True))
 @click.argument("family")
 @click.argument("label")
 @click.option("--dtype", default="float32", show_default=True, help="|".join(POLICIES))
@@ -202,7 +237,7 @@ DEFAULT_STORE = "outputs/results.sqlite"
 store_option = click.option("--store", "store_path", default=DEFAULT_STORE, show_default=True, help="The results store (SQLite).")
 
 
-@main.command()
+@main.command(epilog=_epilog("sweep", labels=True))
 @click.argument("family")
 @click.option("--preset", default="smoke", show_default=True, help="smoke, quick or paper.")
 @click.option("--set", "overrides", multiple=True, metavar="AXIS=V1,V2", help="Replace one axis of the preset's grid.")
@@ -223,7 +258,7 @@ def sweep(family: str, preset: str, overrides: tuple[str, ...], dtype: str, xla:
     from paradnn import platform as plat
     from paradnn.harness import RunSettings
     from paradnn.space import expand, parse_override
-    from paradnn.sweep import SweepOptions, run_sweep
+    from paradnn.sweeps import SweepOptions, run_sweep
 
     configs = expand(_family(family), preset, dict(parse_override(family, o) for o in overrides))
     target = plat.parse_target(platform_id)
@@ -233,7 +268,7 @@ def sweep(family: str, preset: str, overrides: tuple[str, ...], dtype: str, xla:
     settings = RunSettings(dtype=dtype, xla=xla, device=target.tf_device, max_seconds=max_seconds)
     options = SweepOptions(settings=settings, target=target, memory_budget_bytes=memory_gb * 1e9 if memory_gb else None,
                            timeout_s=timeout_s, max_minutes=max_minutes, retry_failed=retry_failed, force=force)  # fmt: skip
-    with _open_store(store_path) as store:
+    with _open_store(store_path) as store, _terminate_as_interrupt() as terminated:
         summary = run_sweep(configs, store, options)
         df = store.results(family=family, platform=target.id)
     labels = {c.label for c in configs}
@@ -241,7 +276,23 @@ def sweep(family: str, preset: str, overrides: tuple[str, ...], dtype: str, xla:
     _print_table(df.drop_duplicates("label", keep="last").to_dict("records"))
     click.echo(summary.line(), err=True)
     if summary.interrupted:
-        sys.exit(130)
+        sys.exit(128 + signal.SIGTERM if terminated else 130)
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt():
+    """SIGTERM stops a sweep the way Ctrl-C does (results kept, summary printed); yields a flag it sets."""
+    terminated: list[bool] = []
+
+    def handler(signum, frame):
+        terminated.append(True)
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield terminated
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _open_store(path: str, create: bool = True, readonly: bool = False):
@@ -253,7 +304,7 @@ def _open_store(path: str, create: bool = True, readonly: bool = False):
         raise ConfigError("--store", path, f"a paradnn store ({exc})") from None
 
 
-@main.command()
+@main.command(epilog=_epilog("results"))
 @store_option
 @click.option("--family", type=click.Choice(FAMILIES))
 @click.option("--platform", "platform_id", help="Only this platform (e.g. cpu, v100, tpu-v2-8).")
@@ -282,7 +333,7 @@ def results(
         click.echo(text)
 
 
-@main.command("import-legacy")
+@main.command("import-legacy", epilog=_epilog("import_legacy"))
 @click.argument("files", nargs=-1, type=click.Path(dir_okay=False))
 @store_option
 @click.option("--platform", "platform_id", help="Platform name for all files (default: from each file name).")
@@ -303,7 +354,7 @@ def import_legacy(files: tuple[str, ...], store_path: str, platform_id: str | No
         click.echo(f"{name}: {info['kind']} of {info['platform']}, {info['rows']} rows, {info['added']} added")
 
 
-@main.command()
+@main.command(epilog=_epilog("compare"))
 @click.option("--baseline", required=True, help="Baseline platform (or value of --by).")
 @click.option("--target", required=True, help="Target platform (or value of --by).")
 @click.option("--by", default="platform", show_default=True, type=click.Choice(("platform", "dtype", "xla", "sw_tensorflow")))
@@ -333,23 +384,42 @@ def compare(baseline: str, target: str, by: str, family: str | None, store_path:
     _emit(summary, False)
 
 
-@main.command()
+@main.command(epilog=_epilog("report"))
 @click.argument("pipeline")
 @click.option("-p", "--parameter", "parameters", multiple=True, metavar="NAME=VALUE", help="Override a notebook parameter.")
 @click.option("--reference", type=click.Path(file_okay=False), help="Folder with the original study's JSON files.")
 @click.option("--outputs", default="outputs", show_default=True, type=click.Path(file_okay=False), help="Root output folder.")
 def report(pipeline: str, parameters: tuple[str, ...], reference: str | None, outputs: str) -> None:
     """Execute PIPELINE's notebooks (smoke, quick, paper or a .yaml file) and render HTML reports."""
-    from paradnn.reports import load_pipeline, parse_parameter, run_pipeline
+    from paradnn.reports import load_pipeline, parse_parameter, run_pipeline, validate_overrides
 
-    load_pipeline(pipeline)  # bad names fail before anything runs
-    overrides = dict(parse_parameter(p) for p in parameters)
+    spec = load_pipeline(pipeline)  # bad names and parameters fail before anything runs
+    overrides = validate_overrides(spec, dict(parse_parameter(p) for p in parameters))
     reports = run_pipeline(pipeline, overrides, Path(reference) if reference else None, Path(outputs))
     for r in reports:
         click.echo(f"{r.status:<6} {r.duration_s:6.0f} s  {r.html}" + (f"  ({r.error})" if r.error else ""))
     click.echo(str(reports[0].html.parent / "index.html") if reports else "no notebooks in the pipeline")
     if any(r.status != "ok" for r in reports):
         sys.exit(1)
+
+
+@main.command(epilog=_epilog("lab"))
+@click.option("--port", default=8888, show_default=True, type=click.IntRange(1, 65535), help="The server's port.")
+@click.option("--no-browser", is_flag=True, help="Do not open a browser.")
+def lab(port: int, no_browser: bool) -> None:
+    """Open the notebooks in JupyterLab, on the `paradnn` kernel (registered if needed)."""
+    import os
+
+    from paradnn.reports import ROOT, ensure_kernel
+
+    ensure_kernel()
+    args = [sys.executable, "-m", "jupyterlab", f"--notebook-dir={ROOT / 'notebooks'}", f"--port={port}",
+            "--MultiKernelManager.default_kernel_name=paradnn"]  # fmt: skip
+    if no_browser:
+        args.append("--no-browser")
+    if os.geteuid() == 0:  # containers often run as root; JupyterLab refuses that unless told
+        args.append("--allow-root")
+    os.execv(sys.executable, args)
 
 
 def _parse_bool(text: str) -> bool:

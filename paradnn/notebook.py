@@ -8,6 +8,8 @@ sentence into the report.
 
 from __future__ import annotations
 
+import os
+import time
 import warnings
 from pathlib import Path
 
@@ -15,6 +17,28 @@ import pandas as pd
 
 from paradnn.config import ConfigError
 from paradnn.store import Store
+
+
+def as_list(value: object) -> list:
+    """A list parameter as given to papermill on the command line (``-p families "[fc]"``) or already a list."""
+    import yaml
+
+    parsed = yaml.safe_load(value) if isinstance(value, str) else value
+    if parsed is None:
+        return []
+    return list(parsed) if isinstance(parsed, (list, tuple)) else [parsed]
+
+
+def as_dict(value: object) -> dict:
+    """A dict parameter given as YAML text (``-p overrides "{fc: {batch: [64]}}"``) or already a dict."""
+    import yaml
+
+    parsed = yaml.safe_load(value) if isinstance(value, str) else value
+    if parsed is None:
+        return {}
+    if not isinstance(parsed, dict):
+        raise ConfigError("overrides", value, "a mapping, e.g. {fc: {batch: [64, 128]}}")
+    return parsed
 
 
 def setup() -> None:
@@ -71,7 +95,7 @@ def ensure_measured(
     from paradnn.harness import RunSettings
     from paradnn.platform import parse_target
     from paradnn.space import expand
-    from paradnn.sweep import SweepOptions, run_sweep
+    from paradnn.sweeps import SilentProgress, SweepOptions, run_sweep
 
     if not measure_missing or not is_local(platform):
         return [f"{platform}: using the data in the store (measure_missing={measure_missing})"]
@@ -82,9 +106,38 @@ def ensure_measured(
         target=target,
         max_minutes=budget_minutes,
     )
+    progress = ProgressFile if os.environ.get("PARADNN_PROGRESS_FILE") else SilentProgress
     with Store(store) as s:
-        summary = run_sweep(configs, s, options, progress=_quiet_bar)
+        summary = run_sweep(configs, s, options, progress=progress)
     return [f"{', '.join(families)} on {target.id}, {dtype}, XLA {xla_words(store, target.id, dtype, xla)}: {summary.line()}"]
+
+
+class ProgressFile:
+    """A sweep's progress bar for reports: appends "done/total, failed, time left" lines to the
+    file ``paradnn report`` names in ``PARADNN_PROGRESS_FILE``, which it shows on the terminal."""
+
+    def __init__(self, total: int = 0, desc: str = "", **kwargs) -> None:
+        self.total, self.desc, self.done, self.note = total, desc, 0, ""
+        self.start = time.monotonic()
+        self.path = Path(os.environ["PARADNN_PROGRESS_FILE"])
+        self._write("started")
+
+    def _write(self, state: str) -> None:
+        elapsed = time.monotonic() - self.start
+        left = elapsed / self.done * (self.total - self.done) if self.done else float("nan")
+        eta = f", about {left:.0f} s left" if self.done and self.done < self.total else ""
+        with open(self.path, "a") as f:
+            f.write(f"{state} {self.desc}: {self.done}/{self.total} configurations{eta} {self.note}\n".rstrip() + "\n")
+
+    def update(self, n: int = 1) -> None:
+        self.done += n
+        self._write("measuring")
+
+    def set_postfix_str(self, text: str) -> None:
+        self.note = f"({text})"
+
+    def close(self) -> None:
+        self._write("finished")
 
 
 def xla_setting(value: object) -> bool | None:
@@ -109,21 +162,6 @@ def xla_words(store: str | Path, platform: str, dtype: str, xla: object) -> str:
     picked = ", ".join(f"{k.split('|')[0]}: {'on' if v else 'off'}" for k, v in choices.items() if k.endswith(f"|{dtype}"))
     return f"auto ({picked or 'not probed yet'})"
 
-
-class _quiet_bar:  # noqa: N801 - stands in for tqdm
-    """A progress bar that prints nothing (reports show a summary line instead)."""
-
-    def __init__(self, *args, **kwargs) -> None:
-        pass
-
-    def update(self, n: int = 1) -> None:
-        pass
-
-    def set_postfix_str(self, text: str) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
 
 
 def ensure_reference(store: str | Path, reference_dir: str = "") -> str:
@@ -168,19 +206,31 @@ def load(
 
 
 def show(fig) -> None:
-    """Display a figure in the report and free it."""
+    """Display a figure in the report (its title as the image's alternative text) and free it."""
     import matplotlib.pyplot as plt
     from IPython.display import display
 
-    display(fig)
+    display(fig, metadata={"image/png": {"alt": figure_title(fig)}})
     plt.close(fig)
 
 
+def figure_title(fig) -> str:
+    """A figure's title: its suptitle, else its axes' titles joined."""
+    suptitle = fig._suptitle.get_text() if fig._suptitle is not None else ""
+    titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
+    return " ".join(suptitle.split()) or "; ".join(" ".join(t.split()) for t in titles) or "figure"
+
+
 def caption(text: str) -> None:
-    """The sentence under a figure: what the paper found and what this data shows."""
+    """The sentence under a figure: what the paper found and what this data shows.
+
+    The text is shown literally (it may hold platform names and values users typed).
+    """
     from IPython.display import Markdown, display
 
-    display(Markdown(f"*{text}*"))
+    from paradnn.markup import literal
+
+    display(Markdown(f"*{literal(text)}*"))
 
 
 def platform_section(df: pd.DataFrame, baseline: str, target: str, families: list[str], paper_pair: bool = False) -> list:

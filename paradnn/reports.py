@@ -10,11 +10,14 @@ error) and a red row; the others still run.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import html
 import json
+import os
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,9 +26,11 @@ import yaml
 
 from paradnn.analysis import registry
 from paradnn.config import ConfigError
+from paradnn.markup import literal
 
 ROOT = Path(__file__).resolve().parents[1]
 KERNEL = "paradnn"
+PROGRESS_ENV = "PARADNN_PROGRESS_FILE"  # where a notebook's sweeps write their progress
 
 
 @dataclass(frozen=True)
@@ -87,6 +92,40 @@ def parse_parameter(text: str) -> tuple[str, object]:
         return name.strip(), value
 
 
+# What a declared parameter type accepts from -p (YAML-parsed). A text parameter also takes
+# a YAML boolean or number (``-p xla=on`` reads as True), which the notebook interprets.
+ACCEPTS = {"int": (int,), "float": (int, float), "bool": (bool,), "list": (list,), "dict": (dict,),
+           "str": (str, bool, int, float)}  # fmt: skip
+
+
+def validate_overrides(pipeline: Pipeline, overrides: dict) -> dict:
+    """Check ``-p`` names and types against the parameters the pipeline's notebooks declare.
+
+    Returns the overrides, a text value of a list parameter read as a one-item list; an
+    unknown name, ``store`` (the pipeline's own) or a value of the wrong type is one
+    ConfigError naming what is allowed, before anything runs.
+    """
+    declared: dict[str, dict] = {}
+    for entry in pipeline.notebooks:
+        for name, spec in declared_parameters(ROOT / entry["notebook"]).items():
+            declared.setdefault(name, spec)
+    checked = {}
+    for name, value in overrides.items():
+        if name == "store":
+            raise ConfigError("-p store", value, "nothing: each pipeline keeps its store in outputs/<pipeline>/ (use --outputs)")
+        if name not in declared:
+            known = ", ".join(sorted(set(declared) - {"store"}))
+            raise ConfigError("-p", name, f"a parameter of this pipeline's notebooks: {known}")
+        kind = declared[name]["inferred_type_name"]
+        if kind == "list" and isinstance(value, str):
+            value = [value]
+        allowed = ACCEPTS.get(kind)
+        if allowed and (not isinstance(value, allowed) or (kind in ("int", "float") and isinstance(value, bool))):
+            raise ConfigError(f"-p {name}", value, f"a {kind} ({declared[name]['help']})")
+        checked[name] = value
+    return checked
+
+
 def ensure_kernel(name: str = KERNEL) -> None:
     """Register this interpreter as Jupyter kernel ``name`` if it is not registered yet."""
     from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
@@ -104,17 +143,85 @@ def ensure_kernel(name: str = KERNEL) -> None:
     )
 
 
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+@contextlib.contextmanager
+def progress_shown(path: Path, step: str):
+    """While a notebook runs, show its sweeps' progress (written to ``path`` by the kernel, see
+    :class:`paradnn.notebook.ProgressFile`): one updating line on a terminal, and in a log
+    only each sweep's last line (no carriage returns)."""
+    path.unlink(missing_ok=True)
+    os.environ[PROGRESS_ENV] = str(path)  # the kernel inherits it
+    stop = threading.Event()
+    terminal = sys.stderr.isatty()
+
+    def follow() -> None:
+        shown = ""
+        while not stop.wait(1.0):
+            try:
+                lines = path.read_text().splitlines()
+            except OSError:
+                continue
+            if lines and lines[-1] != shown:
+                shown = lines[-1]
+                if terminal:
+                    print(f"\r{step}: {shown}\033[K", end="", file=sys.stderr, flush=True)
+        if terminal and shown:
+            print(file=sys.stderr, flush=True)
+        elif shown:  # a log: the last state of each sweep, once
+            finished = [line for line in path.read_text().splitlines() if line.startswith("finished")]
+            for line in finished:
+                _say(f"{step}: {line}")
+
+    thread = threading.Thread(target=follow, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(5)
+        os.environ.pop(PROGRESS_ENV, None)
+        path.unlink(missing_ok=True)
+
+
+KERNEL_LOG_ENV = "PARADNN_KERNEL_LOG"
+
+
+def _kernel_manager_class():
+    from jupyter_client.manager import AsyncKernelManager
+
+    class LoggedKernelManager(AsyncKernelManager):
+        """Launches the kernel with its stderr in a log file beside the report, not on the terminal
+        (at shutdown ipykernel prints asyncio noise there; what matters reaches the notebook)."""
+
+        async def _async_launch_kernel(self, kernel_cmd, **kw):
+            log = os.environ.get(KERNEL_LOG_ENV)
+            if log:
+                kw["stderr"] = open(log, "ab")  # noqa: SIM115 - the kernel process owns it from here
+            return await super()._async_launch_kernel(kernel_cmd, **kw)
+
+    return LoggedKernelManager
+
+
 def execute_notebook(source: Path, executed: Path, params: dict, kernel: str = KERNEL) -> None:
     """Run ``source`` with ``params`` through papermill into ``executed``.
 
     The kernel is local, so it talks over Unix sockets (IPC) rather than TCP: no ports are
-    opened, and ipykernel has no reason to warn about unencrypted TCP traffic.
+    opened, and ipykernel has no reason to warn about unencrypted TCP traffic. Its stderr
+    goes to ``<executed>.kernel.log``.
     """
     import papermill as pm
     from traitlets.config import Config
 
-    pm.execute_notebook(str(source), str(executed), parameters=params, kernel_name=kernel, cwd=str(ROOT),
-                        progress_bar=False, config=Config({"KernelManager": {"transport": "ipc"}}))  # fmt: skip
+    os.environ[KERNEL_LOG_ENV] = str(executed.with_suffix(".kernel.log"))
+    try:
+        pm.execute_notebook(str(source), str(executed), parameters=params, kernel_name=kernel, cwd=str(ROOT),
+                            progress_bar=False, kernel_manager_class=_kernel_manager_class(),
+                            config=Config({"KernelManager": {"transport": "ipc"}}))  # fmt: skip
+    finally:
+        os.environ.pop(KERNEL_LOG_ENV, None)
 
 
 def notebook_parameters(pipeline: Pipeline, entry: dict, overrides: dict, store: Path, reference: Path | None) -> dict:
@@ -136,8 +243,8 @@ def declared_parameters(notebook: Path) -> dict:
     return pm.inspect_notebook(str(notebook))
 
 
-def provenance(store: Path, params: dict) -> str:
-    """Markdown summary placed at the top of each report."""
+def provenance(store: Path, params: dict, observations: Path | None = None) -> str:
+    """Markdown summary placed at the top of each report: when, what, on what, and the verdicts."""
     from paradnn.store import Store
 
     platform, software = "not measured yet", {}
@@ -155,23 +262,50 @@ def provenance(store: Path, params: dict) -> str:
     except Exception:  # noqa: BLE001 - provenance must never break a report
         pass
     sw = ", ".join(f"{k} {v}" for k, v in software.items() if v) or "unknown"
-    shown = ", ".join(f"`{k}={v!r}`" for k, v in params.items())
+    shown = ", ".join(f"<code>{literal(k)}={literal(repr(v))}</code>" for k, v in params.items())
     return (
-        f"**Report generated** {dt.datetime.now().astimezone():%Y-%m-%d %H:%M %Z} · **store** `{store}`  \n"
-        f"**platform** {platform}  \n**software** {sw}  \n**parameters** {shown}"
+        f"**Report generated** {dt.datetime.now().astimezone():%Y-%m-%d %H:%M %Z} · **store** <code>{literal(store)}</code>  \n"
+        f"**platform** {literal(platform)}  \n**software** {literal(sw)}  \n**parameters** {shown}"
+        + _verdict_summary(observations)
     )
 
 
-def export_html(executed: Path, target: Path, header: str) -> None:
-    """HTML without code cells, with ``header`` as the first cell."""
+def _verdict_summary(path: Path | None) -> str:
+    """'**the paper's observations here** O1 holds x7, ...' from a report's published verdicts."""
+    try:
+        rows = json.loads(path.read_text()) if path else []
+    except (OSError, ValueError):
+        return ""
+    counts: dict[str, int] = {}
+    for row in rows:
+        if row.get("id"):
+            kind = "needs other hardware or data" if row["verdict"].startswith("needs") else row["verdict"]
+            counts[kind] = counts.get(kind, 0) + 1
+    if not counts:
+        return ""
+    shown = ", ".join(f"{n} {kind}" for kind, n in counts.items())
+    return f"  \n**the paper's observations in this report** {literal(shown)} (the table at the end has the numbers)"
+
+
+def export_html(executed: Path, target: Path, header: str, title: str = "") -> None:
+    """HTML without code cells: ``title`` as the page title, ``header`` under the notebook's
+    first heading, and every figure's title as its image's alternative text."""
     import nbformat
+    from bs4 import BeautifulSoup
     from nbconvert import HTMLExporter
 
     nb = nbformat.read(executed, as_version=4)
-    nb.cells.insert(0, nbformat.v4.new_markdown_cell(header))
+    first_heading = next((i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and c.source.startswith("# ")), -1)
+    nb.cells.insert(first_heading + 1, nbformat.v4.new_markdown_cell(header))
     exporter = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
-    body, _ = exporter.from_notebook_node(nb)
-    target.write_text(body)
+    body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": title or target.stem}})
+    alts = [o.get("metadata", {}).get("image/png", {}).get("alt", "") for c in nb.cells for o in c.get("outputs", [])
+            if "image/png" in o.get("data", {})]  # fmt: skip
+    soup = BeautifulSoup(body, "html.parser")
+    for img, alt in zip(soup.select('img[src^="data:image/png"]'), alts):
+        if alt:
+            img["alt"] = alt
+    target.write_text(str(soup))
 
 
 def run_pipeline(
@@ -186,21 +320,26 @@ def run_pipeline(
     store = out / pipeline.store
     ensure_kernel(pipeline.kernel)
     reports = []
-    for entry in pipeline.notebooks:
+    for n, entry in enumerate(pipeline.notebooks, 1):
         source = ROOT / entry["notebook"]
         stem = Path(entry["notebook"]).stem
         params = notebook_parameters(pipeline, entry, overrides or {}, store, reference)
         executed, page = out / f"{stem}.ipynb", out / f"{stem}.html"
         (out / f"observations-{stem}.json").unlink(missing_ok=True)  # never a stale verdict from an earlier run
+        step = f"[{n}/{len(pipeline.notebooks)}] {stem}"
+        _say(f"{step}: running (measuring within {params.get('budget_minutes', '?')} min)")
         start = time.monotonic()
         status, error = "ok", ""
         try:
-            execute_notebook(source, executed, params, pipeline.kernel)
+            with progress_shown(out / f"progress-{stem}.log", step):
+                execute_notebook(source, executed, params, pipeline.kernel)
         except Exception as exc:  # noqa: BLE001 - a failed notebook is a red row, not a crash
             status, error = "failed", f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"
         duration = time.monotonic() - start
+        _say(f"{step}: {status} in {duration:.0f} s" + (f" ({error})" if error else ""))
         if executed.exists():
-            export_html(executed, page, provenance(store, params))
+            export_html(executed, page, provenance(store, params, out / f"observations-{stem}.json"),
+                        f"{stem.replace('_', ' ')} — paradnn {pipeline.name}")
         else:
             page.write_text(f"<html><body><h1>{html.escape(stem)}</h1><pre>{html.escape(error)}</pre></body></html>")
         reports.append(Report(stem, status, duration, params, page, error))

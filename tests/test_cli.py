@@ -99,3 +99,76 @@ def test_measure_refuses_a_configuration_over_the_memory_budget():
     result = CliRunner().invoke(main, ["measure", "fc", "layer_1-node_8-input_8-output_4-bs_1000000000", "--memory-budget", "1"])
     assert result.exit_code == 1
     assert "state" in result.output and "skipped" in result.output and "budget 1.0 GB" in result.output
+
+
+def test_bare_paradnn_prints_help_and_succeeds():
+    result = CliRunner().invoke(main, [])
+    assert result.exit_code == 0 and "Usage: paradnn" in result.output and "error" not in result.output
+
+
+def test_every_command_shows_examples_and_label_formats():
+    for command in ("platform", "describe", "measure", "sweep", "results", "import-legacy", "compare", "report"):
+        text = CliRunner().invoke(main, [command, "--help"]).output
+        assert "Examples:" in text and f"paradnn {command}" in text, command
+    assert "image_<image>-alpha_<alpha>-bs_<batch>" in CliRunner().invoke(main, ["describe", "--help"]).output
+
+
+def test_csv_export_writes_json_columns_as_json(tmp_path):
+    import csv
+    import io
+
+    from paradnn.store import Store
+
+    store = tmp_path / "r.sqlite"
+    with Store(store) as s:
+        s.add_results([{"family": "fc", "label": "x", "platform": "p", "state": "ok", "extra": {"phases": {"a": 1.5}},
+                        "samples_s": [0.1, 0.2]}])  # fmt: skip
+    result = CliRunner().invoke(main, ["results", "--store", str(store), "--format", "csv"])
+    row = next(csv.DictReader(io.StringIO(result.output)))
+    assert json.loads(row["extra"]) == {"phases": {"a": 1.5}} and json.loads(row["samples_s"]) == [0.1, 0.2]
+
+
+@pytest.mark.slow
+def test_the_readme_python_example_runs_as_a_plain_script(tmp_path):
+    """Copied out of the README and run as a user would: a script without a __main__ guard."""
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    example = re.search(r"## From Python.*?```python\n(.*?)```", readme, re.S).group(1)
+    script = tmp_path / "example.py"
+    script.write_text(example)
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, env=os.environ.copy(),
+                            timeout=600)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "layer_1-node_64-input_2000-output_1000-bs_16" in result.stdout and "ok" in result.stdout
+    assert (tmp_path / "outputs" / "api.sqlite").exists()
+
+
+@pytest.mark.slow
+def test_paradnn_lab_serves_the_notebooks(tmp_path):
+    import socket
+    import time
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "JUPYTER_TOKEN": "paradnn-test", "JUPYTER_CONFIG_DIR": str(tmp_path / "config"),
+           "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime")}  # fmt: skip
+    proc = subprocess.Popen([sys.executable, "-m", "paradnn.cli", "lab", "--port", str(port), "--no-browser"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        listing = None
+        for _ in range(120):
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/contents?token=paradnn-test", timeout=2) as r:
+                    listing = json.loads(r.read())
+                break
+            except OSError:
+                time.sleep(0.5)
+        assert listing is not None, "JupyterLab did not answer within a minute"
+        assert {"architecture.ipynb", "workloads.ipynb"} <= {item["name"] for item in listing["content"]}
+    finally:
+        proc.terminate()
+        proc.wait(30)

@@ -53,6 +53,9 @@ def test_every_report_has_its_figures_and_no_errors(smoke):
         assert "The paper found" in page
         assert "def " not in page  # code cells are hidden
         assert "holds" in page or "not enough data" in page
+        assert f"<title>{name.replace('_', ' ')} — paradnn smoke</title>" in page and "<h1" in page
+        assert "No description has been provided" not in page  # every figure's title is its alt text
+        assert "the paper&#x27;s observations in this report" in page or "the paper's observations in this report" in page
 
 
 def test_every_observation_is_accounted_for(smoke):
@@ -139,7 +142,17 @@ def test_a_failing_notebook_gets_a_red_row_and_the_others_run(tmp_path):
     assert "float8" in (out / "architecture.html").read_text()
 
 
-@pytest.mark.parametrize("args,needle", [(["nonsense"], "PIPELINE"), (["smoke", "-p", "oops"], "NAME=VALUE")])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["nonsense"], "PIPELINE"),
+        (["smoke", "-p", "oops"], "NAME=VALUE"),
+        (["smoke", "-p", "budget_minutes=abc"], "budget_minutes"),
+        (["smoke", "-p", "nosuch=1"], "nosuch"),
+        (["smoke", "-p", "store=elsewhere.sqlite"], "store"),
+        (["smoke", "-p", "families={fc: 1}"], "families"),
+    ],
+)
 def test_bad_report_input_exits_2(args, needle):
     result = report(*args)
     assert result.returncode == 2 and needle in result.stderr
@@ -176,3 +189,33 @@ def test_index_and_report_render_in_chromium(smoke, tmp_path):
     arch = chromium_dom(site / "architecture.html", tmp_path)
     loaded = re.search(r'data-images="(\d+)/(\d+)"', arch)
     assert loaded and int(loaded.group(1)) >= 6 and loaded.group(1) == loaded.group(2)
+
+
+HOSTILE = "<script>document.title='pwned'</script>`</code><img src=x onerror=\"document.title='pwned'\">*[x](javascript:alert(1))"
+
+
+def test_hostile_values_show_literally_and_run_nothing(tmp_path):
+    """A parameter value flows into the provenance header, captions and the index: every page must escape it."""
+    pipeline = tmp_path / "hostile.yaml"
+    pipeline.write_text("name: hostile\nnotebooks:\n  - notebook: notebooks/platform_comparison.ipynb\n"
+                        "    parameters: {measure_missing: false}\n")  # fmt: skip
+    result = report(str(pipeline), "--outputs", str(tmp_path), "-p", f"target={json.dumps(HOSTILE)}")
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = tmp_path / "hostile"
+    for name in ("platform_comparison.html", "index.html"):
+        page = (out / name).read_text()
+        assert "<script>document.title" not in page and "<img src=x" not in page and "href=\"javascript" not in page
+        dom = chromium_dom(out / name, tmp_path)
+        assert "pwned" not in re.search(r"<title>(.*?)</title>", dom, re.S).group(1)
+        assert "&lt;script&gt;document.title=" in dom  # shown as typed
+
+
+def test_papermill_alone_understands_list_parameters_given_as_text(tmp_path):
+    """As the notebooks' own help suggests: papermill NOTEBOOK OUT -p families "[fc]"."""
+    import papermill as pm
+
+    store = tmp_path / "r.sqlite"
+    pm.execute_notebook(str(ROOT / "notebooks" / "software_stack.ipynb"), str(tmp_path / "out.ipynb"), kernel_name="paradnn",
+                        parameters={"store": str(store), "families": "[fc]", "overrides": "{fc: {batch: [64]}}",
+                                    "measure_missing": False}, progress_bar=False, cwd=str(ROOT))  # fmt: skip
+    assert (tmp_path / "out.ipynb").exists()

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from paradnn.store import Store, StoreError
-from paradnn.sweep import ordered
+from paradnn.sweeps import ordered
 
 pytestmark = pytest.mark.slow
 
@@ -242,3 +242,23 @@ def test_a_real_workload_sweeps_end_to_end(tmp_path):
     df = rows(store)
     assert list(df["state"]) == ["ok"] and df["params"].iloc[0] == 1_248_424
     assert df["label"].iloc[0] == "image_32-bs_2" and df["flops_model"].iloc[0] > 0
+
+
+def test_sigterm_stops_a_sweep_like_ctrl_c(tmp_path):
+    store = tmp_path / "r.sqlite"
+    proc = start("sweep", "fc", *TINY, "--max-seconds", "1", "--store", str(store))
+    wait_for_rows(store, 1, proc)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    assert "interrupted" in err.decode() and "rerun to resume" in err.decode()
+
+
+def test_ctrl_c_while_the_worker_starts_counts_what_is_left(tmp_path):
+    store = tmp_path / "r.sqlite"
+    proc = start("sweep", "fc", *TINY, "--max-seconds", "1", "--store", str(store))
+    time.sleep(1.0)  # the worker is still importing TensorFlow
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "6 left" in err.decode()

@@ -6,13 +6,13 @@ import signal
 
 import pytest
 
-from paradnn import sweep
+from paradnn import sweeps as sweep
 from paradnn.config import ConfigError
 from paradnn.harness import RunSettings
 from paradnn.platform import Target
 from paradnn.space import expand
 from paradnn.store import Store
-from paradnn.sweep import ChooseXLA, Describe, Failed, Measure, Result, SweepOptions, run_sweep
+from paradnn.sweeps import ChooseXLA, Describe, Failed, Measure, Result, SweepOptions, run_sweep
 
 CONFIGS = expand("fc", "smoke", {"layers": [1], "nodes": [8, 16, 32], "input": [16], "output": [4], "batch": [8]})
 INFO = {"id": "cpu", "name": "Fake CPU", "host": "fake-host", "cores": 2,

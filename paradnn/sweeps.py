@@ -29,18 +29,21 @@ value in proportion, instead of only the first values of the first axes.
 from __future__ import annotations
 
 import ctypes
-import multiprocessing as mp
 import os
 import platform as pyplatform
 import random
 import re
 import signal
+import socket
+import subprocess
+import sys
 import time
 import traceback
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from importlib import metadata
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Protocol
 
@@ -166,6 +169,22 @@ class SweepSummary:
         return text
 
 
+class SilentProgress:
+    """A progress bar that shows nothing (for notebooks and library calls that print a summary instead)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        pass
+
+    def update(self, n: int = 1) -> None:
+        pass
+
+    def set_postfix_str(self, text: str) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
 def default_memory_budget(target: Target) -> float | None:
     """60% of RAM on a CPU; on accelerators rely on TensorFlow's own OOM errors."""
     return 0.6 * psutil.virtual_memory().total if target.kind == "cpu" else None
@@ -270,24 +289,37 @@ class Worker(Protocol):
     def stop(self) -> None: ...
 
 
+def _worker_entry(fd: int, target: Target) -> None:
+    """The worker process's entry point (``python -c``): the driver's end of the socket is ``fd``."""
+    from multiprocessing.connection import Connection
+
+    _worker_main(Connection(fd), target)
+
+
 class ProcessWorker:
-    """A worker process and its pipe, seen from the driver."""
+    """A worker process and its socket, seen from the driver.
+
+    The worker is a fresh interpreter (``python -c``) talking over a socket pair, not a
+    ``multiprocessing`` child: spawning one re-imports the caller's ``__main__``, which
+    breaks any plain script that calls :func:`paradnn.sweep` without an
+    ``if __name__ == "__main__":`` guard.
+    """
 
     def __init__(self, target: Target) -> None:
-        ctx = mp.get_context("spawn")
-        self.conn, child = ctx.Pipe()
-        self.process = ctx.Process(target=_worker_main, args=(child, target), daemon=True)
-        self.process.start()
+        parent, child = socket.socketpair()
+        code = f"from paradnn.sweeps import _worker_entry, Target; _worker_entry({child.fileno()}, {target!r})"
+        self.process = subprocess.Popen([sys.executable, "-c", code], pass_fds=[child.fileno()])
         child.close()
+        self.conn = Connection(parent.detach())
         self.ps = psutil.Process(self.process.pid)
         if not self.conn.poll(WORKER_START_TIMEOUT_S):
             self.kill()
             raise RuntimeError("the worker did not start within 5 minutes")
         try:
             message = self.conn.recv()
-        except EOFError:
+        except (EOFError, OSError):
             self.kill()
-            raise RuntimeError(f"the worker died while starting (exit code {self.process.exitcode})") from None
+            raise RuntimeError(f"the worker died while starting (exit code {self.process.poll()})") from None
         if isinstance(message, StartFailed):
             self.kill()
             raise ConfigError("--platform", target.id, message.error)
@@ -313,16 +345,21 @@ class ProcessWorker:
             return 0
 
     def alive(self) -> bool:
-        return self.process.is_alive()
+        return self.process.poll() is None
 
     def exit_code(self) -> int | None:
-        self.process.join(5)
-        return self.process.exitcode
+        try:
+            return self.process.wait(5)
+        except subprocess.TimeoutExpired:
+            return None
 
     def kill(self) -> None:
-        if self.process.is_alive():
+        if self.process.poll() is None:
             self.process.kill()
-        self.process.join(10)
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            pass
         self.conn.close()
 
     def stop(self) -> None:
@@ -330,7 +367,10 @@ class ProcessWorker:
             self.conn.send(None)
         except (OSError, BrokenPipeError):
             pass
-        self.process.join(10)
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            pass
         self.kill()
 
 
@@ -399,7 +439,7 @@ def run_sweep(
     """Measure every configuration the store lacks; see the module docstring."""
     from tqdm import tqdm
 
-    summary = SweepSummary(planned=len(configs))
+    summary = SweepSummary(planned=len(configs), left=len(configs))  # all of them, until the store says otherwise
     deadline = time.monotonic() + options.max_minutes * 60 if options.max_minutes else None
     budget = options.memory_budget_bytes or default_memory_budget(options.target)
     worker: Worker | None = None
