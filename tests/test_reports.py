@@ -118,6 +118,10 @@ def test_rerun_with_new_parameters_measures_only_what_is_new(tmp_path):
     before = before[before["source"] == "measured"]  # the original study's rows are imported too
     result = report(str(pipeline), "--outputs", str(tmp_path), "-p", "overrides={fc: {batch: [64, 128]}}")
     assert result.returncode == 0, result.stderr
+    # What runs is shown while it runs; a log gets no carriage returns and no kernel shutdown noise.
+    assert "[1/1] architecture: running" in result.stderr
+    assert "[1/1] architecture: finished sweep cpu: 2/2 configurations" in result.stderr
+    assert "\r" not in result.stderr and "Task was destroyed" not in result.stderr
     with Store(store) as s:
         after = s.results()
     after = after[after["source"] == "measured"]
