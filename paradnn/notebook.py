@@ -95,7 +95,7 @@ def ensure_measured(
     from paradnn.harness import RunSettings
     from paradnn.platform import parse_target
     from paradnn.space import expand
-    from paradnn.sweeps import SilentProgress, SweepOptions, run_sweep
+    from paradnn.sweeps import SweepOptions, run_sweep
 
     if not measure_missing or not is_local(platform):
         return [f"{platform}: using the data in the store (measure_missing={measure_missing})"]
@@ -106,7 +106,10 @@ def ensure_measured(
         target=target,
         max_minutes=budget_minutes,
     )
-    progress = ProgressFile if os.environ.get("PARADNN_PROGRESS_FILE") else SilentProgress
+    if os.environ.get("PARADNN_PROGRESS_FILE"):  # run by `paradnn report`: it shows the progress
+        progress = ProgressFile
+    else:  # a notebook opened by hand: a progress bar in the notebook itself
+        from tqdm.auto import tqdm as progress
     with Store(store) as s:
         summary = run_sweep(configs, s, options, progress=progress)
     return [f"{', '.join(families)} on {target.id}, {dtype}, XLA {xla_words(store, target.id, dtype, xla)}: {summary.line()}"]
