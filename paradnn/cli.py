@@ -30,13 +30,19 @@ EXAMPLES = {
                 "paradnn measure cnn block_1-filter_16-image_64-output_1000-bs_32-residual --no-xla --json"],
     "sweep": ["paradnn sweep fc --preset quick --store outputs/my.sqlite",
               "paradnn sweep rnn --set cell=lstm,gru --set batch=64,128 --max-minutes 30",
-              "paradnn sweep transformer --preset paper --platform gpu:0"],
+              "paradnn sweep transformer --preset paper --platform gpu:0",
+              "paradnn sweep fc --preset paper --adaptive --budget 60"],
     "results": ["paradnn results --store outputs/quick/results.sqlite --family fc",
                 "paradnn results --store outputs/quick/results.sqlite --format csv --output results.csv"],
     "import_legacy": ["paradnn import-legacy --store outputs/my.sqlite",
                       "paradnn import-legacy my-copy/tpu_fc.json --platform tpu-v2-8 --store outputs/my.sqlite"],
     "compare": ["paradnn compare --baseline v100 --target tpu-v2-8 --family fc --store outputs/quick/results.sqlite",
                 "paradnn compare --by dtype --baseline float32 --target mixed_bfloat16 --json"],
+    "predict": ["paradnn predict --store outputs/quick/results.sqlite --platform tpu-v2-8 --family fc "
+                "layer_8-node_1024-input_2000-output_1000-bs_2048",
+                "paradnn predict --store outputs/quick/results.sqlite --platform cpu --family fc --preset quick --json",
+                "paradnn predict --store outputs/quick/results.sqlite --platform tpu-v2-8 --family fc --cv 5",
+                "paradnn predict --store outputs/quick/results.sqlite --platform tpu-v2-8 --family fc --replay 0.05,0.1,0.2"],
     "lab": ["paradnn lab", "paradnn lab --port 8890 --no-browser"],
     "report": ["paradnn report quick", "paradnn report smoke -p budget_minutes=2",
                "paradnn report paper -p platform=gpu:0 -p target=gpu:0 -p baseline=cpu"],
@@ -51,8 +57,10 @@ def _epilog(command: str, labels: bool = False) -> str:
     return text
 
 
-XLA_HELP = ("Compile the step with XLA, or not. Default: auto, the faster setting for the family and dtype on this "
-            "platform (probed once, cached with the ceilings; recorded as xla_auto).")
+XLA_HELP = (
+    "Compile the step with XLA, or not. Default: auto, the faster setting for the family and dtype on this "
+    "platform (probed once, cached with the ceilings; recorded as xla_auto)."
+)
 
 
 class _OneLineErrors(click.Group):
@@ -251,10 +259,17 @@ store_option = click.option("--store", "store_path", default=DEFAULT_STORE, show
 @click.option("--memory-budget", "memory_gb", type=float, help="GB a configuration may use (default: 60% of RAM on CPU).")
 @click.option("--retry-failed", is_flag=True, help="Measure again what failed before (oom, error, timeout, skipped).")
 @click.option("--force", is_flag=True, help="Measure everything again (old rows are kept).")
+@click.option("--adaptive", is_flag=True, help="Measure part of the grid where the model is least sure; predict the rest.")
+@click.option("--budget", help="With --adaptive: configurations to measure (40) or minutes (30m).")
 def sweep(family: str, preset: str, overrides: tuple[str, ...], dtype: str, xla: bool | None, platform_id: str, store_path: str,
           max_minutes: float | None, max_seconds: float, timeout_s: float, memory_gb: float | None, retry_failed: bool,
-          force: bool) -> None:  # fmt: skip
-    """Measure a preset's grid for FAMILY, skipping what the store already has."""
+          force: bool, adaptive: bool, budget: str | None) -> None:  # fmt: skip
+    """Measure a preset's grid for FAMILY, skipping what the store already has.
+
+    With --adaptive, measure only --budget configurations, chosen where the performance
+    model is least certain, and fill the rest of the grid by prediction (marked
+    "predicted"); see `paradnn predict`.
+    """
     from paradnn import platform as plat
     from paradnn.harness import RunSettings
     from paradnn.space import expand, parse_override
@@ -265,15 +280,31 @@ def sweep(family: str, preset: str, overrides: tuple[str, ...], dtype: str, xla:
     for name, value in (("--max-minutes", max_minutes), ("--timeout", timeout_s), ("--memory-budget", memory_gb)):
         if value is not None and not value > 0:
             raise ConfigError(name, value, "a positive number")
+    if adaptive != (budget is not None):
+        raise ConfigError("--adaptive/--budget", budget or "(none)", "both together: --adaptive --budget N (or Nm)")
+    if adaptive:
+        from paradnn.adaptive import Budget, adaptive_sweep
+
+        parsed_budget = Budget.parse(budget or "")
     settings = RunSettings(dtype=dtype, xla=xla, device=target.tf_device, max_seconds=max_seconds)
     options = SweepOptions(settings=settings, target=target, memory_budget_bytes=memory_gb * 1e9 if memory_gb else None,
                            timeout_s=timeout_s, max_minutes=max_minutes, retry_failed=retry_failed, force=force)  # fmt: skip
+    predicted = None
     with _open_store(store_path) as store, _terminate_as_interrupt() as terminated:
-        summary = run_sweep(configs, store, options)
+        if adaptive:
+            outcome = adaptive_sweep(configs, store, options, parsed_budget, echo=lambda t: click.echo(t, err=True))
+            summary, predicted = outcome.summary, outcome.predicted
+        else:
+            summary = run_sweep(configs, store, options)
         df = store.results(family=family, platform=target.id)
     labels = {c.label for c in configs}
     df = df[df["label"].isin(labels) & (df["dtype"] == dtype) & ((df["xla"] == xla) if xla is not None else True)]
-    _print_table(df.drop_duplicates("label", keep="last").to_dict("records"))
+    rows = df.drop_duplicates("label", keep="last").to_dict("records")
+    if predicted is not None and len(predicted):
+        rows += [{"platform": target.id, **r, "state": "predicted"} for r in predicted.to_dict("records")]
+    _print_table(rows)
+    if adaptive:
+        click.echo(outcome.line(), err=True)
     click.echo(summary.line(), err=True)
     if summary.interrupted:
         sys.exit(128 + signal.SIGTERM if terminated else 130)
@@ -384,6 +415,87 @@ def compare(baseline: str, target: str, by: str, family: str | None, store_path:
     _emit(summary, False)
 
 
+@main.command(epilog=_epilog("predict", labels=True))
+@click.argument("labels", nargs=-1)
+@store_option
+@click.option("--platform", "platform_id", required=True, help="Platform whose rows train the model (e.g. cpu, tpu-v2-8).")
+@click.option("--family", required=True, type=click.Choice(FAMILIES))
+@click.option("--labels-file", type=click.File(), help="Labels to predict, one per line.")
+@click.option("--preset", help="Predict a preset's whole grid (smoke, quick or paper).")
+@click.option("--dtype", help="Dtype policy of the predictions (default: the one most rows were measured with).")
+@click.option("--cv", "folds", type=int, help="Instead of predicting: K-fold held-out error of the model and the baselines.")
+@click.option("--replay", help="Instead: replay the stored grid, adaptive vs random sampling, at these fractions (0.05,0.1).")
+@click.option("--seed", default=0, show_default=True, type=int, help="Seed of subsampling and folds.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def predict(labels: tuple[str, ...], store_path: str, platform_id: str, family: str, labels_file, preset: str | None,
+            dtype: str | None, folds: int | None, replay: str | None, seed: int, as_json: bool) -> None:  # fmt: skip
+    """Predict step time and examples/s of configurations a platform has not run, with 90% intervals.
+
+    The model (see docs/performance.md) learns from the store's measured rows of one
+    platform and family. Each prediction comes with its 90% interval and, where the store
+    holds out-of-memory rows, the probability that the configuration fits.
+    """
+    from paradnn import predict as pr
+    from paradnn.space import expand
+
+    with _open_store(store_path, create=False, readonly=True) as store:
+        model, rows = pr.fit_store(store, platform_id, family, seed)
+    if folds is not None or replay is not None:
+        _predict_evaluation(rows, model, folds, replay, seed, as_json)
+        return
+    wanted = list(labels) + ([x.strip() for x in labels_file if x.strip()] if labels_file else [])
+    wanted += [c.label for c in expand(family, preset)] if preset else []
+    if not wanted:
+        raise ConfigError("LABEL", "(none)", "labels, --labels-file, --preset, --cv or --replay")
+    out = pr.predict_labels(model, rows, wanted, dtype)
+    if as_json:
+        click.echo(json.dumps([{k: _finite(v) for k, v in r.items() if k != "relative_width"} for r in out.to_dict("records")],
+                              indent=2))  # fmt: skip
+        return
+    columns = [("label", "{}"), ("step_time_s", "{:.4g}"), ("step_time_low_s", "{:.4g}"), ("step_time_high_s", "{:.4g}"),
+               ("examples_per_sec", "{:.4g}"), ("fits_probability", "{:.0%}"), ("measured_step_time_s", "{:.4g}")]  # fmt: skip
+    _print_table(out.to_dict("records"), columns)
+    click.echo(f"model: {model.n} measured {family} configurations on {platform_id}; 90% intervals", err=True)
+
+
+def _predict_evaluation(rows, model, folds: int | None, replay: str | None, seed: int, as_json: bool) -> None:
+    """``paradnn predict --cv K`` and ``--replay F1,F2``: held-out figures of the model and its baselines."""
+    from paradnn import predict as pr
+
+    if folds is not None:
+        scores = pr.cross_validate(rows, model.featurizer, folds, seed)
+        payload = {**scores["model"], "folds": folds, "seed": seed,
+                   "baselines": {name: scores[name] for name in ("roofline", "paper_regression")}}  # fmt: skip
+        if as_json:
+            click.echo(json.dumps(payload, indent=2))
+            return
+        table = [{"model": name, **s} for name, s in (("model", scores["model"]), *payload["baselines"].items())]
+        _print_table(table, [("model", "{}"), ("n", "{}"), ("mape", "{:.2f}%"), ("median_ape", "{:.2f}%"),
+                             ("p90_ape", "{:.2f}%"), ("coverage", "{:.0%}")])  # fmt: skip
+        return
+    fractions = [_fraction(x) for x in (replay or "").split(",") if x.strip()]
+    table = pr.replay(rows, model.featurizer, fractions, seeds=(seed,))
+    if as_json:
+        click.echo(table.to_json(orient="records", indent=2))
+        return
+    _print_table(table.to_dict("records"), [("fraction", "{:.0%}"), ("budget", "{}"), ("strategy", "{}"), ("n", "{}"),
+                                            ("mape", "{:.2f}%"), ("coverage", "{:.0%}")])  # fmt: skip
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value < 1:
+        raise ConfigError("--replay", text, "fractions of the grid between 0 and 1, comma-separated (0.05,0.1,0.2)")
+    return value
+
+
+def _finite(value):
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
 @main.command(epilog=_epilog("report"))
 @click.argument("pipeline")
 @click.option("-p", "--parameter", "parameters", multiple=True, metavar="NAME=VALUE", help="Override a notebook parameter.")
@@ -430,9 +542,11 @@ def _parse_bool(text: str) -> bool:
     raise ConfigError("--baseline/--target", text, "on or off when --by xla")
 
 
-def _table(rows: list[dict]) -> str:
-    columns = [("platform", "{}"), ("label", "{}"), ("state", "{}"), ("step_time_s", "{:.4g}"), ("examples_per_sec", "{:.4g}"),
-               ("flops_per_sec", "{:.3g}"), ("utilization", "{:.1%}"), ("step_time_cv", "{:.1%}")]  # fmt: skip
+RESULT_COLUMNS = [("platform", "{}"), ("label", "{}"), ("state", "{}"), ("step_time_s", "{:.4g}"), ("examples_per_sec", "{:.4g}"),
+                  ("flops_per_sec", "{:.3g}"), ("utilization", "{:.1%}"), ("step_time_cv", "{:.1%}")]  # fmt: skip
+
+
+def _table(rows: list[dict], columns: list[tuple[str, str]] = RESULT_COLUMNS) -> str:
     cells = [[name for name, _ in columns]]
     for row in rows:
         cells.append([_cell(row.get(n), fmt) for n, fmt in columns])
@@ -446,8 +560,8 @@ def _cell(value, fmt: str) -> str:
     return fmt.format(value)
 
 
-def _print_table(rows: list[dict]) -> None:
-    click.echo(_table(rows))
+def _print_table(rows: list[dict], columns: list[tuple[str, str]] = RESULT_COLUMNS) -> None:
+    click.echo(_table(rows, columns))
 
 
 if __name__ == "__main__":

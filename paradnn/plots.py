@@ -52,8 +52,14 @@ def heatmaps(
     log_color: bool = False,
     center: float | None = None,
     cmap: str = "viridis",
+    marked: str | None = None,
 ) -> plt.Figure:
-    """One heatmap panel per value of the family's panel axis; failed cells marked (OOM, t/o, err)."""
+    """One heatmap panel per value of the family's panel axis; failed cells marked (OOM, t/o, err).
+
+    ``marked`` names a boolean column: cells where it is true get a white square outline
+    (the prediction report marks the measured cells of a grid filled by prediction), drawn
+    in black on light cells and white on dark ones.
+    """
     spec = families.get(family)
     rows_axis, columns_axis, panel_axis = (spec.axis(a) if a else None for a in spec.heatmap)
     fam = df[df["family"] == family]
@@ -76,6 +82,7 @@ def heatmaps(
     image = None
     for ax, panel_value in zip(axs, panels):
         values, failed = _grid(fam, family, value, panel_value)
+        marks = _marks(fam, family, marked, panel_value, values) if marked else None
         image = ax.imshow(values.to_numpy(dtype=float) * scale, origin="lower", aspect="auto", cmap=cmap, norm=norm)
         ax.grid(False)
         annotate = values.size <= MAX_ANNOTATED_CELLS
@@ -89,6 +96,9 @@ def heatmaps(
                     if annotate:
                         mark = FAILED_MARK.get(failed.iat[i, j], "?")
                         ax.text(j, i, mark, ha="center", va="center", fontsize=7, color="firebrick")
+                if marks is not None and marks.iat[i, j] is True:
+                    edge = _ink(image, v * scale) if pd.notna(v) else "black"
+                    ax.add_patch(Rectangle((j - 0.42, i - 0.42), 0.84, 0.84, fill=False, edgecolor=edge, lw=1.5))
         ax.set_xticks(range(values.shape[1]), [_tick(c) for c in values.columns], rotation=45)
         ax.set_yticks(range(values.shape[0]), [_tick(r) for r in values.index])
         ax.set_xlabel(columns_axis.display)
@@ -100,6 +110,14 @@ def heatmaps(
     agg = _aggregated_axes(df, family)
     fig.suptitle(title + (f" (median over {', '.join(agg)})" if agg else ""), fontsize=12)
     return fig
+
+
+def _marks(fam: pd.DataFrame, family: str, column: str, panel_value, like: pd.DataFrame) -> pd.DataFrame:
+    """Per heatmap cell: does any row in it have ``column`` true? Shaped like ``like``."""
+    rows_axis, columns_axis, panel_axis = families.get(family).heatmap
+    sub = fam[(fam[panel_axis] == panel_value) if panel_axis else np.ones(len(fam), bool)]
+    cells = sub.groupby([rows_axis, columns_axis])[column].any().unstack()
+    return cells.reindex(index=like.index, columns=like.columns).astype(object).where(cells.notna(), False)
 
 
 def _tick(value) -> str:
@@ -275,8 +293,9 @@ def trace_figures(traces: pd.DataFrame, peak_flops: float, bandwidth: float, tit
     right.set_yscale("log")
     right.set_xlabel("operational intensity (FLOPs per byte)")
     right.set_ylabel("performance (TFLOP/s)")
-    right.set_title("op categories on the TPU v2 roofline\n(while loops left out: credited with their body's FLOPs, "
-                    "not its time)", fontsize=9)
+    right.set_title(
+        "op categories on the TPU v2 roofline\n(while loops left out: credited with their body's FLOPs, not its time)", fontsize=9
+    )
     right.legend(fontsize=7, loc="lower right")
     fig.suptitle(title, fontsize=12)
     fig.tight_layout()
@@ -321,8 +340,10 @@ def pair_speedup_bars(pairs: pd.DataFrame, title: str) -> plt.Figure:
     """Median speedup per family for every pair of platforms (log2 scale; 1 = equal)."""
     fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(pairs) + 2), 4))
     if len(pairs):
-        data = pairs.assign(pair=pairs["target"] + " over " + pairs["baseline"],
-                            workload=[families.get(f).title if f in families.names() else f for f in pairs["family"]])
+        data = pairs.assign(
+            pair=pairs["target"] + " over " + pairs["baseline"],
+            workload=[families.get(f).title if f in families.names() else f for f in pairs["family"]],
+        )
         sns.barplot(data=data, x="workload", y="median", hue="pair", ax=ax)
         ax.set_yscale("log", base=2)
     else:
@@ -345,5 +366,46 @@ def share_by_batch(rows: pd.DataFrame, value: str, title: str, ylabel: str) -> p
     ax.set_xlabel("batch size (examples, log2 scale)")
     ax.set_ylabel(ylabel)
     ax.set_title(title)
+    fig.tight_layout()
+    return fig
+
+
+def predicted_vs_measured(oof: pd.DataFrame, title: str) -> plt.Figure:
+    """Held-out predictions against measurements with their 90% intervals, one panel per platform (log-log)."""
+    platforms = list(dict.fromkeys(oof["platform"]))
+    fig, axs = plt.subplots(1, max(len(platforms), 1), figsize=(4.6 * max(len(platforms), 1), 4.2), squeeze=False)
+    for ax, platform in zip(axs[0], platforms):
+        rows = oof[oof["platform"] == platform]
+        err = np.vstack([rows["predicted_s"] - rows["low_s"], rows["high_s"] - rows["predicted_s"]]) * 1e3
+        inside = (rows["measured_s"] >= rows["low_s"]) & (rows["measured_s"] <= rows["high_s"])
+        for ok, colour, name in ((True, sns.color_palette()[0], "inside its interval"), (False, "firebrick", "outside")):
+            part = inside == ok
+            ax.errorbar(rows["measured_s"][part] * 1e3, rows["predicted_s"][part] * 1e3, yerr=err[:, part.to_numpy()], fmt="o",
+                        ms=2.5, lw=0.5, alpha=0.6, color=colour, label=f"{name} ({part.sum()})")  # fmt: skip
+        lo, hi = (rows[["measured_s", "low_s"]].min().min() * 1e3 * 0.8, rows[["measured_s", "high_s"]].max().max() * 1e3 * 1.25)
+        ax.plot([lo, hi], [lo, hi], color="grey", ls="--", lw=1, label="predicted = measured")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("measured step time (ms, log scale)")
+        ax.set_ylabel("predicted step time (ms, log scale)")
+        ax.set_title(f"{platform} (n = {len(rows)})", fontsize=10)
+        ax.legend(fontsize=7)
+    fig.suptitle(title, fontsize=12)
+    fig.tight_layout()
+    return fig
+
+
+def replay_curves(table: pd.DataFrame, full_mape: float, title: str) -> plt.Figure:
+    """Error on the unmeasured rest against the share of the grid measured, adaptive and random (mean, min-max over seeds)."""
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    for strategy, rows in table.groupby("strategy"):
+        stats = rows.groupby("fraction")["mape"].agg(["mean", "min", "max"])
+        ax.plot(stats.index * 100, stats["mean"], marker="o", label=strategy)
+        ax.fill_between(stats.index * 100, stats["min"], stats["max"], alpha=0.2)
+    ax.axhline(full_mape + 2, color="grey", ls="--", lw=1, label=f"full-data model + 2 points ({full_mape + 2:.1f}%)")
+    ax.set_xlabel("share of the grid measured (%)")
+    ax.set_ylabel("MAPE on the unmeasured rest (%)")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
     fig.tight_layout()
     return fig

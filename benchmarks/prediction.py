@@ -1,0 +1,130 @@
+"""How well the performance model predicts, against the targets of issue 15 (not timed; about 15 minutes).
+
+    python benchmarks/prediction.py                          # the original study's sweeps only
+    python benchmarks/prediction.py --cpu-store outputs/cpu.sqlite   # plus this machine's FC grid
+
+Sections (targets in brackets):
+  random    TPU v2 FC, random 5-fold, 5 seeds: MAPE and 90% coverage [<= 3%; 85-95%]
+  levels    TPU v2 FC, each interior level of each axis held out whole [<= 8% every level]
+  cross     fit on the V100 sweep, predict the TPU v2 on the shared configurations with the
+            TPU's datasheet roofline (reported; no target)
+  cpu       this machine's FC grid from --cpu-store, random 5-fold [<= 8%]
+  replay    TPU v2 FC: error on the unmeasured rest after measuring 5/10/20% of the grid,
+            adaptive vs random, 3 seeds [adaptive within 2 points of the full-data model by
+            20%; adaptive below random]
+  verdicts  Fig. 2's regression on the grid filled from a 20% adaptive sample against the
+            fully measured grid: same signs and order of the hyperparameters' effects
+
+Prints the figures and writes them as JSON to ``outputs/bench/prediction.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from paradnn import legacy, predict
+from paradnn.analysis.regression import regress
+from paradnn.store import Store
+
+
+def reference_store(folder: Path) -> Store:
+    store = Store(folder / "reference.sqlite")
+    legacy.import_bundled(store)
+    return store
+
+
+def fitted_rows(store: Store, platform: str) -> tuple[pd.DataFrame, predict.Featurizer]:
+    ok, _ = predict.training_rows(store.results(platform=platform), "fc")
+    return ok.reset_index(drop=True), predict.Featurizer("fc", predict.platform_ceilings(store.platforms(), platform))
+
+
+def random_folds(rows: pd.DataFrame, featurizer: predict.Featurizer, seeds: range) -> dict:
+    runs = [predict.cross_validate(rows, featurizer, 5, seed) for seed in seeds]
+    mape, coverage = [r["model"]["mape"] for r in runs], [r["model"]["coverage"] for r in runs]
+    return {"seeds": list(seeds), "mape": mape, "coverage": coverage, "mape_mean": float(np.mean(mape)),
+            "coverage_mean": float(np.mean(coverage)),
+            "median_ape_mean": float(np.mean([r["model"]["median_ape"] for r in runs])),
+            "roofline_mape": runs[0]["roofline"]["mape"],
+            "paper_regression_mape": runs[0]["paper_regression"]["mape"]}  # fmt: skip
+
+
+def cross_platform(store: Store) -> dict:
+    """Fit on the V100 and predict the TPU v2's shared configurations through the TPU's own roofline."""
+    v100, on_v100 = fitted_rows(store, "v100")
+    tpu, on_tpu = fitted_rows(store, "tpu-v2-8")
+    model = predict.PerformanceModel.fit(v100, on_v100)
+    shared = tpu[tpu["label"].isin(v100["label"])].assign(dtype=v100["dtype"].iloc[0], xla=v100["xla"].iloc[0])
+    model.featurizer = predict.Featurizer("fc", on_tpu.ceilings, model.featurizer.categories)
+    out = model.predict(shared)
+    scores = predict.Scores.of(out["step_time_s"].to_numpy(), shared["step_time_s"].to_numpy(dtype=float),
+                               out["step_time_low_s"].to_numpy(), out["step_time_high_s"].to_numpy())  # fmt: skip
+    return scores.as_dict()
+
+
+def verdicts(rows: pd.DataFrame, featurizer: predict.Featurizer, fraction: float = 0.2) -> dict:
+    """Fig. 2's regression (FLOP/s on log2 hyperparameters) from the measured grid and from a filled one."""
+    grid = rows.reset_index(drop=True)
+    chosen = predict.sample(grid, featurizer, int(round(fraction * len(grid))), "adaptive")
+    filled = predict.filled_grid(grid, featurizer, chosen)
+    out = {}
+    for name, df in (("measured", grid), ("filled", filled)):
+        df = df.assign(flops_per_sec=df["flops_model"] / df["step_time_s"])
+        out[name] = regress(df, "flops_per_sec", family="fc").coefficients["coef"].to_dict()
+    m, f = pd.Series(out["measured"]), pd.Series(out["filled"])
+    out["same_signs"] = bool((np.sign(m) == np.sign(f)).all())
+    out["same_order"] = list(m.abs().sort_values().index) == list(f.abs().sort_values().index)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cpu-store", help="A store with this machine's FC grid (at least 12 ok rows).")
+    parser.add_argument("--only", help="Comma-separated sections.")
+    args = parser.parse_args()
+    only = set(args.only.split(",")) if args.only else {"random", "levels", "cross", "cpu", "replay", "verdicts"}
+    report: dict = {}
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory() as tmp:
+        store = reference_store(Path(tmp))
+        tpu, featurizer = fitted_rows(store, "tpu-v2-8")
+        if "random" in only:
+            report["random"] = random_folds(tpu, featurizer, range(5))
+            print("random", json.dumps(report["random"]), flush=True)
+        if "levels" in only:
+            table = predict.level_holdout(tpu, featurizer)
+            report["levels"] = table.to_dict("records")
+            print(table.round(3).to_string(), flush=True)
+        if "cross" in only:
+            report["cross"] = cross_platform(store)
+            print("cross", json.dumps(report["cross"]), flush=True)
+        if "cpu" in only and args.cpu_store:
+            with Store(args.cpu_store, create=False, readonly=True) as cpu:
+                platform = cpu.platform_names()[0]
+                rows, on_cpu = fitted_rows(cpu, platform)
+            report["cpu"] = {"platform": platform, **predict.cross_validate(rows, on_cpu, 5, 0)}
+            print("cpu", json.dumps(report["cpu"]), flush=True)
+        if "replay" in only:
+            full = predict.cross_validate(tpu, featurizer, 5, 0)["model"]["mape"]
+            table = predict.replay(tpu, featurizer, [0.05, 0.1, 0.2], seeds=range(3))
+            summary = table.groupby(["fraction", "strategy"])[["mape", "coverage"]].mean().reset_index()
+            report["replay"] = {"full_data_mape": full, "runs": table.to_dict("records"), "mean": summary.to_dict("records")}
+            print(f"full-data 5-fold MAPE {full:.2f}%\n" + summary.round(3).to_string(), flush=True)
+        if "verdicts" in only:
+            report["verdicts"] = verdicts(tpu, featurizer)
+            print("verdicts", json.dumps(report["verdicts"]), flush=True)
+    report["wall_s"] = time.monotonic() - started
+    out = Path("outputs/bench/prediction.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2, default=float))
+    print(f"wrote {out} ({report['wall_s']:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()
