@@ -1,0 +1,60 @@
+"""Dai & Berleant's tables as shipped: complete, as printed, and platforms placed by class."""
+
+from __future__ import annotations
+
+import pytest
+
+from paradnn import scorecard
+
+
+def test_the_version_followed_has_7_principles_12_hardware_and_7_framework_metrics_over_16_frameworks():
+    assert len(scorecard.principles()) == 7
+    table = scorecard.hardware_table()
+    assert table.shape == (12, 4) and list(table.columns) == ["ASICs", "FPGAs", "GPUs", "favourable"]
+    frameworks = scorecard.framework_table()
+    assert frameworks.shape == (16, 7)
+    assert "7 principles, 12 hardware metrics, 7 framework metrics, 16 frameworks" in scorecard.paper()["source"]["version"]
+
+
+def test_every_cell_is_filled_with_a_printed_rating():
+    table = scorecard.hardware_table()
+    assert set(table[["ASICs", "FPGAs", "GPUs"]].to_numpy().ravel()) == {"High", "Moderate", "Low", "Good"}
+    assert set(table["favourable"]) == {"High", "Low"}
+    assert (scorecard.framework_table() != "").all().all()
+    assert table.loc["Energy efficiency", "GPUs"] == "Good"  # as printed, though the text ranks GPUs third
+    assert scorecard.framework_table().loc["TensorFlow", "Hardware Devices"] == "CPU/GPU /TPU/Mobile"
+
+
+@pytest.mark.parametrize("platform,kind", [("tpu-v2-8", "ASICs"), ("v100", "GPUs"), ("gpu:0", "GPUs"),
+                                           ("cpu", scorecard.CPU_CLASS), ("cpu[threads=1]", scorecard.CPU_CLASS)])  # fmt: skip
+def test_platforms_are_placed_by_class(platform, kind):
+    assert scorecard.device_class(platform) == kind
+
+
+def test_a_platform_gets_its_class_ratings_and_a_cpu_none():
+    placed = scorecard.platforms_by_class(["tpu-v2-8", "cpu"])
+    assert placed.loc["tpu-v2-8", "Computing Performance"] == "High" and placed.loc["tpu-v2-8", "class"] == "ASICs"
+    assert placed.loc["cpu", "Computing Performance"] == ""
+
+
+def test_the_principle_audit_reads_numbers_from_the_store():
+    import pandas as pd
+
+    rows = pd.DataFrame([
+        {"family": "fc", "label": "a", "platform": "cpu", "dtype": "float32", "xla": True, "state": "ok", "params": 1e4,
+         "step_time_s": 1.0, "step_time_cv": 0.02, "wall_time_s": 1800.0, "source": None},
+        {"family": "fc", "label": "a", "platform": "cpu", "dtype": "float32", "xla": True, "state": "ok", "params": 1e4,
+         "step_time_s": 1.1, "step_time_cv": 0.04, "wall_time_s": 1800.0, "source": None},
+        {"family": "fc", "label": "b", "platform": "tpu-v2-8", "dtype": "mixed_bfloat16", "xla": True, "state": "ok",
+         "params": 1e9, "step_time_s": 0.1, "source": "legacy:tpu_fc.json"},
+    ])  # fmt: skip
+    for column in scorecard.PROVENANCE:
+        rows[column] = ["x", None, "x"]
+    audit = scorecard.principles_audit(rows)
+    assert list(audit.index) == ["relevance", "representativeness", "equity", "repeatability", "cost-effectiveness",
+                                 "scalability", "transparency"]  # fmt: skip
+    repeat = audit.loc["repeatability", "this store"]
+    assert repeat == "CV 3.0% (2 rows); rerun difference 10.0% (1 configurations measured twice)"
+    assert audit.loc["scalability", "this store"] == "2 configurations per hour; 1 platform(s): cpu"  # imported rows excluded
+    assert audit.loc["transparency", "this store"] == "50% of 2 rows"
+    assert audit.loc["representativeness", "this store"] == "1e+04 to 1e+04 (2 rows)"
