@@ -6,8 +6,11 @@ for the exact copy followed) rates hardware classes and frameworks in words. Thi
 loads its tables unchanged and places each platform of a store in the hardware table by
 its class (TPU: ASIC; GPU; CPU, a class the paper does not rate, added here and marked).
 
-Work in progress toward issue 14: the principle audit, the measured hardware metrics and
-the measured framework rows (TensorFlow, and JAX through Keras 3) come next.
+What a store can say is filled in beside the paper's words: the seven principles as an
+audit of the measurements (:func:`principles_audit`), and the 12 hardware metrics per
+platform, each measured, from a cited datasheet, or marked not measurable here
+(:func:`hardware_metrics`). Still to come (issue 14): measured framework rows
+(TensorFlow, and JAX through Keras 3) and the scorecard report.
 """
 
 from __future__ import annotations
@@ -129,3 +132,80 @@ def _provenance(measured: pd.DataFrame) -> str:
         return "no measured rows"
     complete = measured[list(PROVENANCE)].notna().all(axis=1)
     return f"{complete.mean():.0%} of {len(measured)} rows"
+
+
+# Facts about known devices, with their source. Only what a public vendor document states.
+DATASHEET_FACTS = {
+    "v100": {
+        "Die Size": ("815 mm², 21.1 billion transistors", "NVIDIA Tesla V100 GPU Architecture whitepaper (2017)"),
+        "Time-to-Market": ("announced May 2017", "NVIDIA GTC 2017 keynote; V100 whitepaper (2017)"),
+    },
+    "tpu-v2-8": {
+        "Time-to-Market": ("announced May 2017; Cloud TPU beta February 2018", "Google I/O 2017; Google Cloud blog (2018)"),
+    },
+}
+MEASURED = ("Computing Performance", "Low Latency", "Compatibility")
+NOT_MEASURABLE = {
+    "Energy efficiency": "not measurable here: no power reading (RAPL or NVML) is recorded with these rows",
+    "Scalability": "not measured: every row is a single-device run",
+}
+
+
+def hardware_metrics(results: pd.DataFrame, platforms: pd.DataFrame) -> pd.DataFrame:
+    """The 12 hardware metrics for every platform of a store: measured, from a cited datasheet, or the
+    paper's rating of the platform's class, each with its source (long form: metric, platform, value, source)."""
+    rows = []
+    for platform in sorted(results["platform"].unique()):
+        mine = results[results["platform"] == platform]
+        kind = device_class(platform)
+        for metric in paper()["hardware_metrics"]:
+            name = metric["name"]
+            value, source = _hardware_cell(name, platform, mine, platforms)
+            rating = metric["table"].get(kind, "")
+            rows.append({"metric": name, "platform": platform, "class": kind, "value": value, "source": source,
+                         "paper rating of class": rating or "not rated"})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def _hardware_cell(metric: str, platform: str, rows: pd.DataFrame, platforms: pd.DataFrame) -> tuple[str, str]:
+    if metric == "Computing Performance":
+        return _performance(platform, rows, platforms)
+    if metric == "Low Latency":
+        return _latency(rows), "measured"
+    if metric == "Compatibility":
+        return _compatibility(rows), "measured"
+    if metric in NOT_MEASURABLE:
+        return NOT_MEASURABLE[metric], "not measurable here"
+    fact = DATASHEET_FACTS.get(platform, {}).get(metric)
+    if fact:
+        return fact[0], f"datasheet: {fact[1]}"
+    return "", "the paper's rating of the class only"
+
+
+def _performance(platform: str, rows: pd.DataFrame, platforms: pd.DataFrame) -> tuple[str, str]:
+    from paradnn.analysis.roofline import ceilings_for
+
+    ok = rows[rows["state"] == "ok"]
+    dtype = ok["dtype"].mode().iloc[0] if len(ok) else "float32"
+    ceilings = ceilings_for(platforms, platform, dtype)
+    peak = f"peak {ceilings.peak_flops:.3g} FLOP/s ({dtype})" if ceilings else "no ceilings"
+    use = ok["utilization"].dropna()
+    achieved = f"; utilisation median {use.median():.0%}, best {use.max():.0%} ({len(use)} rows)" if len(use) else ""
+    return peak + achieved, (ceilings.source if ceilings else "measured")
+
+
+def _latency(rows: pd.DataFrame) -> str:
+    ok = rows[(rows["state"] == "ok") & rows["step_time_s"].notna()]
+    parts = []
+    for family, sub in ok.groupby("family"):
+        smallest = sub[sub["batch"] == sub["batch"].min()]
+        parts.append(f"{family} batch {int(smallest['batch'].iloc[0])}: {smallest['step_time_s'].median() * 1e3:.3g} ms")
+    return "; ".join(parts) or "no measured rows"
+
+
+def _compatibility(rows: pd.DataFrame) -> str:
+    ran = ", ".join(sorted(rows.loc[rows["state"] == "ok", "family"].unique())) or "nothing"
+    failed = rows[rows["state"] != "ok"].groupby("state").size()
+    dtypes = ", ".join(sorted(rows["dtype"].dropna().unique()))
+    text = f"ran {ran} ({dtypes})"
+    return text + ("; did not finish: " + ", ".join(f"{n} {s}" for s, n in failed.items()) if len(failed) else "")

@@ -58,3 +58,22 @@ def test_the_principle_audit_reads_numbers_from_the_store():
     assert audit.loc["scalability", "this store"] == "2 configurations per hour; 1 platform(s): cpu"  # imported rows excluded
     assert audit.loc["transparency", "this store"] == "50% of 2 rows"
     assert audit.loc["representativeness", "this store"] == "1e+04 to 1e+04 (2 rows)"
+
+
+def test_every_platform_gets_all_12_hardware_metrics_each_with_a_source(tmp_path):
+    from paradnn import legacy
+    from paradnn.store import Store
+
+    with Store(tmp_path / "r.sqlite") as store:
+        legacy.import_bundled(store)
+        table = scorecard.hardware_metrics(store.results(), store.platforms())
+    assert len(table) == 2 * 12 and set(table["platform"]) == {"tpu-v2-8", "v100"}
+    assert (table["source"] != "").all()
+    tpu = table[table["platform"] == "tpu-v2-8"].set_index("metric")
+    assert tpu.loc["Computing Performance", "value"].startswith("peak 1.8e+14 FLOP/s (mixed_bfloat16); utilisation median")
+    assert tpu.loc["Compatibility", "value"] == "ran fc (mixed_bfloat16); did not finish: 220 oom"
+    assert tpu.loc["Low Latency", "value"].startswith("fc batch 64:")
+    assert tpu.loc["Energy efficiency", "source"] == "not measurable here"
+    assert tpu.loc["Computing Performance", "paper rating of class"] == "High"
+    v100 = table[table["platform"] == "v100"].set_index("metric")
+    assert v100.loc["Die Size", "value"].startswith("815 mm²") and v100.loc["Die Size", "source"].startswith("datasheet:")
