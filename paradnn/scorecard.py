@@ -9,8 +9,9 @@ its class (TPU: ASIC; GPU; CPU, a class the paper does not rate, added here and 
 What a store can say is filled in beside the paper's words: the seven principles as an
 audit of the measurements (:func:`principles_audit`), and the 12 hardware metrics per
 platform, each measured, from a cited datasheet, or marked not measurable here
-(:func:`hardware_metrics`). Still to come (issue 14): measured framework rows
-(TensorFlow, and JAX through Keras 3) and the scorecard report.
+(:func:`hardware_metrics`), and a Table II row for the framework that measured the store
+(:func:`framework_rows`). Still to come (issue 14): JAX through Keras 3, measured, and
+the scorecard report.
 """
 
 from __future__ import annotations
@@ -209,3 +210,39 @@ def _compatibility(rows: pd.DataFrame) -> str:
     dtypes = ", ".join(sorted(rows["dtype"].dropna().unique()))
     text = f"ran {ran} ({dtypes})"
     return text + ("; did not finish: " + ", ".join(f"{n} {s}" for s, n in failed.items()) if len(failed) else "")
+
+
+def framework_rows(results: pd.DataFrame) -> pd.DataFrame:
+    """Rows for the frameworks that produced this store's measurements, in Table II's columns.
+
+    Filled from what is known here, not from opinion: the installed package's metadata
+    (license, version), the versions recorded with each row, the platforms they ran on,
+    and the families and workloads measured. Data sets are synthetic by design.
+    """
+    measured = results[results["sw_tensorflow"].notna() & (results["state"] == "ok")]
+    if measured.empty:
+        return pd.DataFrame(columns=["framework", *paper()["framework_metrics"]]).set_index("framework")
+    versions = ", ".join(sorted(measured["sw_tensorflow"].unique()))
+    keras = ", ".join(sorted(measured["sw_keras"].dropna().unique()))
+    row = {
+        "framework": f"TensorFlow {versions} (Keras {keras}), measured here",
+        "License Type": _license("tensorflow"),
+        "Core Codes": "C++",
+        "API Codes": "Python (the API paradnn drives)",
+        "Hardware Devices": ", ".join(sorted(measured["platform"].unique())) + " (ran here)",
+        "Multi-Server": "not exercised here (single-device runs)",
+        "Tested Networks": ", ".join(sorted(measured["family"].unique())),
+        "Related Datasets": "synthetic data (by design: nothing is downloaded)",
+    }
+    return pd.DataFrame([row]).set_index("framework")
+
+
+def _license(package: str) -> str:
+    """The license an installed package declares in its metadata, or 'not installed here'."""
+    from importlib import metadata
+
+    try:
+        meta = metadata.metadata(package)
+    except metadata.PackageNotFoundError:
+        return "not installed here"
+    return meta.get("License-Expression") or meta.get("License") or "not declared"

@@ -77,3 +77,18 @@ def test_every_platform_gets_all_12_hardware_metrics_each_with_a_source(tmp_path
     assert tpu.loc["Computing Performance", "paper rating of class"] == "High"
     v100 = table[table["platform"] == "v100"].set_index("metric")
     assert v100.loc["Die Size", "value"].startswith("815 mm²") and v100.loc["Die Size", "source"].startswith("datasheet:")
+
+
+def test_the_framework_that_measured_the_store_gets_a_row_from_facts():
+    import pandas as pd
+
+    rows = pd.DataFrame([
+        {"family": "fc", "platform": "cpu", "state": "ok", "sw_tensorflow": "2.21.0", "sw_keras": "3.15.1"},
+        {"family": "fc", "platform": "v100", "state": "ok", "sw_tensorflow": None, "sw_keras": None},
+    ])  # fmt: skip
+    table = scorecard.framework_rows(rows)
+    assert list(table.columns) == scorecard.paper()["framework_metrics"]
+    row = table.loc["TensorFlow 2.21.0 (Keras 3.15.1), measured here"]
+    assert row["Hardware Devices"] == "cpu (ran here)" and row["Tested Networks"] == "fc"
+    assert "Apache" in row["License Type"]  # from the installed package's metadata
+    assert scorecard.framework_rows(rows.iloc[1:]).empty  # imported rows record no framework
