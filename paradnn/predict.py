@@ -1,16 +1,20 @@
 """Predict unmeasured configurations from the store, with 90% intervals, and choose what to measure next.
 
-The model works in log step time, relative to the roofline. For a configuration on a
-platform the analytic counts give a lower bound on the step,
+The model works in log step time, relative to a base. For a configuration on a platform
+the analytic counts give a lower bound on the step,
 ``max(flops_model / peak, bytes_estimate / bandwidth)`` (the platform's ceilings, measured
-or from the datasheet); what the model learns is how far above that bound the step lands:
+or from the datasheet); the base adds a per-step floor (half the fastest measured step:
+launch, input and bookkeeping costs no roofline has). What the model learns is how far
+above the base the step lands:
 
-* a smooth mean: ridge regression on degree-2 polynomial features of the log2
-  hyperparameters and the log compute and memory times (it interpolates between grid
-  levels, which tree ensembles cannot: held-out batch levels cost them 30%+);
+* a smooth mean: ridge regression on polynomial features of the log2 hyperparameters
+  and the log compute and memory times, of degree 1-3 chosen by error on held-out grid
+  *levels* (:func:`choose_degree`), so it interpolates between levels, which tree
+  ensembles cannot (held-out batch levels cost them 30%+);
 * a Gaussian process (RBF kernel with one length scale per feature, plus white noise) on
   what the mean leaves. The kernel is fitted on a seeded subsample (``KERNEL_ROWS``) to
-  keep fitting to seconds;
+  keep fitting to seconds, its length scales bounded below (``LENGTH_MIN``: shorter ones
+  were degenerate optima that memorised rows);
 * 90% intervals from the GP's predictive standard deviation, widened by one term fitted
   on 5-fold out-of-fold errors so that they cover 90% of them (see :func:`calibrate`).
 
