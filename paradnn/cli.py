@@ -453,7 +453,8 @@ def predict(labels: tuple[str, ...], store_path: str, platform_id: str, family: 
                               indent=2))  # fmt: skip
         return
     columns = [("label", "{}"), ("step_time_s", "{:.4g}"), ("step_time_low_s", "{:.4g}"), ("step_time_high_s", "{:.4g}"),
-               ("examples_per_sec", "{:.4g}"), ("fits_probability", "{:.0%}"), ("measured_step_time_s", "{:.4g}")]  # fmt: skip
+               ("examples_per_sec", "{:.4g}"), ("fits_probability", "{:.0%}"), ("extrapolated", "{}"),
+               ("measured_step_time_s", "{:.4g}")]  # fmt: skip
     _print_table(out.to_dict("records"), columns)
     click.echo(f"model: {model.n} measured {family} configurations on {platform_id}; 90% intervals", err=True)
 

@@ -250,6 +250,7 @@ class PerformanceModel:
     fits_model: object = None
     n: int = 0
     floor_s: float = 0.0  # fixed cost per step (launch, input, bookkeeping) added to the roofline bound
+    ranges: dict = field(default_factory=dict)  # each numeric axis's (min, max) in the training rows
 
     def base(self, rows: pd.DataFrame, c: pd.DataFrame) -> np.ndarray:
         """Log of the roofline bound plus the per-step floor: what the model's residual is measured from."""
@@ -271,6 +272,7 @@ class PerformanceModel:
         step = rows["step_time_s"].to_numpy(dtype=float)
         model.floor_s = FLOOR_SHARE * float(step.min())
         y = np.log(step) - model.base(rows, c)
+        model.ranges = {a: (rows[a].min(), rows[a].max()) for a in families.get(featurizer.family).numeric_axes}
         model.scaler = StandardScaler().fit(x)
         xs = model.scaler.transform(x)
         d = choose_degree(xs, y, rows, featurizer.family)
@@ -298,11 +300,27 @@ class PerformanceModel:
         memory = counts(self.featurizer.family, rows)["memory_estimate"].to_numpy()
         return np.column_stack([np.log(memory)] + [np.log2(rows[a].to_numpy(dtype=float)) for a in fam.numeric_axes])
 
+    def features(self, rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+        """Scaled features of each row's nearest measured-range configuration, and which rows lay outside.
+
+        Beyond the measured range of an axis the learned residual is the one at the range's
+        edge (the configuration with that axis held to its nearest measured value) and the
+        roofline base of the real configuration scales the step: a polynomial extrapolated
+        past the data swings by orders of magnitude (a cubic put an unmeasured small CPU
+        step at 7 us, 100x below any measured step). Such rows are flagged ``extrapolated``.
+        """
+        held = rows.copy()
+        for axis, (low, high) in self.ranges.items():
+            held[axis] = rows[axis].clip(low, high).astype(families.get(self.featurizer.family).axis(axis).kind)
+        outside = (held[list(self.ranges)] != rows[list(self.ranges)]).any(axis=1).to_numpy()
+        x = self.featurizer.matrix(held, counts(self.featurizer.family, held))
+        return self.scaler.transform(x), outside
+
     def predict(self, rows: pd.DataFrame) -> pd.DataFrame:
-        """Step time with its 90% interval, examples/s, and the probability the configuration fits."""
+        """Step time with its 90% interval, examples/s, the probability the configuration fits, and
+        whether it lies outside the measured range (``extrapolated``)."""
         c = counts(self.featurizer.family, rows)
-        x = self.featurizer.matrix(rows, c)
-        xs = self.scaler.transform(x)
+        xs, outside = self.features(rows)
         mu, sd = self.gp.predict(xs, return_std=True)
         sd = np.sqrt(sd**2 + self.extra_sd**2)
         log_step = self.base(rows, c) + self.mean.predict(xs) + mu
@@ -316,6 +334,7 @@ class PerformanceModel:
         out["examples_per_sec_high"] = batch / out["step_time_low_s"]
         out["relative_width"] = 2 * Z90 * sd  # width of the interval in log step time
         out["fits_probability"] = self.fits_model.predict_proba(self._memory_features(rows))[:, 1] if self.fits_model else np.nan
+        out["extrapolated"] = outside
         return out
 
 
@@ -502,8 +521,7 @@ def most_informative(model: PerformanceModel, candidates: pd.DataFrame, n: int) 
         return []
     widths = model.predict(candidates)["relative_width"]
     pool = candidates.loc[widths.sort_values(ascending=False).index[:MAX_CANDIDATES]]
-    c = counts(model.featurizer.family, pool)
-    _, cov = model.gp.predict(model.scaler.transform(model.featurizer.matrix(pool, c)), return_cov=True)
+    _, cov = model.gp.predict(model.features(pool)[0], return_cov=True)
     chosen: list[int] = []
     for _ in range(min(n, len(pool))):
         gain = (cov**2).sum(axis=0) / np.maximum(np.diag(cov), 1e-12)

@@ -232,7 +232,7 @@ def test_predict_labels_json(legacy_store):
     assert [o["label"] for o in out] == ["layer_4-node_512-input_2000-output_1000-bs_8192",
                                          "layer_3-node_700-input_2000-output_1000-bs_300"]  # fmt: skip
     for o in out:
-        assert {"step_time_s", "examples_per_sec", "examples_per_sec_low", "examples_per_sec_high"} <= set(o)
+        assert {"step_time_s", "examples_per_sec", "examples_per_sec_low", "examples_per_sec_high", "extrapolated"} <= set(o)
         assert o["examples_per_sec_low"] < o["examples_per_sec"] < o["examples_per_sec_high"]
     assert out[0]["measured_step_time_s"] > 0 and out[1]["measured_step_time_s"] is None
 
@@ -297,3 +297,14 @@ def test_labels_measured_with_and_without_xla_are_predicted_for_one_setting():
     label = both["label"].iloc[0]
     out = predict.predict_labels(model, both, [label]).iloc[0]
     assert out["measured_step_time_s"] == both["step_time_s"].iloc[0]  # the setting most rows have: XLA on
+
+
+def test_beyond_the_measured_range_the_residual_is_held_and_the_row_flagged():
+    rows = grid_frame(noise=0.02)
+    model = predict.PerformanceModel.fit(rows, featurizer())
+    probe = predict.label_rows("fc", ["layer_4-node_32-input_64-output_8-bs_16", "layer_64-node_1024-input_64-output_8-bs_512"],
+                               "float32", "true")  # fmt: skip
+    out = model.predict(probe)
+    assert list(out["extrapolated"]) == [False, True]
+    far = parse_label("fc", "layer_64-node_1024-input_64-output_8-bs_512")
+    assert 0.2 < out["step_time_s"].iloc[1] / synthetic_step_s(far) < 5  # the roofline carries it, no polynomial blow-up
