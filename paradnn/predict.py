@@ -461,11 +461,14 @@ def out_of_fold(rows: pd.DataFrame, featurizer: Featurizer, k: int = 5, seed: in
 
 def cross_validate(rows: pd.DataFrame, featurizer: Featurizer, k: int = 5, seed: int = 0) -> dict:
     """K-fold held-out scores of the model and of both baselines (see :func:`out_of_fold`)."""
-    oof = out_of_fold(rows, featurizer, k, seed)
+    return {**oof_scores(out_of_fold(rows, featurizer, k, seed)), "folds": k, "seed": seed}
+
+
+def oof_scores(oof: pd.DataFrame) -> dict[str, dict]:
+    """Scores of the model (with coverage) and of each baseline from :func:`out_of_fold`'s table."""
     measured = oof["measured_s"].to_numpy()
     model = Scores.of(oof["predicted_s"].to_numpy(), measured, oof["low_s"].to_numpy(), oof["high_s"].to_numpy())
-    return {"model": model.as_dict(), **{b: Scores.of(oof[b].to_numpy(), measured).as_dict() for b in BASELINES},
-            "folds": k, "seed": seed}  # fmt: skip
+    return {"model": model.as_dict(), **{b: Scores.of(oof[b].to_numpy(), measured).as_dict() for b in BASELINES}}
 
 
 def level_holdout(rows: pd.DataFrame, featurizer: Featurizer, seed: int = 0) -> pd.DataFrame:
@@ -599,10 +602,8 @@ def evaluate_store(store, family: str, k: int = 5, seed: int = 0, max_rows: int 
             continue
         featurizer = Featurizer(family, platform_ceilings(store.platforms(), platform))
         oof = out_of_fold(ok, featurizer, k, seed).assign(platform=platform)
-        measured = oof["measured_s"].to_numpy()
-        model = Scores.of(oof["predicted_s"].to_numpy(), measured, oof["low_s"].to_numpy(), oof["high_s"].to_numpy())
-        row = {"platform": platform, **model.as_dict()}
-        row.update({f"{b}_mape": Scores.of(oof[b].to_numpy(), measured).mape for b in BASELINES})
+        held_out = oof_scores(oof)
+        row = {"platform": platform, **held_out["model"], **{f"{b}_mape": held_out[b]["mape"] for b in BASELINES}}
         scores.append({**row, "note": ""})
         folds.append(oof)
     return pd.DataFrame(scores), (pd.concat(folds, ignore_index=True) if folds else pd.DataFrame())

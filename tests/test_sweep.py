@@ -113,12 +113,18 @@ def test_two_sweeps_share_one_store_without_losing_rows(tmp_path):
     assert df.groupby("xla")["label"].nunique().to_dict() == {False: 6, True: 6}
 
 
-def test_ctrl_c_keeps_what_finished_and_exits_cleanly(tmp_path):
-    store = tmp_path / "r.sqlite"
+def interrupt_after_first_row(store, signum: int):
+    """A tiny sweep stopped by ``signum`` once one result is stored; returns the process and its stderr."""
     proc = start("sweep", "fc", *TINY, "--max-seconds", "1", "--store", str(store))
     wait_for_rows(store, 1, proc)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signum)
     _, err = proc.communicate(timeout=60)
+    return proc, err
+
+
+def test_ctrl_c_keeps_what_finished_and_exits_cleanly(tmp_path):
+    store = tmp_path / "r.sqlite"
+    proc, err = interrupt_after_first_row(store, signal.SIGINT)
     assert proc.returncode == 130, err
     assert "interrupted" in err.decode() and "rerun to resume" in err.decode()
     n = rows(store).shape[0]
@@ -246,11 +252,7 @@ def test_a_real_workload_sweeps_end_to_end(tmp_path):
 
 
 def test_sigterm_stops_a_sweep_like_ctrl_c(tmp_path):
-    store = tmp_path / "r.sqlite"
-    proc = start("sweep", "fc", *TINY, "--max-seconds", "1", "--store", str(store))
-    wait_for_rows(store, 1, proc)
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=60)
+    proc, err = interrupt_after_first_row(tmp_path / "r.sqlite", signal.SIGTERM)
     assert proc.returncode == 143, err
     assert "interrupted" in err.decode() and "rerun to resume" in err.decode()
 
