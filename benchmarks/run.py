@@ -10,6 +10,7 @@ Sections (targets in brackets):
   fit       harness vs Keras model.fit(steps_per_execution=32), call by call [>= 0.97 large FC, >= 1.2 small FC]
   workloads harness vs fit on ResNet-50 and Transformer at quick size [>= 0.97]; compile time per workload
   ceiling   model FLOP/s of the large FC over the measured matmul ceiling [>= 0.9, float32 + XLA]
+  jax       harness's JAX loop vs a hand-written jax.jit loop, call by call [>= 0.97] (benchmarks/jax_loop.py)
   overhead  sweep wall time outside timed samples, per configuration [median < 2 s without compile]
   repeat    the same configurations in two separate sweeps [median |diff| <= 5%]
   analysis  each notebook over a store of 20,000 synthetic rows [< 60 s each]; store rates
@@ -232,6 +233,16 @@ def bench_ceiling(tiny: bool) -> None:
             ">= 0.9" if goal else "", (value >= 0.9) if goal else None)  # fmt: skip
 
 
+def bench_jax(tiny: bool) -> None:
+    """The harness's JAX loop vs a hand-written ``jax.jit`` loop, in a process whose Keras runs JAX."""
+    args = [sys.executable, str(ROOT / "benchmarks" / "jax_loop.py"), *(["--tiny"] if tiny else [])]
+    result = subprocess.run(args, capture_output=True, text=True, cwd=ROOT)
+    if result.returncode != 0:
+        raise RuntimeError(f"benchmarks/jax_loop.py failed: {result.stderr[-2000:]}")
+    for r in json.loads(result.stdout.strip().splitlines()[-1]):
+        row(r["section"], r["case"], r["metric"], r["value"], r["target"], r["ok"])
+
+
 # ------------------------------------------------------------------ sweeps
 
 
@@ -381,7 +392,7 @@ def bench_main_job(work: Path) -> None:
     row("main", "paradnn report quick, empty store", "wall s", value, "exit status 0", result.returncode == 0)
 
 
-SECTIONS = ("harness", "fit", "workloads", "ceiling", "overhead", "repeat", "analysis")
+SECTIONS = ("harness", "fit", "workloads", "ceiling", "jax", "overhead", "repeat", "analysis")
 
 
 def main() -> int:
@@ -405,6 +416,7 @@ def main() -> int:
             "fit": lambda: bench_fit(args.tiny),
             "workloads": lambda: bench_workloads(args.tiny),
             "ceiling": lambda: bench_ceiling(args.tiny),
+            "jax": lambda: bench_jax(args.tiny),
             "overhead": lambda: bench_overhead(args.tiny, work),
             "repeat": lambda: bench_repeat(args.tiny, work),
             "analysis": lambda: bench_analysis(args.tiny, work),

@@ -31,7 +31,7 @@ from paradnn.config import ConfigError
 from paradnn.families import Config
 from paradnn.platform import Target
 from paradnn.store import Store
-from paradnn.sweeps import ProcessWorker, SweepOptions, SweepSummary, Worker, run_sweep
+from paradnn.sweeps import SweepOptions, SweepSummary, Worker, run_sweep
 
 OUTLIER_WIDTHS = 1.0  # a result this many interval widths outside its interval is measured again,
 OUTLIER_MIN = math.log(1.25)  # and at least 25% outside it (a model sure to 1% must not chase 2% noise)
@@ -82,7 +82,7 @@ def grid_rows(configs: list[Config], dtype: str, xla: str) -> pd.DataFrame:
 
 def adaptive_sweep(configs: list[Config], store: Store, options: SweepOptions, budget: Budget, rounds: int = 4,
                    seed: int = 0, progress: Callable[..., object] | None = None, echo: Callable[[str], None] = print,
-                   start_worker: Callable[[Target], Worker] = ProcessWorker) -> AdaptiveResult:  # fmt: skip
+                   start_worker: Callable[[Target], Worker] | None = None) -> AdaptiveResult:  # fmt: skip
     """Measure part of ``configs`` adaptively (see the module docstring); predict the rest."""
     by_label = {c.label: c for c in configs}
     xla = "auto" if options.settings.xla is None else str(options.settings.xla).lower()

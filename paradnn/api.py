@@ -30,9 +30,14 @@ def describe(family: str, label: str, dtype: str = "float32") -> dict:
 
 
 def measure(family: str, label: str, *, dtype: str = "float32", xla: object = "auto", platform: str = "cpu",
-            max_seconds: float = 10.0) -> dict:  # fmt: skip
-    """Time one configuration's training step in this process; the full record (as ``paradnn measure --json``)."""
+            max_seconds: float = 10.0, framework: str = "tensorflow") -> dict:  # fmt: skip
+    """Time one configuration's training step in this process; the full record (as ``paradnn measure --json``).
+
+    Keras runs one backend per process: ``framework="jax"`` works in a process that has
+    not used TensorFlow's Keras yet (else ConfigError; :func:`sweep` runs any framework).
+    """
     from paradnn import ceilings as ceil
+    from paradnn import frameworks
     from paradnn import platform as plat
     from paradnn.families import parse_label
     from paradnn.harness import RunSettings
@@ -41,7 +46,9 @@ def measure(family: str, label: str, *, dtype: str = "float32", xla: object = "a
 
     config = parse_label(family, label)
     target = plat.parse_target(platform)
-    settings = RunSettings(dtype=dtype, xla=xla_setting(xla), device=target.tf_device, max_seconds=max_seconds)
+    settings = RunSettings(dtype=dtype, xla=xla_setting(xla), framework=framework, device=target.tf_device,
+                           max_seconds=max_seconds)  # fmt: skip
+    frameworks.activate(framework)
     info = plat.describe(target)
     return measure_config(config, settings, target, info, ceil.ceilings(target, info))
 
@@ -49,7 +56,7 @@ def measure(family: str, label: str, *, dtype: str = "float32", xla: object = "a
 def sweep(family: str, *, preset: str = "smoke", store: str | Path = "outputs/results.sqlite",
           overrides: Mapping[str, Iterable] | None = None, dtype: str = "float32", xla: object = "auto",
           platform: str = "cpu", max_minutes: float | None = None, max_seconds: float = 3.0,
-          progress: bool = True):  # fmt: skip
+          progress: bool = True, framework: str = "tensorflow"):  # fmt: skip
     """Measure a preset's grid (with ``overrides``) that the store lacks; returns the grid's rows as a DataFrame."""
     from paradnn.harness import RunSettings
     from paradnn.notebook import xla_setting
@@ -60,13 +67,15 @@ def sweep(family: str, *, preset: str = "smoke", store: str | Path = "outputs/re
 
     configs = expand(family, preset, overrides)
     target = parse_target(platform)
-    settings = RunSettings(dtype=dtype, xla=xla_setting(xla), device=target.tf_device, max_seconds=max_seconds)
+    settings = RunSettings(dtype=dtype, xla=xla_setting(xla), framework=framework, device=target.tf_device,
+                           max_seconds=max_seconds)  # fmt: skip
     options = SweepOptions(settings=settings, target=target, max_minutes=max_minutes)
     with Store(store) as s:
         run_sweep(configs, s, options, progress=None if progress else SilentProgress)
         df = s.results(family=family, platform=target.id)
     labels = {c.label for c in configs}
-    return df[df["label"].isin(labels) & (df["dtype"] == dtype)].reset_index(drop=True)
+    mine = df["label"].isin(labels) & (df["dtype"] == dtype) & (df["framework"].fillna("tensorflow") == framework)
+    return df[mine].reset_index(drop=True)
 
 
 def load(store: str | Path, family: str | None = None, platform: str | None = None, state: str | None = None):

@@ -31,13 +31,15 @@ EXAMPLES = {
     "sweep": ["paradnn sweep fc --preset quick --store outputs/my.sqlite",
               "paradnn sweep rnn --set cell=lstm,gru --set batch=64,128 --max-minutes 30",
               "paradnn sweep transformer --preset paper --platform gpu:0",
-              "paradnn sweep fc --preset paper --adaptive --budget 60"],
+              "paradnn sweep fc --preset paper --adaptive --budget 60",
+              "paradnn sweep cnn --preset smoke --framework jax"],
     "results": ["paradnn results --store outputs/quick/results.sqlite --family fc",
                 "paradnn results --store outputs/quick/results.sqlite --format csv --output results.csv"],
     "import_legacy": ["paradnn import-legacy --store outputs/my.sqlite",
                       "paradnn import-legacy my-copy/tpu_fc.json --platform tpu-v2-8 --store outputs/my.sqlite"],
     "compare": ["paradnn compare --baseline v100 --target tpu-v2-8 --family fc --store outputs/quick/results.sqlite",
-                "paradnn compare --by dtype --baseline float32 --target mixed_bfloat16 --json"],
+                "paradnn compare --by dtype --baseline float32 --target mixed_bfloat16 --json",
+                "paradnn compare --by framework --baseline tensorflow --target jax --family fc"],
     "predict": ["paradnn predict --store outputs/quick/results.sqlite --platform tpu-v2-8 --family fc "
                 "layer_8-node_1024-input_2000-output_1000-bs_2048",
                 "paradnn predict --store outputs/quick/results.sqlite --platform cpu --family fc --preset quick --json",
@@ -57,6 +59,7 @@ def _epilog(command: str, labels: bool = False) -> str:
     return text
 
 
+FRAMEWORK_HELP = "tensorflow, or jax (Keras 3's JAX backend; the same models and optimizer arithmetic)."
 XLA_HELP = (
     "Compile the step with XLA, or not. Default: auto, the faster setting for the family and dtype on this "
     "platform (probed once, cached with the ceilings; recorded as xla_auto)."
@@ -195,12 +198,13 @@ def describe(family: str, label: str, dtype: str, memory_gb: float | None, as_js
 @click.argument("label")
 @click.option("--dtype", default="float32", show_default=True, help="|".join(POLICIES))
 @click.option("--xla/--no-xla", default=None, help=XLA_HELP)
+@click.option("--framework", default="tensorflow", show_default=True, help=FRAMEWORK_HELP)
 @click.option("--max-seconds", default=10.0, show_default=True, type=float, help="Time budget for warm-up and samples.")
 @click.option("--platform", "platform_id", default="cpu", show_default=True, help="cpu, cpu[threads=N], gpu:N or tpu:N.")
 @click.option("--memory-budget", "memory_gb", type=float, help="GB the configuration may use (default: 60% of RAM on CPU).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def measure(family: str, label: str, dtype: str, xla: bool | None, max_seconds: float, platform_id: str, memory_gb: float | None,
-            as_json: bool) -> None:  # fmt: skip
+def measure(family: str, label: str, dtype: str, xla: bool | None, framework: str, max_seconds: float, platform_id: str,
+            memory_gb: float | None, as_json: bool) -> None:  # fmt: skip
     """Time the training step of FAMILY LABEL on this machine.
 
     A configuration predicted to exceed the memory budget is not run: state skipped, exit 1.
@@ -213,7 +217,12 @@ def measure(family: str, label: str, dtype: str, xla: bool | None, max_seconds: 
     from paradnn import platform as plat
 
     target = plat.parse_target(platform_id)
-    settings = RunSettings(dtype=dtype, xla=xla, device=target.tf_device, max_seconds=max_seconds)
+    settings = RunSettings(dtype=dtype, xla=xla, framework=framework, device=target.tf_device, max_seconds=max_seconds)
+    from paradnn import frameworks
+
+    frameworks.check_family(config.family, framework)
+    frameworks.check_target(framework, target)
+    frameworks.activate(framework)  # before anything imports Keras
     budget = _memory_budget(memory_gb, target)
     from paradnn.counting import memory_estimate
 
@@ -251,6 +260,7 @@ store_option = click.option("--store", "store_path", default=DEFAULT_STORE, show
 @click.option("--set", "overrides", multiple=True, metavar="AXIS=V1,V2", help="Replace one axis of the preset's grid.")
 @click.option("--dtype", default="float32", show_default=True, help="|".join(POLICIES))
 @click.option("--xla/--no-xla", default=None, help=XLA_HELP)
+@click.option("--framework", default="tensorflow", show_default=True, help=FRAMEWORK_HELP)
 @click.option("--platform", "platform_id", default="cpu", show_default=True, help="cpu, cpu[threads=N], gpu:N or tpu:N.")
 @store_option
 @click.option("--max-minutes", type=float, help="Stop the whole sweep after this many minutes (resumable).")
@@ -261,7 +271,8 @@ store_option = click.option("--store", "store_path", default=DEFAULT_STORE, show
 @click.option("--force", is_flag=True, help="Measure everything again (old rows are kept).")
 @click.option("--adaptive", is_flag=True, help="Measure part of the grid where the model is least sure; predict the rest.")
 @click.option("--budget", help="With --adaptive: configurations to measure (40) or minutes (30m).")
-def sweep(family: str, preset: str, overrides: tuple[str, ...], dtype: str, xla: bool | None, platform_id: str, store_path: str,
+def sweep(family: str, preset: str, overrides: tuple[str, ...], dtype: str, xla: bool | None, framework: str, platform_id: str,
+          store_path: str,
           max_minutes: float | None, max_seconds: float, timeout_s: float, memory_gb: float | None, retry_failed: bool,
           force: bool, adaptive: bool, budget: str | None) -> None:  # fmt: skip
     """Measure a preset's grid for FAMILY, skipping what the store already has.
@@ -270,6 +281,7 @@ def sweep(family: str, preset: str, overrides: tuple[str, ...], dtype: str, xla:
     model is least certain, and fill the rest of the grid by prediction (marked
     "predicted"); see `paradnn predict`.
     """
+    from paradnn import frameworks
     from paradnn import platform as plat
     from paradnn.harness import RunSettings
     from paradnn.space import expand, parse_override
@@ -286,7 +298,9 @@ def sweep(family: str, preset: str, overrides: tuple[str, ...], dtype: str, xla:
         from paradnn.adaptive import Budget, adaptive_sweep
 
         parsed_budget = Budget.parse(budget or "")
-    settings = RunSettings(dtype=dtype, xla=xla, device=target.tf_device, max_seconds=max_seconds)
+    settings = RunSettings(dtype=dtype, xla=xla, framework=framework, device=target.tf_device, max_seconds=max_seconds)
+    frameworks.check_family(family, framework)  # before the store is opened
+    frameworks.check_target(framework, target)
     options = SweepOptions(settings=settings, target=target, memory_budget_bytes=memory_gb * 1e9 if memory_gb else None,
                            timeout_s=timeout_s, max_minutes=max_minutes, retry_failed=retry_failed, force=force)  # fmt: skip
     predicted = None
@@ -298,7 +312,9 @@ def sweep(family: str, preset: str, overrides: tuple[str, ...], dtype: str, xla:
             summary = run_sweep(configs, store, options)
         df = store.results(family=family, platform=target.id)
     labels = {c.label for c in configs}
-    df = df[df["label"].isin(labels) & (df["dtype"] == dtype) & ((df["xla"] == xla) if xla is not None else True)]
+    df = df[df["label"].isin(labels) & (df["dtype"] == dtype) & (df["framework"].fillna("tensorflow") == framework)]
+    if settings.xla is not None:
+        df = df[df["xla"] == settings.xla]
     rows = df.drop_duplicates("label", keep="last").to_dict("records")
     if predicted is not None and len(predicted):
         rows += [{"platform": target.id, **r, "state": "predicted"} for r in predicted.to_dict("records")]
@@ -385,10 +401,13 @@ def import_legacy(files: tuple[str, ...], store_path: str, platform_id: str | No
         click.echo(f"{name}: {info['kind']} of {info['platform']}, {info['rows']} rows, {info['added']} added")
 
 
+COMPARE_BY = ("platform", "dtype", "xla", "framework", "sw_tensorflow")
+
+
 @main.command(epilog=_epilog("compare"))
 @click.option("--baseline", required=True, help="Baseline platform (or value of --by).")
 @click.option("--target", required=True, help="Target platform (or value of --by).")
-@click.option("--by", default="platform", show_default=True, type=click.Choice(("platform", "dtype", "xla", "sw_tensorflow")))
+@click.option("--by", default="platform", show_default=True, type=click.Choice(COMPARE_BY))
 @click.option("--family", type=click.Choice(FAMILIES))
 @store_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (with the per-configuration table).")
@@ -398,6 +417,9 @@ def compare(baseline: str, target: str, by: str, family: str | None, store_path:
 
     with _open_store(store_path, create=False, readonly=True) as store:
         df = store.results(family=family, state="ok")
+    df = df.assign(framework=df["framework"].fillna("tensorflow"))
+    if by != "framework":  # pairs within one framework: TensorFlow's rows, the paper's framework
+        df = df[df["framework"] == "tensorflow"]
     if by == "xla":
         baseline, target = _parse_bool(baseline), _parse_bool(target)  # type: ignore[assignment]
     if baseline == target:

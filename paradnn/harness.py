@@ -27,11 +27,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from paradnn import frameworks
 from paradnn.config import ConfigError, policy
 from paradnn.families import Config
 
 if TYPE_CHECKING:
     from paradnn.counting import GraphCount
+    from paradnn.energy import Meter
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,7 @@ class RunSettings:
 
     dtype: str = "float32"
     xla: bool | None = True  # None: --xla auto, resolved per family and platform before measuring
+    framework: str = "tensorflow"  # or "jax": Keras 3's JAX backend (always compiled by XLA)
     device: str = "/CPU:0"
     max_seconds: float = 10.0
     min_call_seconds: float = 0.1
@@ -52,6 +55,12 @@ class RunSettings:
 
     def __post_init__(self) -> None:
         policy(self.dtype)  # ConfigError for an unknown policy
+        frameworks.check(self.framework)
+        frameworks.check_policy(self.framework, self.dtype)
+        if self.framework == "jax":  # JAX always compiles with XLA: --xla auto means on, --no-xla is an error
+            if self.xla is False:
+                raise ConfigError("--xla", "off", "on (JAX always compiles with XLA)")
+            object.__setattr__(self, "xla", True)
         if not self.max_seconds > 0:
             raise ConfigError("max_seconds", self.max_seconds, "a positive number of seconds")
 
@@ -118,6 +127,9 @@ class Measurement:
     graph: GraphCount | None = None
     # Seconds spent per phase (build, calibration, warmup, timed): where the wall time went.
     phases: dict[str, float] = field(default_factory=dict)
+    # Energy per step over the timed calls, where the device has a readable counter (paradnn.energy).
+    energy_per_step_j: float | None = None
+    energy_source: str = ""
 
     def as_dict(self) -> dict:
         """Flat record: ``step_time_s`` is the median; ``step_time_<stat>_s`` the rest."""
@@ -135,6 +147,8 @@ class Measurement:
             "samples_s": list(self.samples),
             "warmup_s": list(self.warmup_s),
             "extra": {"phases": dict(self.phases)},
+            "energy_per_step_j": self.energy_per_step_j,
+            "energy_source": self.energy_source or None,
         }
         s = self.stats
         d["step_time_s"] = s.median if s else None
@@ -203,11 +217,12 @@ def sample(calls: _Calls, k: int, settings: RunSettings, budget_end: float) -> l
     return samples
 
 
-def run_protocol(run: Callable[[int], float], settings: RunSettings) -> Measurement:
+def run_protocol(run: Callable[[int], float], settings: RunSettings, meter: Meter | None = None) -> Measurement:
     """Apply the protocol to ``run(k)``, a function that executes k steps and syncs.
 
     Phases: compile (the first call, one step), :func:`calibrate`, :func:`warm_up`,
-    :func:`sample`; where the time went is kept in ``phases``.
+    :func:`sample`; where the time went is kept in ``phases``. With an energy ``meter``,
+    the energy of the timed calls per step is kept too.
     """
     m = Measurement(state="ok")
     start = time.perf_counter()
@@ -228,8 +243,12 @@ def run_protocol(run: Callable[[int], float], settings: RunSettings) -> Measurem
         m.warmup_calls = len(m.warmup_s)
         m.phases["warmup_s"] = time.perf_counter() - warmup_start
         timed_start = time.perf_counter()
+        steps_before, joules_before = calls.steps, meter.read() if meter else None
         m.samples = sample(calls, k, settings, budget_end)
         m.phases["timed_s"] = time.perf_counter() - timed_start
+        if meter and joules_before is not None:
+            m.energy_per_step_j = (meter.read() - joules_before) / (calls.steps - steps_before)
+            m.energy_source = meter.source
         m.final_loss = calls.loss
     except NonFiniteLoss as exc:
         m.state, m.error = "error", str(exc)
@@ -251,15 +270,21 @@ def _steps_for(step_seconds: float, settings: RunSettings) -> int:
 def measure(config: Config, settings: RunSettings, count_graph: bool = True) -> Measurement:
     """Build ``config`` on ``settings.device``, count its graph FLOPs and time its step.
 
-    Out-of-memory is a result (state ``oom``), not a crash.
+    Out-of-memory is a result (state ``oom``), not a crash. Under ``settings.framework``
+    jax, :func:`paradnn.jaxtraining.measure` does the same with JAX.
     """
+    if settings.framework == "jax":
+        from paradnn.jaxtraining import measure as measure_jax
+
+        return measure_jax(config, settings, count_graph)
     from paradnn.counting import count_graph_flops
+    from paradnn.energy import meter_for
     from paradnn.training import Trainer, tf
 
     if settings.xla is None:
         raise ValueError("settings.xla is None (auto): resolve it with paradnn.ceilings.xla_choice first")
     start = time.perf_counter()
-    rss_before = _rss()
+    rss_before = host_rss()
     gpu = settings.device.upper().startswith("/GPU")
     if gpu:
         tf.config.experimental.reset_memory_stats(settings.device.strip("/"))
@@ -271,28 +296,30 @@ def measure(config: Config, settings: RunSettings, count_graph: bool = True) -> 
             traced = time.perf_counter()
             graph = count_graph_flops(step_graph) if count_graph else None
             counted = time.perf_counter()
-            m = run_protocol(trainer.run, settings)
+            m = run_protocol(trainer.run, settings, meter_for(settings.device))
             m.graph = graph
             m.compile_time_s += traced - built
             m.phases.update(build_s=built - start, trace_s=traced - built, count_s=counted - traced)
     except tf.errors.ResourceExhaustedError as exc:
-        m = Measurement(state="oom", error=_first_line(exc))
+        m = Measurement(state="oom", error=first_line(exc))
     except MemoryError as exc:
         m = Measurement(state="oom", error=f"MemoryError: {exc}")
     if gpu:
         m.peak_memory_bytes = int(tf.config.experimental.get_memory_info(settings.device.strip("/"))["peak"])
     else:
-        m.peak_memory_bytes = max(0, _rss() - rss_before)
+        m.peak_memory_bytes = max(0, host_rss() - rss_before)
     m.wall_time_s = time.perf_counter() - start
     return m
 
 
-def _rss() -> int:
+def host_rss() -> int:
+    """This process's resident memory in bytes (the CPU's peak-memory proxy)."""
     import psutil
 
     return int(psutil.Process().memory_info().rss)
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
+    """An exception as one line: its type and the first line of its message."""
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0] if text else ''}"

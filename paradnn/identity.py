@@ -8,7 +8,9 @@ One definition serves the store's key, the sweep's skip logic and the ceilings c
 * the **run key** names a measurement: the configuration (family and label), the
   family's version, the run settings (dtype policy, XLA, and every setting added later),
   the platform fingerprint and the whole software stack (except the git revision: a
-  rerun from a new commit with the same versions skips what is already measured).
+  rerun from a new commit with the same versions skips what is already measured). The
+  framework (TensorFlow or JAX) is a run setting; JAX's version joins the key of JAX
+  runs only, so installing JAX changes no TensorFlow result's identity.
 
 Identity fields added after the first store schema join the key only when they differ
 from the value every older row implicitly had (``LATER_IDENTITY``), so old rows keep
@@ -25,7 +27,7 @@ SOFTWARE = ("tensorflow", "keras", "python", "numpy", "cuda", "cudnn", "paradnn"
 # Identity fields of schema 1, in key order.
 BASE_IDENTITY = ("family", "label", "dtype", "xla", "platform", "platform_fingerprint")
 # Identity fields added since, with the value rows written before them implicitly have.
-LATER_IDENTITY: dict[str, object] = {"family_version": 1}
+LATER_IDENTITY: dict[str, object] = {"family_version": 1, "framework": "tensorflow", "sw_jax": None}
 
 
 def fingerprint(info: dict) -> str:

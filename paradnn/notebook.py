@@ -82,6 +82,7 @@ def ensure_measured(
     dtype: str = "float32",
     xla: object = "auto",
     platform: str = "cpu",
+    framework: str = "tensorflow",
     measure_missing: bool = True,
     budget_minutes: float = 10.0,
     max_seconds: float = 2.0,
@@ -102,7 +103,8 @@ def ensure_measured(
     target = parse_target(platform)
     configs = [c for family in families for c in expand(family, preset, (overrides or {}).get(family))]
     options = SweepOptions(
-        settings=RunSettings(dtype=dtype, xla=xla_setting(xla), device=target.tf_device, max_seconds=max_seconds),
+        settings=RunSettings(dtype=dtype, xla=xla_setting(xla), framework=framework, device=target.tf_device,
+                             max_seconds=max_seconds),  # fmt: skip
         target=target,
         max_minutes=budget_minutes,
     )
@@ -112,7 +114,8 @@ def ensure_measured(
         from tqdm.auto import tqdm as progress
     with Store(store) as s:
         summary = run_sweep(configs, s, options, progress=progress)
-    return [f"{', '.join(families)} on {target.id}, {dtype}, XLA {xla_words(store, target.id, dtype, xla)}: {summary.line()}"]
+    setting = f"XLA {xla_words(store, target.id, dtype, xla)}" if framework == "tensorflow" else f"{framework} (XLA)"
+    return [f"{', '.join(families)} on {target.id}, {dtype}, {setting}: {summary.line()}"]
 
 
 class ProgressFile:
@@ -185,16 +188,21 @@ def load(
     families: list[str] | None = None,
     dtype: str | None = None,
     xla: object = None,
+    framework: str | None = "tensorflow",
 ) -> pd.DataFrame:
-    """Results as one row per (platform, configuration, dtype, XLA): the latest attempt.
+    """Results as one row per (platform, configuration, dtype, XLA, framework): the latest attempt.
 
     ``xla``: None keeps every setting; True/False one; "auto" the setting ``--xla auto``
     chose for each family and dtype on each measured platform (imported platforms keep
-    their rows).
+    their rows). ``framework``: TensorFlow's rows by default (the paper's framework);
+    None keeps every framework's.
     """
     with Store(store) as s:
         df = s.results(platform=canonical(platform) if platform else None)
         choices = {p: s.xla_choices(p) for p in df["platform"].unique()} if str(xla).lower() == "auto" else {}
+    df = df.assign(framework=df["framework"].fillna("tensorflow"))
+    if framework:
+        df = df[df["framework"] == framework]
     if families:
         df = df[df["family"].isin(families)]
     if dtype:
@@ -204,7 +212,7 @@ def load(
         df = df[pd.Series([c is None or c == x for c, x in zip(chosen, df["xla"])], index=df.index, dtype=bool)]
     elif xla is not None:
         df = df[df["xla"] == xla_setting(xla)]
-    keys = ["platform", "family", "label", "dtype", "xla"]
+    keys = ["platform", "family", "label", "dtype", "xla", "framework"]
     return df.sort_values("id").drop_duplicates(keys, keep="last").reset_index(drop=True)
 
 

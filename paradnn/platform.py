@@ -122,7 +122,7 @@ def software_stack() -> dict[str, str]:
     from paradnn.tfimport import keras, tf
 
     build = tf.sysconfig.get_build_info()
-    return {
+    stack = {
         "tensorflow": tf.__version__,
         "keras": keras.__version__,
         "python": pyplatform.python_version(),
@@ -132,6 +132,11 @@ def software_stack() -> dict[str, str]:
         "paradnn": __version__,
         "git": git_revision(),
     }
+    if keras.backend.backend() == "jax":  # Keras runs on JAX in this process: its version shapes timings
+        import jax
+
+        stack["jax"] = jax.__version__
+    return stack
 
 
 def _accelerator_name(target: Target) -> str:

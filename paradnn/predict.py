@@ -341,9 +341,10 @@ class PerformanceModel:
 # ------------------------------------------------------------------ data from a store
 
 
-def training_rows(results: pd.DataFrame, family: str) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """A family's ``ok`` rows (the last measurement of each configuration and setting) and its oom/skipped rows."""
-    df = results[results["family"] == family].copy()
+def training_rows(results: pd.DataFrame, family: str, framework: str = "tensorflow") -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A family's ``ok`` rows (the last measurement of each configuration and setting) and its oom/skipped
+    rows, under one framework (a model learns one framework's timings)."""
+    df = results[(results["family"] == family) & (results["framework"].fillna("tensorflow") == framework)].copy()
     df["xla"] = df["xla"].map(lambda v: "auto" if v is None else str(bool(v)).lower())
     key = ["label", "dtype", "xla"]
     ok = df[(df["state"] == "ok") & (df["step_time_s"] > 0)].drop_duplicates(key, keep="last")

@@ -11,6 +11,7 @@ import math
 from paradnn import counting
 from paradnn.config import compute_dtype
 from paradnn.families import Config, family_of
+from paradnn.frameworks import check_family
 from paradnn.harness import Measurement, RunSettings, measure
 from paradnn.platform import Target, peak
 
@@ -57,19 +58,21 @@ def derived(record: dict, peak_flops: float) -> dict:
     """Throughput and utilisation from the median step time and ``flops_model``."""
     step = record.get("step_time_s")
     if not step or record.get("state") != "ok":
-        return {"examples_per_sec": None, "flops_per_sec": None, "utilization": None}
+        return {"examples_per_sec": None, "flops_per_sec": None, "utilization": None, "examples_per_joule": None}
     flops_per_sec = record["flops_model"] / step
+    energy = record.get("energy_per_step_j")
     return {
         "examples_per_sec": record["batch"] / step,
         "flops_per_sec": flops_per_sec,
         "utilization": flops_per_sec / peak_flops if peak_flops and math.isfinite(peak_flops) else None,
+        "examples_per_joule": record["batch"] / energy if energy else None,
     }
 
 
 def settings_fields(settings: RunSettings) -> dict:
     """The run settings every record carries (part of its identity, see :mod:`paradnn.identity`)."""
     return {"dtype": settings.dtype, "compute_dtype": compute_dtype(settings.dtype), "xla": settings.xla,
-            "max_seconds": settings.max_seconds}  # fmt: skip
+            "framework": settings.framework, "max_seconds": settings.max_seconds}  # fmt: skip
 
 
 def measure_config(config: Config, settings: RunSettings, target: Target, info: dict, ceilings: dict) -> dict:
@@ -78,6 +81,7 @@ def measure_config(config: Config, settings: RunSettings, target: Target, info: 
     ``settings.xla`` None is ``--xla auto``: the family's XLA choice for this platform
     (probed once, cached with the ceilings) is used, and the record says so (``xla_auto``).
     """
+    check_family(config.family, settings.framework)
     auto = settings.xla is None
     if auto:
         from dataclasses import replace

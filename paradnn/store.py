@@ -61,6 +61,7 @@ RESULT_COLUMNS: tuple[tuple[str, str], ...] = (
     ("compute_dtype", "TEXT"),
     ("xla", "INTEGER"),
     ("xla_auto", "INTEGER"),  # 1: the XLA setting was chosen by --xla auto's probe
+    ("framework", "TEXT"),  # tensorflow or jax (Keras 3's backend)
     ("steps_per_call", "INTEGER"),
     ("max_seconds", "REAL"),
     ("platform", "TEXT NOT NULL"),
@@ -69,6 +70,7 @@ RESULT_COLUMNS: tuple[tuple[str, str], ...] = (
     ("host", "TEXT"),
     ("threads", "INTEGER"),
     *((f"sw_{s}", "TEXT") for s in SOFTWARE),
+    ("sw_jax", "TEXT"),  # JAX's version, for JAX runs only
     ("state", "TEXT NOT NULL"),
     ("error", "TEXT"),
     ("params", "INTEGER"),
@@ -96,6 +98,9 @@ RESULT_COLUMNS: tuple[tuple[str, str], ...] = (
     ("peak_source", "TEXT"),
     ("utilization", "REAL"),
     ("peak_memory_bytes", "REAL"),
+    ("energy_per_step_j", "REAL"),  # joules per step over the timed calls, where a counter is readable
+    ("energy_source", "TEXT"),  # rapl (CPU packages) or nvml (GPU)
+    ("examples_per_joule", "REAL"),
     ("wall_time_s", "REAL"),
     ("samples_s", "TEXT"),
     ("warmup_s", "TEXT"),
@@ -471,6 +476,9 @@ def _row(record: dict) -> dict:
     software = row.pop("software", None) or {}
     for name in SOFTWARE:
         row.setdefault(f"sw_{name}", software.get(name))
+    row.setdefault("framework", "tensorflow")
+    if row["framework"] == "jax":
+        row.setdefault("sw_jax", software.get("jax"))
     row.setdefault("source", "measured")
     row.setdefault("finished_at", time.time())
     if row.get("state") not in STATES:

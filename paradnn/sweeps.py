@@ -42,6 +42,7 @@ import traceback
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from importlib import metadata
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -49,7 +50,7 @@ from typing import Protocol
 
 import psutil
 
-from paradnn import __version__
+from paradnn import __version__, frameworks
 from paradnn.config import ConfigError
 from paradnn.families import Config, family_of, parse_label
 from paradnn.harness import RunSettings
@@ -305,10 +306,11 @@ class ProcessWorker:
     ``if __name__ == "__main__":`` guard.
     """
 
-    def __init__(self, target: Target) -> None:
+    def __init__(self, target: Target, framework: str = frameworks.DEFAULT) -> None:
         parent, child = socket.socketpair()
         code = f"from paradnn.sweeps import _worker_entry, Target; _worker_entry({child.fileno()}, {target!r})"
-        self.process = subprocess.Popen([sys.executable, "-c", code], pass_fds=[child.fileno()])
+        env = frameworks.worker_environment(framework)  # Keras's backend is chosen when the worker imports it
+        self.process = subprocess.Popen([sys.executable, "-c", code], pass_fds=[child.fileno()], env=env)
         child.close()
         self.conn = Connection(parent.detach())
         self.ps = psutil.Process(self.process.pid)
@@ -383,7 +385,7 @@ def _identity_record(config: Config, options: SweepOptions, info: dict) -> dict:
     record = {"family": family.name, "family_version": family.version, "label": config.label, **config.hyperparameters()}
     record.update(settings_fields(options.settings_for(config)), platform=options.target.id, threads=options.target.threads)
     record["xla_auto"] = options.settings.xla is None
-    record.update(_platform_fields(info))
+    record.update(_platform_fields(info, options.settings.framework))
     return record
 
 
@@ -408,12 +410,14 @@ def _base_record(config: Config, options: SweepOptions, worker: Worker) -> dict:
     return record
 
 
-def _platform_fields(info: dict) -> dict:
+def _platform_fields(info: dict, framework: str) -> dict:
+    """The platform's part of a record; JAX's version only in JAX runs (see paradnn.identity)."""
+    software = {k: v for k, v in info["software"].items() if k != "jax" or framework == "jax"}
     return {
         "platform_fingerprint": fingerprint(info),
         "device_name": info["name"],
         "host": info["host"],
-        "software": info["software"],
+        "software": software,
     }
 
 
@@ -434,10 +438,20 @@ def run_sweep(
     store: Store,
     options: SweepOptions,
     progress: Callable[..., object] | None = None,
-    start_worker: Callable[[Target], Worker] = ProcessWorker,
+    start_worker: Callable[[Target], Worker] | None = None,
 ) -> SweepSummary:
-    """Measure every configuration the store lacks; see the module docstring."""
+    """Measure every configuration the store lacks; see the module docstring.
+
+    ``start_worker(target)`` starts a worker (default: a :class:`ProcessWorker` running the
+    settings' framework).
+    """
     from tqdm import tqdm
+
+    framework = options.settings.framework
+    frameworks.check_target(framework, options.target)
+    for family in sorted({c.family for c in configs}):
+        frameworks.check_family(family, framework)
+    start_worker = start_worker or partial(ProcessWorker, framework=framework)
 
     summary = SweepSummary(planned=len(configs), left=len(configs))  # all of them, until the store says otherwise
     deadline = time.monotonic() + options.max_minutes * 60 if options.max_minutes else None
@@ -446,7 +460,7 @@ def run_sweep(
     bar = None
     claimed: str | None = None
     try:
-        info = _known_platform(store, options.target)
+        info = _known_platform(store, options.target, framework)
         if info is None:  # first sweep of this platform and stack: ask a worker
             worker = _start_worker(store, options.target, start_worker)
             info = worker.info
@@ -530,13 +544,13 @@ def _start_worker(store: Store, target: Target, start_worker: Callable[[Target],
     return worker
 
 
-def _known_platform(store: Store, target: Target) -> dict | None:
+def _known_platform(store: Store, target: Target, framework: str = frameworks.DEFAULT) -> dict | None:
     """What an earlier sweep recorded about ``target`` on this host with these versions.
 
     Lets a sweep with nothing left to measure finish without starting TensorFlow.
     """
     installed = {"python": pyplatform.python_version(), "paradnn": __version__}
-    for name in ("tensorflow", "keras"):
+    for name in ("tensorflow", "keras", *(("jax",) if framework == "jax" else ())):
         try:
             installed[name] = metadata.version(name)
         except metadata.PackageNotFoundError:

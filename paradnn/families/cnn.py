@@ -125,5 +125,6 @@ FAMILY = Family(
     build=build,
     data=data,
     layers=layers,
+    frameworks=("tensorflow", "jax"),
     order=2,
 )

@@ -63,5 +63,6 @@ FAMILY = Family(
     build=build,
     data=data,
     layers=layers,
+    frameworks=("tensorflow", "jax"),
     order=1,
 )

@@ -1,0 +1,95 @@
+"""Frameworks a run may use: TensorFlow (the default) or JAX, both driving Keras 3 models.
+
+The framework is a run setting and part of a result's identity. Keras picks its backend
+once per process, when it is first imported, so a framework is *activated* before
+anything imports Keras (:func:`activate`); sweeps start their worker process with the
+framework's backend, so any framework can be swept from any process.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from importlib import metadata
+
+from paradnn.config import ConfigError, check_choice
+
+# The frameworks paradnn can drive, the default first; each is also Keras's backend name.
+FRAMEWORKS = ("tensorflow", "jax")
+DEFAULT = FRAMEWORKS[0]
+# Dtype policies each framework's training step supports (float16 loss scaling is TensorFlow's).
+JAX_POLICIES = ("float32", "bfloat16", "mixed_bfloat16")
+
+
+def installed(framework: str) -> bool:
+    """Whether ``framework``'s Python package can be imported here."""
+    return importlib.util.find_spec(framework) is not None
+
+
+def check(framework: str) -> None:
+    """ConfigError unless ``framework`` is known and installed."""
+    check_choice("framework", framework, FRAMEWORKS)
+    if not installed(framework):
+        here = ", ".join(f for f in FRAMEWORKS if installed(f))
+        raise ConfigError("framework", framework, f"{here} (the {framework} package is not installed: pip install {framework})")
+
+
+def check_family(family: str, framework: str) -> None:
+    """ConfigError unless ``family`` declares it can be trained under ``framework``."""
+    from paradnn.families import get
+
+    supported = get(family).frameworks
+    if framework not in supported:
+        raise ConfigError("framework", framework, f"{', '.join(supported)} for family {family}")
+
+
+def check_policy(framework: str, policy: str) -> None:
+    """ConfigError when ``framework``'s training step has no support for dtype ``policy``."""
+    if framework == "jax" and policy not in JAX_POLICIES:
+        raise ConfigError("dtype", policy, f"{', '.join(JAX_POLICIES)} with --framework jax")
+
+
+def check_target(framework: str, target) -> None:
+    """ConfigError when ``framework`` cannot honour the platform's settings (a CPU thread limit is TensorFlow's)."""
+    if framework == "jax" and getattr(target, "threads", None):
+        raise ConfigError("platform", target.id, "cpu, gpu:N or tpu:N with --framework jax (thread limits are TensorFlow's)")
+
+
+def version(framework: str) -> str:
+    """The installed version of ``framework``'s package, or '' if it is absent."""
+    try:
+        return metadata.version(framework)
+    except metadata.PackageNotFoundError:
+        return ""
+
+
+def loaded_backend() -> str | None:
+    """The Keras backend of this process, or None while Keras is not imported yet."""
+    keras = sys.modules.get("keras")
+    return keras.backend.backend() if keras is not None else None
+
+
+def activate(framework: str) -> None:
+    """Make Keras use ``framework`` in this process; ConfigError if Keras already runs another.
+
+    Must be called before anything imports Keras (paradnn imports it lazily).
+    """
+    check(framework)
+    backend = loaded_backend()
+    if backend is None:
+        os.environ["KERAS_BACKEND"] = framework
+    elif backend != framework:
+        raise ConfigError("framework", framework, f"{backend} in this process (Keras is already loaded with the "
+                          f"{backend} backend); a sweep measures {framework} in a fresh worker process")  # fmt: skip
+
+
+def worker_environment(framework: str) -> dict[str, str]:
+    """The environment of a worker process measuring under ``framework``."""
+    env = dict(os.environ, KERAS_BACKEND=framework)
+    if framework == "jax":
+        # TensorFlow (imported for ceilings and data) and JAX share an accelerator: neither may
+        # take all of its memory up front.
+        env.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")
+        env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    return env
