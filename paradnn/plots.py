@@ -409,3 +409,50 @@ def replay_curves(table: pd.DataFrame, full_mape: float, title: str) -> plt.Figu
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
+
+
+EVIDENCE_COLOURS = {"measured": "#7fc97f", "datasheet": "#80b1d3", "paper's class rating": "#e0e0e0",
+                    "not measurable here": "#ffffff"}  # fmt: skip
+
+
+def scorecard_matrix(cells: pd.DataFrame, title: str) -> plt.Figure:
+    """Dai & Berleant's hardware metrics (rows) per platform (columns): each cell coloured by where its
+    value comes from and labelled with it in a few words (``scorecard.hardware_metrics``' long form)."""
+    metrics = list(dict.fromkeys(cells["metric"]))
+    platforms = list(dict.fromkeys(cells["platform"]))
+    fig, ax = plt.subplots(figsize=(2.3 * len(platforms) + 2.6, 0.42 * len(metrics) + 1.6))
+    for _, c in cells.iterrows():
+        x, y = platforms.index(c["platform"]), len(metrics) - 1 - metrics.index(c["metric"])
+        ax.add_patch(Rectangle((x - 0.48, y - 0.45), 0.96, 0.9, facecolor=EVIDENCE_COLOURS[c["evidence"]], edgecolor="#999999"))
+        ax.text(x, y, c["short"], ha="center", va="center", fontsize=7.5)
+    ax.set_xlim(-0.5, len(platforms) - 0.5)
+    ax.set_ylim(-0.5, len(metrics) - 0.5)
+    classes = cells.drop_duplicates("platform").set_index("platform")["class"]
+    ax.set_xticks(range(len(platforms)), [f"{p}\n({classes[p]})" for p in platforms], fontsize=8)
+    ax.set_yticks(range(len(metrics)), metrics[::-1], fontsize=8)
+    ax.set_xlabel("platform in the store (device class)")
+    ax.set_ylabel("hardware metric (Table I)")
+    handles = [Rectangle((0, 0), 1, 1, facecolor=colour, edgecolor="#999999") for colour in EVIDENCE_COLOURS.values()]
+    ax.legend(handles, list(EVIDENCE_COLOURS), fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), title="value from")
+    ax.set_title(title)
+    fig.tight_layout()
+    return fig
+
+
+def framework_speed_bars(speeds: pd.DataFrame, title: str, baseline: str = "TensorFlow", target: str = "JAX") -> plt.Figure:
+    """Geometric-mean throughput ratio target / baseline per family and platform, whiskers min to max (log2 scale)."""
+    fig, ax = plt.subplots(figsize=(max(5, 1.4 * len(speeds) + 2), 3.8))
+    labels = [f"{families.get(f).title if f in families.names() else f}\n{p}, {d}\n(n = {n})"
+              for f, p, d, n in zip(speeds["family"], speeds["platform"], speeds["dtype"], speeds["n"])]  # fmt: skip
+    x = np.arange(len(speeds))
+    ax.bar(x, speeds["geomean"], color=sns.color_palette()[0], width=0.6)
+    err = np.vstack([speeds["geomean"] - speeds["min"], speeds["max"] - speeds["geomean"]])
+    ax.errorbar(x, speeds["geomean"], yerr=err, fmt="none", color="black", capsize=4, lw=1)
+    ax.axhline(1, color="grey", ls="--", lw=1)
+    ax.set_yscale("log", base=2)
+    ax.set_xticks(x, labels, fontsize=8)
+    ax.set_xlabel("family, platform and dtype (configurations measured under both)")
+    ax.set_ylabel(f"throughput {target} / {baseline} (x, log2 scale)")
+    ax.set_title(title)
+    fig.tight_layout()
+    return fig

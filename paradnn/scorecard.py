@@ -9,9 +9,10 @@ its class (TPU: ASIC; GPU; CPU, a class the paper does not rate, added here and 
 What a store can say is filled in beside the paper's words: the seven principles as an
 audit of the measurements (:func:`principles_audit`), and the 12 hardware metrics per
 platform, each measured, from a cited datasheet, or marked not measurable here
-(:func:`hardware_metrics`), and a Table II row for the framework that measured the store
-(:func:`framework_rows`). Still to come (issue 14): JAX through Keras 3, measured, and
-the scorecard report.
+(:func:`hardware_metrics`), a Table II row for each framework that measured the store
+(:func:`framework_rows`: TensorFlow and JAX through Keras 3), their speed on identical
+models (:func:`framework_speed`), and verdicts on the paper's headline claims that data
+can reach (:func:`claims`). ``notebooks/scorecard.ipynb`` shows them.
 """
 
 from __future__ import annotations
@@ -88,10 +89,11 @@ def principles_audit(results: pd.DataFrame) -> pd.DataFrame:
         ("equity", "platforms measured under one protocol (same dtype set, XLA choice recorded per row)", _equity(measured)),
         ("repeatability", "median within-run CV of step time; median rerun difference", _repeatability(ok)),
         ("cost-effectiveness", "median device seconds per configuration (incl. compile)", _median(measured["wall_time_s"], "s")),
-        ("scalability", "configurations per device-hour; platforms", _rate(measured)),
+        ("scalability", "configurations per device-hour; platforms; frameworks", _rate(measured)),
         ("transparency", "share of measured rows with complete provenance", _provenance(measured)),
     ]
     table = pd.DataFrame(rows, columns=["principle", "what paradnn shows", "this store"])
+    table.insert(1, "shown", [not value.startswith("no ") for value in table["this store"]])
     return table.merge(principles(), left_on="principle", right_on="name").drop(columns="name").set_index("principle")
 
 
@@ -125,7 +127,9 @@ def _repeatability(ok: pd.DataFrame) -> str:
 def _rate(measured: pd.DataFrame) -> str:
     hours = measured["wall_time_s"].dropna().sum() / 3600
     per_hour = f"{len(measured) / hours:.0f} configurations per hour" if hours > 0 else "no timings"
-    return f"{per_hour}; {measured['platform'].nunique()} platform(s): {', '.join(sorted(measured['platform'].unique()))}"
+    platforms = f"{measured['platform'].nunique()} platform(s): {', '.join(sorted(measured['platform'].unique()))}"
+    used = measured["framework"].fillna("tensorflow") if "framework" in measured else pd.Series(["tensorflow"])
+    return f"{per_hour}; {platforms}; framework(s): {', '.join(sorted(used.unique()))}"
 
 
 def _provenance(measured: pd.DataFrame) -> str:
@@ -147,14 +151,17 @@ DATASHEET_FACTS = {
 }
 MEASURED = ("Computing Performance", "Low Latency", "Compatibility")
 NOT_MEASURABLE = {
-    "Energy efficiency": "not measurable here: no power reading (RAPL or NVML) is recorded with these rows",
+    "Energy efficiency": "not measurable here: no row has a power reading (RAPL energy counters on CPUs, NVML on "
+                         "NVIDIA GPUs; this platform exposed neither to paradnn)",
     "Scalability": "not measured: every row is a single-device run",
 }
 
 
 def hardware_metrics(results: pd.DataFrame, platforms: pd.DataFrame) -> pd.DataFrame:
     """The 12 hardware metrics for every platform of a store: measured, from a cited datasheet, or the
-    paper's rating of the platform's class, each with its source (long form: metric, platform, value, source)."""
+    paper's rating of the platform's class, each with its source (long form: metric, platform, value,
+    source, ``evidence`` (measured, datasheet, paper's class rating, not measurable here) and ``short``,
+    a few words for a chart cell)."""
     rows = []
     for platform in sorted(results["platform"].unique()):
         mine = results[results["platform"] == platform]
@@ -163,9 +170,43 @@ def hardware_metrics(results: pd.DataFrame, platforms: pd.DataFrame) -> pd.DataF
             name = metric["name"]
             value, source = _hardware_cell(name, platform, mine, platforms)
             rating = metric["table"].get(kind, "")
+            evidence = _evidence(source)
+            short = _short(name, mine) if evidence == "measured" else value.split(",")[0].split(";")[0][:18]
+            if evidence == "paper's class rating":
+                short = rating or "not rated"
+            elif evidence == "not measurable here":
+                short = "not measurable"
             rows.append({"metric": name, "platform": platform, "class": kind, "value": value, "source": source,
-                         "paper rating of class": rating or "not rated"})  # fmt: skip
+                         "paper rating of class": rating or "not rated", "evidence": evidence, "short": short})  # fmt: skip
     return pd.DataFrame(rows)
+
+
+EVIDENCE = ("measured", "datasheet", "paper's class rating", "not measurable here")
+
+
+def _evidence(source: str) -> str:
+    if source.startswith("datasheet"):
+        return "datasheet"
+    if source in ("measured", "not measurable here"):
+        return source
+    return "paper's class rating"
+
+
+def _short(metric: str, rows: pd.DataFrame) -> str:
+    """A measured cell in a few words: utilisation, latency at the smallest batch, families that ran."""
+    ok = rows[(rows["state"] == "ok") & rows["step_time_s"].notna()]
+    if ok.empty:
+        return "no rows"
+    if metric == "Computing Performance":
+        use = ok["utilization"].dropna()
+        return f"{use.median():.0%} median use" if len(use) else "no peak"
+    if metric == "Low Latency":
+        smallest = ok[ok["batch"] == ok["batch"].min()]
+        return f"{smallest['step_time_s'].min() * 1e3:.2g} ms at bs {int(smallest['batch'].iloc[0])}"
+    if metric == "Energy efficiency":
+        return f"{ok['examples_per_joule'].median():.3g} examples/J"
+    failed = (rows["state"] != "ok").sum()
+    return f"{ok['family'].nunique()} families, {failed} failed"
 
 
 def _hardware_cell(metric: str, platform: str, rows: pd.DataFrame, platforms: pd.DataFrame) -> tuple[str, str]:
@@ -175,6 +216,8 @@ def _hardware_cell(metric: str, platform: str, rows: pd.DataFrame, platforms: pd
         return _latency(rows), "measured"
     if metric == "Compatibility":
         return _compatibility(rows), "measured"
+    if metric == "Energy efficiency" and _energy(rows) is not None:
+        return _energy(rows), "measured"
     if metric in NOT_MEASURABLE:
         return NOT_MEASURABLE[metric], "not measurable here"
     fact = DATASHEET_FACTS.get(platform, {}).get(metric)
@@ -190,9 +233,22 @@ def _performance(platform: str, rows: pd.DataFrame, platforms: pd.DataFrame) -> 
     dtype = ok["dtype"].mode().iloc[0] if len(ok) else "float32"
     ceilings = ceilings_for(platforms, platform, dtype)
     peak = f"peak {ceilings.peak_flops:.3g} FLOP/s ({dtype})" if ceilings else "no ceilings"
-    use = ok["utilization"].dropna()
-    achieved = f"; utilisation median {use.median():.0%}, best {use.max():.0%} ({len(use)} rows)" if len(use) else ""
+    per_family = [f"{family} median {use.median():.0%}, best {use.max():.0%} ({len(use)} rows)"
+                  for family, use in ok.dropna(subset=["utilization"]).groupby("family")["utilization"]]  # fmt: skip
+    achieved = "; utilisation " + "; ".join(per_family) if per_family else ""
     return peak + achieved, (ceilings.source if ceilings else "measured")
+
+
+def _energy(rows: pd.DataFrame) -> str | None:
+    """Examples per joule from the rows with an energy reading (paradnn.energy), or None if no row has one."""
+    if "examples_per_joule" not in rows:
+        return None
+    read = rows[(rows["state"] == "ok") & rows["examples_per_joule"].notna()]
+    if read.empty:
+        return None
+    sources = ", ".join(sorted(read["energy_source"].dropna().unique()))
+    return f"{read['examples_per_joule'].median():.3g} examples/J median, best {read['examples_per_joule'].max():.3g} " \
+           f"({len(read)} rows; {sources})"
 
 
 def _latency(rows: pd.DataFrame) -> str:
@@ -209,32 +265,91 @@ def _compatibility(rows: pd.DataFrame) -> str:
     failed = rows[rows["state"] != "ok"].groupby("state").size()
     dtypes = ", ".join(sorted(rows["dtype"].dropna().unique()))
     text = f"ran {ran} ({dtypes})"
+    if "framework" in rows and rows["framework"].notna().any():
+        text += " under " + ", ".join(sorted(rows["framework"].dropna().unique()))
     return text + ("; did not finish: " + ", ".join(f"{n} {s}" for s, n in failed.items()) if len(failed) else "")
+
+
+# What each framework paradnn drives is written in (its repository's languages), per Table II's "Core Codes".
+CORE_CODES = {"tensorflow": "C++", "jax": "Python, C++ (jaxlib and XLA)"}
+TITLES = {"tensorflow": "TensorFlow", "jax": "JAX"}
+
+
+def measured_rows(results: pd.DataFrame) -> pd.DataFrame:
+    """The store's rows measured here (not imported from the original study), framework filled in."""
+    rows = results[~results["source"].fillna("").str.startswith("legacy")].copy()
+    rows["framework"] = rows["framework"].fillna("tensorflow") if "framework" in rows else "tensorflow"
+    return rows
 
 
 def framework_rows(results: pd.DataFrame) -> pd.DataFrame:
     """Rows for the frameworks that produced this store's measurements, in Table II's columns.
 
     Filled from what is known here, not from opinion: the installed package's metadata
-    (license, version), the versions recorded with each row, the platforms they ran on,
-    and the families and workloads measured. Data sets are synthetic by design.
+    (license), the versions recorded with each row, the platforms they ran on, and the
+    families measured. Data sets are synthetic by design.
     """
-    measured = results[results["sw_tensorflow"].notna() & (results["state"] == "ok")]
-    if measured.empty:
-        return pd.DataFrame(columns=["framework", *paper()["framework_metrics"]]).set_index("framework")
-    versions = ", ".join(sorted(measured["sw_tensorflow"].unique()))
-    keras = ", ".join(sorted(measured["sw_keras"].dropna().unique()))
-    row = {
-        "framework": f"TensorFlow {versions} (Keras {keras}), measured here",
-        "License Type": _license("tensorflow"),
-        "Core Codes": "C++",
-        "API Codes": "Python (the API paradnn drives)",
-        "Hardware Devices": ", ".join(sorted(measured["platform"].unique())) + " (ran here)",
-        "Multi-Server": "not exercised here (single-device runs)",
-        "Tested Networks": ", ".join(sorted(measured["family"].unique())),
-        "Related Datasets": "synthetic data (by design: nothing is downloaded)",
-    }
-    return pd.DataFrame([row]).set_index("framework")
+    ok = measured_rows(results)
+    ok = ok[ok["state"] == "ok"]
+    rows = []
+    for framework, mine in ok.groupby("framework"):
+        keras = ", ".join(sorted(mine["sw_keras"].dropna().unique()))
+        version_column = "sw_jax" if framework == "jax" else "sw_tensorflow"
+        versions = ", ".join(sorted(mine[version_column].dropna().unique())) if version_column in mine else ""
+        rows.append({
+            "framework": f"{TITLES.get(framework, framework)} {versions} (Keras {keras}), measured here",
+            "License Type": _license(framework),
+            "Core Codes": CORE_CODES.get(framework, ""),
+            "API Codes": "Python (through Keras 3, the API paradnn drives)",
+            "Hardware Devices": ", ".join(sorted(mine["platform"].unique())) + " (ran here)",
+            "Multi-Server": "not exercised here (single-device runs)",
+            "Tested Networks": ", ".join(sorted(mine["family"].unique())),
+            "Related Datasets": "synthetic data (by design: nothing is downloaded)",
+        })  # fmt: skip
+    return pd.DataFrame(rows, columns=["framework", *paper()["framework_metrics"]]).set_index("framework")
+
+
+def framework_table_with_measured(results: pd.DataFrame) -> pd.DataFrame:
+    """Table II as printed, then the rows measured here; ``source`` says which is which."""
+    printed = framework_table().assign(source="paper (Table II)")
+    return pd.concat([printed, framework_rows(results).assign(source="measured here")])
+
+
+def framework_speed(results: pd.DataFrame, baseline: str = "tensorflow", target: str = "jax") -> pd.DataFrame:
+    """Throughput of ``target`` over ``baseline`` on identical models (same platform, family, label, dtype).
+
+    One row per platform, family and dtype: matched configurations, geometric-mean,
+    minimum and maximum of the examples/s ratio target / baseline, and the median compile
+    time of each side.
+    """
+    from paradnn.analysis.speedup import compare
+
+    rows = measured_rows(results)
+    if "xla_auto" in rows:  # TensorFlow as a user gets it: its --xla auto choice, where the store has one
+        tf = rows["framework"] == "tensorflow"
+        auto = tf & (rows["xla_auto"] == 1)
+        rows = rows[~tf | auto] if auto.any() else rows
+    out = []
+    for (platform, family, dtype), group in rows.groupby(["platform", "family", "dtype"]):
+        if not {baseline, target} <= set(group["framework"]):
+            continue
+        result = compare(group, baseline, target, by="framework", family=family)
+        if not result.n:
+            continue
+        ok = group[group["state"] == "ok"]
+        compile_s = ok.groupby("framework")["compile_time_s"].median()
+        xla = ok.loc[ok["framework"] == baseline, "xla"].dropna().astype(bool).unique() if "xla" in ok else []
+        out.append({"platform": platform, "family": family, "dtype": dtype, "n": result.n, "geomean": result.geomean,
+                    "min": result.min, "max": result.max, f"{baseline}_xla": _on_off(xla),
+                    f"compile_s_{baseline}": compile_s.get(baseline), f"compile_s_{target}": compile_s.get(target)})  # fmt: skip
+    return pd.DataFrame(out, columns=["platform", "family", "dtype", "n", "geomean", "min", "max", f"{baseline}_xla",
+                                      f"compile_s_{baseline}", f"compile_s_{target}"])  # fmt: skip
+
+
+def _on_off(settings) -> str:
+    """XLA settings in words: on, off, "on and off" or "unknown"."""
+    words = [{True: "on", False: "off"}[bool(s)] for s in sorted(settings, reverse=True)]
+    return " and ".join(words) or "unknown"
 
 
 def _license(package: str) -> str:
@@ -246,3 +361,69 @@ def _license(package: str) -> str:
     except metadata.PackageNotFoundError:
         return "not installed here"
     return meta.get("License-Expression") or meta.get("License") or "not declared"
+
+
+# ------------------------------------------------------------------ the paper's headline claims
+
+ASIC, GPU = "tpu-v2-8", "v100"  # the original study's platforms: the ASIC and the GPU with data in every store
+
+
+def claims(results: pd.DataFrame) -> list:
+    """Verdicts on Table I's headline ratings and Table II's framework row that this store can reach.
+
+    Hardware claims are judged on the original study's TPU v2-8 (an ASIC) and V100 (a GPU)
+    FC sweeps, on the configurations both finished; energy efficiency and scalability
+    need readings no store row has and say so.
+    """
+    from paradnn.analysis.observations import FAILS, HOLDS, UNKNOWN, Verdict
+    from paradnn.analysis.speedup import compare
+
+    fc = results[results["family"] == "fc"]
+    speed = compare(fc, GPU, ASIC, family="fc") if {ASIC, GPU} <= set(fc["platform"]) else None
+    verdicts = []
+    if speed is not None and speed.n:
+        median = speed.median
+        verdicts.append(Verdict("ASICs lead in computing performance", "ASICs rate High and GPUs Moderate in computing "
+                                "performance", HOLDS if median > 1 else FAILS,
+                                f"the TPU v2-8's FC throughput is {median:.2f}x the V100's (median over {speed.n} "
+                                f"configurations both finished; {(speed.table['speedup'] > 1).mean():.0%} favour the TPU)",
+                                speed.summary(), platform=f"{ASIC} vs {GPU}"))  # fmt: skip
+        small = speed.table[speed.table["batch"] == speed.table["batch"].min()]
+        latency = float(small["speedup"].median())
+        verdicts.append(Verdict("ASICs have the lower latency", "ASICs rate High and GPUs Low in low latency",
+                                HOLDS if latency > 1 else FAILS,
+                                f"at the smallest batch both ran ({int(small['batch'].iloc[0])}), the TPU v2-8 finishes an FC "
+                                f"step {latency:.2f}x as fast as the V100 (median over {len(small)} configurations)",
+                                {"batch": int(small["batch"].iloc[0]), "n": len(small), "median_speedup": latency},
+                                platform=f"{ASIC} vs {GPU}"))  # fmt: skip
+    else:
+        verdicts.append(Verdict("ASICs lead in computing performance", "ASICs rate High and GPUs Moderate in computing "
+                                "performance", UNKNOWN, "the store lacks the original TPU v2-8 and V100 FC sweeps"))  # fmt: skip
+    verdicts.append(Verdict("ASICs lead in energy efficiency", "ASICs rate High in energy efficiency, GPUs Good",
+                            UNKNOWN, "needs power readings (NVML on a GPU, an ASIC's power counters); no row has one"))
+    verdicts.append(Verdict("ASICs scale out best", "ASICs rate High in scalability and GPUs Moderate", UNKNOWN,
+                            "needs multi-device runs of an ASIC and a GPU; every row is a single-device run"))
+    for _, s in framework_speed(results).iterrows():
+        verdicts.append(Verdict("Keras runs the same models on several backends at one speed",
+                                "Keras is a Python API on CPU/GPU (Table II); the paper compares no framework speeds",
+                                HOLDS if abs(s["geomean"] - 1) <= 0.1 else FAILS,
+                                f"JAX through Keras 3 trains {s['family']} at {s['geomean']:.2f}x TensorFlow's throughput "
+                                f"(XLA {s['tensorflow_xla']}; geometric mean over {s['n']} configurations, {s['dtype']}; "
+                                "within 10% counts as one speed)", s.to_dict(), platform=s["platform"]))  # fmt: skip
+    return verdicts
+
+
+# ------------------------------------------------------------------ presentation
+
+MEASURED_ROW = "background-color: #e6f4ea"
+
+
+def highlight_measured(table: pd.DataFrame):
+    """:func:`framework_table_with_measured` as a Styler whose rows measured here are green."""
+    return table.style.apply(lambda row: [MEASURED_ROW if row["source"] == "measured here" else ""] * len(row), axis=1)
+
+
+def checklist(audit: pd.DataFrame) -> pd.DataFrame:
+    """The principle audit as a checklist: a mark (✓ shown by a number from this store, ✗ not) before each principle."""
+    marks = audit["shown"].map({True: "✓", False: "✗"})
+    return audit.drop(columns="shown").assign(**{"": marks})[["", "what paradnn shows", "this store", "definition"]]

@@ -17,7 +17,7 @@ from paradnn.store import Store
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOKS = ("architecture", "platform_comparison", "software_stack", "workloads", "prediction")
+NOTEBOOKS = ("architecture", "platform_comparison", "software_stack", "workloads", "prediction", "scorecard")
 JUDGING = NOTEBOOKS[:4]  # the reports that judge the paper's observations
 
 
@@ -42,7 +42,8 @@ def images(html: str) -> int:
 
 def test_every_report_has_its_figures_and_no_errors(smoke):
     out = smoke
-    minimum = {"architecture": 6, "platform_comparison": 4, "software_stack": 2, "workloads": 5, "prediction": 3}
+    minimum = {"architecture": 6, "platform_comparison": 4, "software_stack": 2, "workloads": 5, "prediction": 3,
+               "scorecard": 2}
     for name in NOTEBOOKS:
         executed = json.loads((out / f"{name}.ipynb").read_text())
         errors = [o for c in executed["cells"] for o in c.get("outputs", []) if o["output_type"] == "error"]
@@ -67,6 +68,21 @@ def test_the_prediction_report_scores_the_original_sweeps(smoke):
     assert "measured, the rest predicted" in page  # the grid filled by prediction
     assert "needs at least 18 measured rows" in page  # too few local rows for 3-fold held-out error, and it says so
     assert "measured and predicted throughput" in page  # this machine's grid, filled between its measured cells
+
+
+def test_the_scorecard_places_every_platform_and_measures_the_framework_row(smoke):
+    page = (smoke / "scorecard.html").read_text()
+    for platform in ("cpu", "tpu-v2-8", "v100"):
+        assert platform in page
+    assert "12 hardware metrics per platform" in page and "not measurable here" in page and "815 mm²" in page
+    assert "JAX 0." in page and "TensorFlow 2." in page and "measured here" in page  # the two framework rows
+    assert "JAX through Keras 3 against TensorFlow on identical models" in page
+    assert "BigDL" in page and "DeepLearning4j" in page  # Table II as printed
+    verdicts = json.loads((smoke / "observations-scorecard.json").read_text())
+    checks = {v["check"]: v["verdict"] for v in verdicts}
+    assert checks["ASICs lead in computing performance"] == "holds"
+    assert checks["ASICs lead in energy efficiency"] == "not enough data"
+    assert checks["Keras runs the same models on several backends at one speed"] in ("holds", "does not hold")
 
 
 def test_every_observation_is_accounted_for(smoke):

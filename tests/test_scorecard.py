@@ -55,7 +55,9 @@ def test_the_principle_audit_reads_numbers_from_the_store():
                                  "scalability", "transparency"]  # fmt: skip
     repeat = audit.loc["repeatability", "this store"]
     assert repeat == "CV 3.0% (2 rows); rerun difference 10.0% (1 configurations measured twice)"
-    assert audit.loc["scalability", "this store"] == "2 configurations per hour; 1 platform(s): cpu"  # imported rows excluded
+    scalability = "2 configurations per hour; 1 platform(s): cpu; framework(s): tensorflow"
+    assert audit.loc["scalability", "this store"] == scalability  # imported rows excluded
+    assert audit["shown"].all()
     assert audit.loc["transparency", "this store"] == "50% of 2 rows"
     assert audit.loc["representativeness", "this store"] == "1e+04 to 1e+04 (2 rows)"
 
@@ -70,8 +72,12 @@ def test_every_platform_gets_all_12_hardware_metrics_each_with_a_source(tmp_path
     assert len(table) == 2 * 12 and set(table["platform"]) == {"tpu-v2-8", "v100"}
     assert (table["source"] != "").all()
     tpu = table[table["platform"] == "tpu-v2-8"].set_index("metric")
-    assert tpu.loc["Computing Performance", "value"].startswith("peak 1.8e+14 FLOP/s (mixed_bfloat16); utilisation median")
-    assert tpu.loc["Compatibility", "value"] == "ran fc (mixed_bfloat16); did not finish: 220 oom"
+    assert tpu.loc["Computing Performance", "value"].startswith("peak 1.8e+14 FLOP/s (mixed_bfloat16); utilisation fc median")
+    assert tpu.loc["Compatibility", "value"] == "ran fc (mixed_bfloat16) under tensorflow; did not finish: 220 oom"
+    assert tpu.loc["Compatibility", "short"] == "1 families, 220 failed"
+    assert tpu.loc["Energy efficiency", "short"] == "not measurable"
+    assert tpu.loc["Chip Price", "evidence"] == "paper's class rating" and tpu.loc["Chip Price", "short"] == "Low"
+    assert set(table["evidence"]) <= set(scorecard.EVIDENCE)
     assert tpu.loc["Low Latency", "value"].startswith("fc batch 64:")
     assert tpu.loc["Energy efficiency", "source"] == "not measurable here"
     assert tpu.loc["Computing Performance", "paper rating of class"] == "High"
@@ -83,12 +89,62 @@ def test_the_framework_that_measured_the_store_gets_a_row_from_facts():
     import pandas as pd
 
     rows = pd.DataFrame([
-        {"family": "fc", "platform": "cpu", "state": "ok", "sw_tensorflow": "2.21.0", "sw_keras": "3.15.1"},
-        {"family": "fc", "platform": "v100", "state": "ok", "sw_tensorflow": None, "sw_keras": None},
+        {"family": "fc", "platform": "cpu", "state": "ok", "sw_tensorflow": "2.21.0", "sw_keras": "3.15.1",
+         "framework": "tensorflow", "sw_jax": None, "source": "measured"},
+        {"family": "cnn", "platform": "cpu", "state": "ok", "sw_tensorflow": "2.21.0", "sw_keras": "3.15.1",
+         "framework": "jax", "sw_jax": "0.10.2", "source": "measured"},
+        {"family": "fc", "platform": "v100", "state": "ok", "sw_tensorflow": None, "sw_keras": None,
+         "framework": "tensorflow", "sw_jax": None, "source": "legacy:gpu_fc.json"},
     ])  # fmt: skip
     table = scorecard.framework_rows(rows)
     assert list(table.columns) == scorecard.paper()["framework_metrics"]
     row = table.loc["TensorFlow 2.21.0 (Keras 3.15.1), measured here"]
-    assert row["Hardware Devices"] == "cpu (ran here)" and row["Tested Networks"] == "fc"
+    assert row["Hardware Devices"] == "cpu (ran here)" and row["Tested Networks"] == "fc"  # the V100 row is imported
     assert "Apache" in row["License Type"]  # from the installed package's metadata
-    assert scorecard.framework_rows(rows.iloc[1:]).empty  # imported rows record no framework
+    jax = table.loc["JAX 0.10.2 (Keras 3.15.1), measured here"]
+    assert jax["Tested Networks"] == "cnn" and "Apache" in jax["License Type"]
+    assert scorecard.framework_rows(rows.iloc[2:]).empty  # imported rows are not this machine's frameworks
+    both = scorecard.framework_table_with_measured(rows)
+    assert len(both) == 16 + 2 and list(both["source"]).count("measured here") == 2
+
+
+def _pair(label: str, framework: str, examples: float, **extra) -> dict:
+    return {"family": "fc", "label": label, "platform": "cpu", "dtype": "float32", "state": "ok", "framework": framework,
+            "examples_per_sec": examples, "compile_time_s": 1.0, "source": "measured", "xla_auto": None, **extra}  # fmt: skip
+
+
+def test_framework_speed_pairs_identical_models_on_one_platform():
+    import pandas as pd
+
+    rows = pd.DataFrame([_pair("a", "tensorflow", 100), _pair("a", "jax", 200), _pair("b", "tensorflow", 100),
+                         _pair("b", "jax", 50), _pair("c", "jax", 10)])  # fmt: skip
+    speed = scorecard.framework_speed(rows)
+    assert len(speed) == 1 and speed.loc[0, "n"] == 2  # "c" ran under JAX only
+    assert speed.loc[0, "geomean"] == pytest.approx(1.0) and speed.loc[0, "min"] == 0.5 and speed.loc[0, "max"] == 2.0
+    verdict = [v for v in scorecard.claims(rows) if v.observation.startswith("Keras")][0]
+    assert verdict.verdict == "holds" and "1.00x TensorFlow's throughput" in verdict.evidence
+
+
+def test_framework_speed_takes_tensorflow_as_xla_auto_chose_it():
+    import pandas as pd
+
+    rows = pd.DataFrame([_pair("a", "tensorflow", 100, xla_auto=1), _pair("a", "tensorflow", 10, xla_auto=0),
+                         _pair("a", "jax", 150)])  # fmt: skip
+    assert scorecard.framework_speed(rows).loc[0, "geomean"] == pytest.approx(1.5)
+
+
+def test_the_headline_hardware_claims_are_judged_on_the_original_sweeps(tmp_path):
+    from paradnn import legacy
+    from paradnn.store import Store
+
+    with Store(tmp_path / "r.sqlite") as store:
+        legacy.import_bundled(store)
+        verdicts = {v.observation: v for v in scorecard.claims(store.results())}
+    performance = verdicts["ASICs lead in computing performance"]
+    assert performance.verdict == "holds" and performance.numbers["n"] > 100 and performance.numbers["median"] > 1
+    latency = verdicts["ASICs have the lower latency"]
+    assert latency.numbers["batch"] == 64 and latency.verdict == ("holds" if latency.numbers["median_speedup"] > 1 else
+                                                                   "does not hold")  # fmt: skip
+    assert verdicts["ASICs lead in energy efficiency"].verdict == "not enough data"
+    assert verdicts["ASICs scale out best"].verdict == "not enough data"
+    assert "Keras runs the same models on several backends at one speed" not in verdicts  # no framework pairs
