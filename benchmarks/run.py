@@ -12,6 +12,7 @@ Sections (targets in brackets):
   ceiling   model FLOP/s of the large FC over the measured matmul ceiling [>= 0.9, float32 + XLA]
   jax       harness's JAX loop vs a hand-written jax.jit loop, call by call [>= 0.97] (benchmarks/jax_loop.py)
   overhead  sweep wall time outside timed samples, per configuration [median < 2 s without compile]
+  ray       scheduling gap between configurations on a node, local vs a 2-node Ray cluster here [median < 1 s]
   repeat    the same configurations in two separate sweeps [median |diff| <= 5%]
   analysis  each notebook over a store of 20,000 synthetic rows [< 60 s each]; store rates
   main      wall time of the README's main command from an empty store (--main-job)
@@ -292,6 +293,42 @@ def bench_overhead(tiny: bool, work: Path) -> None:
         row("overhead", case, "median s/config incl. start-up/n", value + startup / len(df))
 
 
+def scheduling_gaps(df) -> np.ndarray:
+    """Seconds between one configuration's result being stored and the next one starting on the same node."""
+    node = df["extra"].map(lambda e: (e or {}).get("ray_node", "local"))
+    gaps = []
+    for _, rows in df.assign(node=node).sort_values("started_at").groupby("node"):
+        gaps += list(rows["started_at"].to_numpy()[1:] - rows["finished_at"].to_numpy()[:-1])
+    return np.array(gaps)
+
+
+def bench_ray(tiny: bool, work: Path) -> None:
+    """Scheduling overhead per configuration: a local sweep and a sweep on a two-node Ray cluster on this machine."""
+    from ray.cluster_utils import Cluster
+
+    grid = ["--set", "layers=1", "--set", "nodes=16,32" if tiny else "nodes=16,32,64,128", "--set", "batch=8,16,32,64",
+            "--set", "input=32", "--set", "output=10", "--max-seconds", "0.3"]  # fmt: skip
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    try:
+        cluster.add_node(num_cpus=1)
+        cluster.wait_for_nodes()
+        for backend in ("local", "ray"):
+            store = work / f"ray-{backend}.sqlite"
+            start = time.perf_counter()
+            result = paradnn("sweep", "fc", "--preset", "smoke", *grid, "--store", str(store), "--backend", backend,
+                             *(["--address", cluster.address] if backend == "ray" else []))  # fmt: skip
+            wall = time.perf_counter() - start
+            assert result.returncode == 0, result.stderr[-2000:]
+            df = sweep_rows(store)
+            gaps = scheduling_gaps(df)
+            case = f"fc tiny grid, {backend} ({len(df)} configs{', 2 nodes' if backend == 'ray' else ''})"
+            row("ray", case, "median s between configs on a node", float(np.median(gaps)), "< 1", float(np.median(gaps)) < 1)
+            row("ray", case, "s first config started after launch", float(df["started_at"].min() - (time.time() - wall)))
+            row("ray", case, "s wall for the sweep", wall)
+    finally:
+        cluster.shutdown()
+
+
 def bench_repeat(tiny: bool, work: Path) -> None:
     sets = ["--set", "layers=2,4", "--set", "nodes=64,256,1024", "--set", "batch=64,256"]  # the default 10 s each
     if tiny:
@@ -392,7 +429,7 @@ def bench_main_job(work: Path) -> None:
     row("main", "paradnn report quick, empty store", "wall s", value, "exit status 0", result.returncode == 0)
 
 
-SECTIONS = ("harness", "fit", "workloads", "ceiling", "jax", "overhead", "repeat", "analysis")
+SECTIONS = ("harness", "fit", "workloads", "ceiling", "jax", "overhead", "ray", "repeat", "analysis")
 
 
 def main() -> int:
@@ -418,6 +455,7 @@ def main() -> int:
             "ceiling": lambda: bench_ceiling(args.tiny),
             "jax": lambda: bench_jax(args.tiny),
             "overhead": lambda: bench_overhead(args.tiny, work),
+            "ray": lambda: bench_ray(args.tiny, work),
             "repeat": lambda: bench_repeat(args.tiny, work),
             "analysis": lambda: bench_analysis(args.tiny, work),
         }

@@ -32,7 +32,8 @@ EXAMPLES = {
               "paradnn sweep rnn --set cell=lstm,gru --set batch=64,128 --max-minutes 30",
               "paradnn sweep transformer --preset paper --platform gpu:0",
               "paradnn sweep fc --preset paper --adaptive --budget 60",
-              "paradnn sweep cnn --preset smoke --framework jax"],
+              "paradnn sweep cnn --preset smoke --framework jax",
+              "paradnn sweep fc --preset paper --backend ray --address 10.0.0.1:6379"],
     "results": ["paradnn results --store outputs/quick/results.sqlite --family fc",
                 "paradnn results --store outputs/quick/results.sqlite --format csv --output results.csv"],
     "import_legacy": ["paradnn import-legacy --store outputs/my.sqlite",
@@ -47,7 +48,8 @@ EXAMPLES = {
                 "paradnn predict --store outputs/quick/results.sqlite --platform tpu-v2-8 --family fc --replay 0.05,0.1,0.2"],
     "lab": ["paradnn lab", "paradnn lab --port 8890 --no-browser"],
     "report": ["paradnn report quick", "paradnn report smoke -p budget_minutes=2",
-               "paradnn report paper -p platform=gpu:0 -p target=gpu:0 -p baseline=cpu"],
+               "paradnn report paper -p platform=gpu:0 -p target=gpu:0 -p baseline=cpu",
+               "paradnn report paper --backend ray --address 10.0.0.1:6379"],
 }  # fmt: skip
 
 
@@ -271,10 +273,13 @@ store_option = click.option("--store", "store_path", default=DEFAULT_STORE, show
 @click.option("--force", is_flag=True, help="Measure everything again (old rows are kept).")
 @click.option("--adaptive", is_flag=True, help="Measure part of the grid where the model is least sure; predict the rest.")
 @click.option("--budget", help="With --adaptive: configurations to measure (40) or minutes (30m).")
+@click.option("--backend", default="local", show_default=True, type=click.Choice(("local", "ray")),
+              help="Where configurations run: this machine, or a Ray cluster (one configuration per device).")
+@click.option("--address", envvar="RAY_ADDRESS", help="With --backend ray: HOST:PORT of the cluster (default $RAY_ADDRESS).")
 def sweep(family: str, preset: str, overrides: tuple[str, ...], dtype: str, xla: bool | None, framework: str, platform_id: str,
           store_path: str,
           max_minutes: float | None, max_seconds: float, timeout_s: float, memory_gb: float | None, retry_failed: bool,
-          force: bool, adaptive: bool, budget: str | None) -> None:  # fmt: skip
+          force: bool, adaptive: bool, budget: str | None, backend: str, address: str | None) -> None:  # fmt: skip
     """Measure a preset's grid for FAMILY, skipping what the store already has.
 
     With --adaptive, measure only --budget configurations, chosen where the performance
@@ -292,6 +297,14 @@ def sweep(family: str, preset: str, overrides: tuple[str, ...], dtype: str, xla:
     for name, value in (("--max-minutes", max_minutes), ("--timeout", timeout_s), ("--memory-budget", memory_gb)):
         if value is not None and not value > 0:
             raise ConfigError(name, value, "a positive number")
+    if backend == "ray" and not address:
+        raise ConfigError("--address", "(none)", "HOST:PORT of a running Ray cluster, or $RAY_ADDRESS")
+    if backend == "ray" and adaptive:
+        raise ConfigError("--backend", "ray", "local with --adaptive (adaptive rounds run on this machine)")
+    if backend == "ray":
+        from paradnn.cluster import check_reachable
+
+        check_reachable(address or "")  # before the store is opened
     if adaptive != (budget is not None):
         raise ConfigError("--adaptive/--budget", budget or "(none)", "both together: --adaptive --budget N (or Nm)")
     if adaptive:
@@ -308,6 +321,10 @@ def sweep(family: str, preset: str, overrides: tuple[str, ...], dtype: str, xla:
         if adaptive:
             outcome = adaptive_sweep(configs, store, options, parsed_budget, echo=lambda t: click.echo(t, err=True))
             summary, predicted = outcome.summary, outcome.predicted
+        elif backend == "ray":
+            from paradnn.cluster import run_sweep_ray
+
+            summary = run_sweep_ray(configs, store, options, address or "")
         else:
             summary = run_sweep(configs, store, options)
         df = store.results(family=family, platform=target.id)
@@ -524,12 +541,22 @@ def _finite(value):
 @click.option("-p", "--parameter", "parameters", multiple=True, metavar="NAME=VALUE", help="Override a notebook parameter.")
 @click.option("--reference", type=click.Path(file_okay=False), help="Folder with the original study's JSON files.")
 @click.option("--outputs", default="outputs", show_default=True, type=click.Path(file_okay=False), help="Root output folder.")
-def report(pipeline: str, parameters: tuple[str, ...], reference: str | None, outputs: str) -> None:
+@click.option("--backend", default="local", show_default=True, type=click.Choice(("local", "ray")),
+              help="Where the notebooks' sweeps run: this machine, or a Ray cluster.")
+@click.option("--address", envvar="RAY_ADDRESS", help="With --backend ray: HOST:PORT of the cluster (default $RAY_ADDRESS).")
+def report(pipeline: str, parameters: tuple[str, ...], reference: str | None, outputs: str, backend: str,
+           address: str | None) -> None:  # fmt: skip
     """Execute PIPELINE's notebooks (smoke, quick, paper or a .yaml file) and render HTML reports."""
     from paradnn.reports import load_pipeline, parse_parameter, run_pipeline, validate_overrides
 
     spec = load_pipeline(pipeline)  # bad names and parameters fail before anything runs
-    overrides = validate_overrides(spec, dict(parse_parameter(p) for p in parameters))
+    given = dict(parse_parameter(p) for p in parameters)
+    if backend == "ray":
+        from paradnn.cluster import check_reachable
+
+        check_reachable(address or "")
+        given["backend"] = f"ray:{address}"
+    overrides = validate_overrides(spec, given)
     reports = run_pipeline(pipeline, overrides, Path(reference) if reference else None, Path(outputs))
     for r in reports:
         click.echo(f"{r.status:<6} {r.duration_s:6.0f} s  {r.html}" + (f"  ({r.error})" if r.error else ""))

@@ -41,9 +41,12 @@ def as_dict(value: object) -> dict:
     return parsed
 
 
-def setup() -> None:
-    """Plot style and display options shared by every notebook."""
+def setup(backend: str = "local") -> None:
+    """Plot style and display options shared by every notebook, and where its sweeps run (``backend``)."""
     import matplotlib.pyplot as plt
+
+    ray_address(backend)  # a bad value fails here, before anything is measured
+    os.environ["PARADNN_BACKEND"] = backend
     import seaborn as sns
 
     sns.set_theme(style="whitegrid", context="notebook")
@@ -53,6 +56,18 @@ def setup() -> None:
     pd.set_option("display.max_colwidth", None)
     warnings.filterwarnings("ignore", category=FutureWarning)
     warnings.filterwarnings("ignore", category=UserWarning, module="seaborn")
+
+
+def ray_address(backend: str) -> str:
+    """The Ray cluster address of a ``backend`` parameter (``ray:HOST:PORT``, or ``ray`` with $RAY_ADDRESS);
+    '' for ``local``; ConfigError for anything else."""
+    if backend == "local":
+        return ""
+    if backend == "ray" and os.environ.get("RAY_ADDRESS"):
+        return os.environ["RAY_ADDRESS"]
+    if backend.startswith("ray:") and backend.count(":") == 2:
+        return backend[4:]
+    raise ConfigError("backend", backend, "local, ray:HOST:PORT, or ray with RAY_ADDRESS set")
 
 
 def is_local(platform: str) -> bool:
@@ -112,8 +127,14 @@ def ensure_measured(
         progress = ProgressFile
     else:  # a notebook opened by hand: a progress bar in the notebook itself
         from tqdm.auto import tqdm as progress
+    address = ray_address(os.environ.get("PARADNN_BACKEND", "local"))
     with Store(store) as s:
-        summary = run_sweep(configs, s, options, progress=progress)
+        if address:
+            from paradnn.cluster import run_sweep_ray
+
+            summary = run_sweep_ray(configs, s, options, address, progress=progress)
+        else:
+            summary = run_sweep(configs, s, options, progress=progress)
     setting = f"XLA {xla_words(store, target.id, dtype, xla)}" if framework == "tensorflow" else f"{framework} (XLA)"
     return [f"{', '.join(families)} on {target.id}, {dtype}, {setting}: {summary.line()}"]
 

@@ -158,6 +158,7 @@ class SweepSummary:
     interrupted: bool = False
     out_of_time: bool = False
     left: int = 0
+    stranded: int = 0  # left because no worker of their platform is alive (a cluster that lost its nodes)
 
     def line(self) -> str:
         done = ", ".join(f"{n} {s}" for s, n in sorted(self.states.items())) or "nothing measured"
@@ -167,6 +168,8 @@ class SweepSummary:
         if self.interrupted or self.out_of_time:
             why = "interrupted" if self.interrupted else "time budget spent"
             text += f"; {why}, {self.left} left (rerun to resume)"
+        elif self.stranded:
+            text += f"; {self.stranded} left: no node of their platform is alive (rerun to resume)"
         return text
 
 
