@@ -33,7 +33,8 @@ EXAMPLES = {
               "paradnn sweep transformer --preset paper --platform gpu:0",
               "paradnn sweep fc --preset paper --adaptive --budget 60",
               "paradnn sweep cnn --preset smoke --framework jax",
-              "paradnn sweep fc --preset paper --backend ray --address 10.0.0.1:6379"],
+              "paradnn sweep fc --preset paper --backend ray --address 10.0.0.1:6379",
+              "paradnn sweep fc --preset smoke --stack tensorflow==2.16.2 --stack tensorflow==2.18.1 --stack current"],
     "results": ["paradnn results --store outputs/quick/results.sqlite --family fc",
                 "paradnn results --store outputs/quick/results.sqlite --format csv --output results.csv"],
     "import_legacy": ["paradnn import-legacy --store outputs/my.sqlite",
@@ -276,10 +277,13 @@ store_option = click.option("--store", "store_path", default=DEFAULT_STORE, show
 @click.option("--backend", default="local", show_default=True, type=click.Choice(("local", "ray")),
               help="Where configurations run: this machine, or a Ray cluster (one configuration per device).")
 @click.option("--address", envvar="RAY_ADDRESS", help="With --backend ray: HOST:PORT of the cluster (default $RAY_ADDRESS).")
+@click.option("--stack", "stack_texts", multiple=True, metavar="REQ[,REQ...]|current",
+              help="Measure under this software stack too (an environment built with uv), interleaved; repeatable.")
 def sweep(family: str, preset: str, overrides: tuple[str, ...], dtype: str, xla: bool | None, framework: str, platform_id: str,
           store_path: str,
           max_minutes: float | None, max_seconds: float, timeout_s: float, memory_gb: float | None, retry_failed: bool,
-          force: bool, adaptive: bool, budget: str | None, backend: str, address: str | None) -> None:  # fmt: skip
+          force: bool, adaptive: bool, budget: str | None, backend: str, address: str | None,
+          stack_texts: tuple[str, ...]) -> None:  # fmt: skip
     """Measure a preset's grid for FAMILY, skipping what the store already has.
 
     With --adaptive, measure only --budget configurations, chosen where the performance
@@ -297,6 +301,11 @@ def sweep(family: str, preset: str, overrides: tuple[str, ...], dtype: str, xla:
     for name, value in (("--max-minutes", max_minutes), ("--timeout", timeout_s), ("--memory-budget", memory_gb)):
         if value is not None and not value > 0:
             raise ConfigError(name, value, "a positive number")
+    from paradnn import stacks as stk
+
+    stacks = [stk.parse(text) for text in stack_texts]
+    if stacks and (adaptive or backend == "ray"):
+        raise ConfigError("--stack", stack_texts[0], "a plain local sweep (not with --adaptive or --backend ray)")
     if backend == "ray" and not address:
         raise ConfigError("--address", "(none)", "HOST:PORT of a running Ray cluster, or $RAY_ADDRESS")
     if backend == "ray" and adaptive:
@@ -321,6 +330,10 @@ def sweep(family: str, preset: str, overrides: tuple[str, ...], dtype: str, xla:
         if adaptive:
             outcome = adaptive_sweep(configs, store, options, parsed_budget, echo=lambda t: click.echo(t, err=True))
             summary, predicted = outcome.summary, outcome.predicted
+        elif stacks:
+            from paradnn.sweeps import run_sweep_stacks
+
+            summary, _ = run_sweep_stacks(configs, store, options, stacks, echo=lambda t: click.echo(t, err=True))
         elif backend == "ray":
             from paradnn.cluster import run_sweep_ray
 
@@ -332,10 +345,10 @@ def sweep(family: str, preset: str, overrides: tuple[str, ...], dtype: str, xla:
     df = df[df["label"].isin(labels) & (df["dtype"] == dtype) & (df["framework"].fillna("tensorflow") == framework)]
     if settings.xla is not None:
         df = df[df["xla"] == settings.xla]
-    rows = df.drop_duplicates("label", keep="last").to_dict("records")
+    rows = df.drop_duplicates(["label", "sw_tensorflow"] if stacks else "label", keep="last").to_dict("records")
     if predicted is not None and len(predicted):
         rows += [{"platform": target.id, **r, "state": "predicted"} for r in predicted.to_dict("records")]
-    _print_table(rows)
+    _print_table(rows, RESULT_COLUMNS + [("sw_tensorflow", "{}")] if stacks else RESULT_COLUMNS)
     if adaptive:
         click.echo(outcome.line(), err=True)
     click.echo(summary.line(), err=True)

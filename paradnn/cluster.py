@@ -159,9 +159,9 @@ def _actors(target: Target, framework: str) -> list[tuple[object, str]]:
                 actors.append((remote.options(**options).remote(target, framework), node["NodeID"]))
         else:
             gpu_target = Target(target.kind, 0)  # Ray gives each actor one GPU, visible as device 0
+            device = {"num_gpus": 1} if target.kind == "gpu" else {"resources": {target.kind.upper(): 1}}  # TPU: custom
             for _ in range(int(resources.get(target.kind.upper(), 0))):
-                options = {"num_cpus": 1, "resources": {target.kind.upper(): 1}, "scheduling_strategy": pin,
-                           "max_restarts": 0}  # fmt: skip
+                options = {"num_cpus": 1, **device, "scheduling_strategy": pin, "max_restarts": 0}
                 actors.append((remote.options(**options).remote(gpu_target, framework), node["NodeID"]))
     return actors
 

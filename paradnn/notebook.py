@@ -98,6 +98,7 @@ def ensure_measured(
     xla: object = "auto",
     platform: str = "cpu",
     framework: str = "tensorflow",
+    stacks: list[str] | None = None,
     measure_missing: bool = True,
     budget_minutes: float = 10.0,
     max_seconds: float = 2.0,
@@ -106,7 +107,8 @@ def ensure_measured(
 
     All families run in one sweep (one worker process), in the sweep's mixed order, so a
     budget that runs out leaves every family partly covered; the rest is measured on the
-    next run (sweeps resume).
+    next run (sweeps resume). ``stacks`` (``tensorflow==2.16.2``, ``current``, ...): measure
+    under each software stack, interleaved (:func:`paradnn.sweeps.run_sweep_stacks`).
     """
     from paradnn.harness import RunSettings
     from paradnn.platform import parse_target
@@ -128,6 +130,14 @@ def ensure_measured(
     else:  # a notebook opened by hand: a progress bar in the notebook itself
         from tqdm.auto import tqdm as progress
     address = ray_address(os.environ.get("PARADNN_BACKEND", "local"))
+    if stacks:
+        from paradnn import stacks as stk
+        from paradnn.sweeps import run_sweep_stacks
+
+        with Store(store) as s:
+            summary, skipped = run_sweep_stacks(configs, s, options, [stk.parse(t) for t in stacks], progress=progress)
+        lines = [f"{', '.join(families)} on {target.id}, {dtype}, stacks {', '.join(stacks)}: {summary.line()}"]
+        return lines + [f"stack {name}: skipped: {why}" for name, why in skipped.items()]
     with Store(store) as s:
         if address:
             from paradnn.cluster import run_sweep_ray
@@ -210,18 +220,25 @@ def load(
     dtype: str | None = None,
     xla: object = None,
     framework: str | None = "tensorflow",
+    all_versions: bool = False,
 ) -> pd.DataFrame:
     """Results as one row per (platform, configuration, dtype, XLA, framework): the latest attempt.
 
     ``xla``: None keeps every setting; True/False one; "auto" the setting ``--xla auto``
     chose for each family and dtype on each measured platform (imported platforms keep
     their rows). ``framework``: TensorFlow's rows by default (the paper's framework);
-    None keeps every framework's.
+    None keeps every framework's. Rows of the newest TensorFlow version on each platform
+    (and imported ones) only, unless ``all_versions`` (for version comparisons: the latest
+    row of each version; see :func:`paradnn.stacks.newest_rows`).
     """
     with Store(store) as s:
         df = s.results(platform=canonical(platform) if platform else None)
         choices = {p: s.xla_choices(p) for p in df["platform"].unique()} if str(xla).lower() == "auto" else {}
     df = df.assign(framework=df["framework"].fillna("tensorflow"))
+    if not all_versions:
+        from paradnn.stacks import newest_rows
+
+        df = newest_rows(df)
     if framework:
         df = df[df["framework"] == framework]
     if families:
@@ -233,7 +250,7 @@ def load(
         df = df[pd.Series([c is None or c == x for c, x in zip(chosen, df["xla"])], index=df.index, dtype=bool)]
     elif xla is not None:
         df = df[df["xla"] == xla_setting(xla)]
-    keys = ["platform", "family", "label", "dtype", "xla", "framework"]
+    keys = ["platform", "family", "label", "dtype", "xla", "framework"] + (["sw_tensorflow"] if all_versions else [])
     return df.sort_values("id").drop_duplicates(keys, keep="last").reset_index(drop=True)
 
 

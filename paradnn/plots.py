@@ -456,3 +456,32 @@ def framework_speed_bars(speeds: pd.DataFrame, title: str, baseline: str = "Tens
     ax.set_title(title)
     fig.tight_layout()
     return fig
+
+
+def version_speedups(table: pd.DataFrame, title: str) -> plt.Figure:
+    """Paper Fig. 12a: each version's geometric-mean speedup over the oldest (and the one before it),
+    with 95% bootstrap intervals; one colour per family, dtype and XLA setting (log2 scale)."""
+    fig, ax = plt.subplots(figsize=(max(6, 1.3 * table["target"].nunique() + 3), 4))
+    from paradnn.stacks import version_key
+
+    versions = sorted(set(table["baseline"]) | set(table["target"]), key=version_key)
+    groups = list(table.groupby(["family", "dtype", "xla"]))
+    for i, ((family, dtype, xla), rows) in enumerate(groups):
+        offset = (i - (len(groups) - 1) / 2) * 0.12
+        for against, marker in (("oldest", "o"), ("previous", "s")):
+            part = rows[rows["against"] == against]
+            if part.empty:
+                continue
+            x = np.array([versions.index(v) for v in part["target"]]) + offset + (0.04 if against == "previous" else 0)
+            err = np.vstack([part["geomean"] - part["low"], part["high"] - part["geomean"]])
+            ax.errorbar(x, part["geomean"], yerr=err, fmt=marker, capsize=3, color=sns.color_palette()[i % 10],
+                        label=f"{family}, {dtype}, XLA {'on' if xla else 'off'}: over the {against}")  # fmt: skip
+    ax.axhline(1, color="grey", ls="--", lw=1)
+    ax.set_xticks(range(len(versions)), versions)
+    ax.set_yscale("log", base=2)
+    ax.set_xlabel("TensorFlow version")
+    ax.set_ylabel("speedup in examples/s (x, log2 scale; 95% interval)")
+    ax.set_title(title)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig

@@ -344,6 +344,9 @@ class PerformanceModel:
 def training_rows(results: pd.DataFrame, family: str, framework: str = "tensorflow") -> tuple[pd.DataFrame, pd.DataFrame]:
     """A family's ``ok`` rows (the last measurement of each configuration and setting) and its oom/skipped
     rows, under one framework (a model learns one framework's timings)."""
+    from paradnn.stacks import newest_rows
+
+    results = newest_rows(results)
     df = results[(results["family"] == family) & (results["framework"].fillna("tensorflow") == framework)].copy()
     df["xla"] = df["xla"].map(lambda v: "auto" if v is None else str(bool(v)).lower())
     key = ["label", "dtype", "xla"]

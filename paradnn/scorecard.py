@@ -277,7 +277,9 @@ TITLES = {"tensorflow": "TensorFlow", "jax": "JAX"}
 
 def measured_rows(results: pd.DataFrame) -> pd.DataFrame:
     """The store's rows measured here (not imported from the original study), framework filled in."""
-    rows = results[~results["source"].fillna("").str.startswith("legacy")].copy()
+    from paradnn.stacks import newest_rows
+
+    rows = newest_rows(results[~results["source"].fillna("").str.startswith("legacy")]).copy()
     rows["framework"] = rows["framework"].fillna("tensorflow") if "framework" in rows else "tensorflow"
     return rows
 

@@ -309,22 +309,30 @@ class ProcessWorker:
     ``if __name__ == "__main__":`` guard.
     """
 
-    def __init__(self, target: Target, framework: str = frameworks.DEFAULT) -> None:
+    def __init__(self, target: Target, framework: str = frameworks.DEFAULT, python: str | None = None) -> None:
         parent, child = socket.socketpair()
         code = f"from paradnn.sweeps import _worker_entry, Target; _worker_entry({child.fileno()}, {target!r})"
         env = frameworks.worker_environment(framework)  # Keras's backend is chosen when the worker imports it
-        self.process = subprocess.Popen([sys.executable, "-c", code], pass_fds=[child.fileno()], env=env)
+        # ``python``: another environment's interpreter (a software stack, see paradnn.stacks). Older
+        # TensorFlows log to stderr whatever TF_CPP_MIN_LOG_LEVEL says: their stderr goes to the
+        # environment's worker.log, which a failed start names.
+        log = open(Path(python).parents[1] / "worker.log", "ab") if python else None  # noqa: SIM115 - closed below
+        self.process = subprocess.Popen([python or sys.executable, "-c", code], pass_fds=[child.fileno()], env=env,
+                                        stderr=log)  # fmt: skip
+        if log is not None:
+            log.close()  # the child holds its own descriptor
+        where = f"; its stderr is in {log.name}" if log is not None else ""
         child.close()
         self.conn = Connection(parent.detach())
         self.ps = psutil.Process(self.process.pid)
         if not self.conn.poll(WORKER_START_TIMEOUT_S):
             self.kill()
-            raise RuntimeError("the worker did not start within 5 minutes")
+            raise RuntimeError(f"the worker did not start within 5 minutes{where}")
         try:
             message = self.conn.recv()
         except (EOFError, OSError):
             self.kill()
-            raise RuntimeError(f"the worker died while starting (exit code {self.process.poll()})") from None
+            raise RuntimeError(f"the worker died while starting (exit code {self.process.poll()}){where}") from None
         if isinstance(message, StartFailed):
             self.kill()
             raise ConfigError("--platform", target.id, message.error)
@@ -618,3 +626,117 @@ def _death(code: int | None, kills_before: int) -> dict:
 
 def _gb(n: float) -> str:
     return f"{n / 1e9:.1f} GB"
+
+
+# ---------------------------------------------------------------------------- software stacks side by side
+
+
+def run_sweep_stacks(
+    configs: list[Config],
+    store: Store,
+    options: SweepOptions,
+    stacks: list,
+    progress: Callable[..., object] | None = None,
+    echo: Callable[[str], None] = lambda line: None,
+    start_worker: Callable[[Target, str], Worker] | None = None,
+) -> tuple[SweepSummary, dict[str, str]]:
+    """Measure every configuration the store lacks on every software stack, interleaved.
+
+    One worker per stack (its environment built once by :func:`paradnn.stacks.ensure`)
+    stays alive; each configuration is measured on every stack in turn, the stacks' order
+    reversed every round, so a version ratio is taken side by side and the machine's drift
+    reaches every stack alike. A stack that cannot be built or started is skipped with its
+    reason (returned by name) and the others go on; if none can, ConfigError.
+    ``start_worker(target, python)`` starts a worker (default: a :class:`ProcessWorker`).
+    """
+    from tqdm import tqdm
+
+    from paradnn import stacks as stk
+
+    if options.settings.framework != "tensorflow":
+        raise ConfigError("--framework", options.settings.framework, "tensorflow with --stack (stacks are TensorFlow versions)")
+    start = start_worker or (lambda target, python: ProcessWorker(target, python=python))
+    skipped: dict[str, str] = {}
+    workers: dict[str, Worker] = {}
+    pythons: dict[str, str] = {}
+    summary = SweepSummary(planned=len(configs) * len(stacks), left=len(configs) * len(stacks))
+    deadline = time.monotonic() + options.max_minutes * 60 if options.max_minutes else None
+    budget = options.memory_budget_bytes or default_memory_budget(options.target)
+    bar = None
+    claimed: str | None = None
+    try:
+        for stack in stacks:
+            try:
+                pythons[stack.name] = str(stk.ensure(stack, echo))
+                workers[stack.name] = _start_stack_worker(store, options.target, pythons[stack.name], start)
+            except (stk.StackFailed, RuntimeError, ConfigError) as exc:
+                skipped[stack.name] = str(exc)
+                echo(f"stack {stack.name}: skipped: {exc}")
+        if not workers:
+            raise ConfigError("--stack", ", ".join(s.name for s in stacks),
+                              "a stack that installs and starts here (" + "; ".join(skipped.values()) + ")")  # fmt: skip
+        plans = {}
+        for name, worker in workers.items():
+            stack_options = options
+            if options.settings.xla is None:
+                choices, worker = _xla_choices(configs, options, store, worker.info, worker,
+                                               lambda t, p=pythons[name]: _start_stack_worker(store, t, p, start))  # fmt: skip
+                workers[name], stack_options = worker, replace(options, xla_choices=choices)
+            plans[name] = stack_options
+        names = list(workers)
+        summary.planned = len(configs) * len(names)
+        done = store.run_keys(_skip_states(options))
+        todo = []
+        for round_no, config in enumerate(ordered(configs, options.seed)):
+            for name in names if round_no % 2 == 0 else names[::-1]:
+                key = _key(config, plans[name], workers[name].info)
+                if key not in done:
+                    todo.append((name, config, key))
+        summary.already_done = summary.planned - len(todo)
+        summary.left = len(todo)
+        bar = (progress or tqdm)(total=len(todo), unit="config", desc=f"sweep {options.target.id} x {len(names)} stacks",
+                                 dynamic_ncols=True)  # fmt: skip
+        for name, config, key in todo:
+            if deadline and time.monotonic() >= deadline:
+                summary.out_of_time = True
+                break
+            status = store.claim(key, config.label, _skip_states(options), options.timeout_s + CLAIM_MARGIN_S)
+            if status != "claimed":
+                summary.already_done += status == "done"
+                summary.busy += status == "busy"
+                summary.left -= 1
+                bar.update(1)
+                continue
+            claimed = key
+            bar.set_postfix_str(f"{name} | {config.label}")
+            if not workers[name].alive():
+                workers[name] = _start_stack_worker(store, options.target, pythons[name], start)
+            record, reusable = _run_one(config, workers[name], plans[name], budget, deadline)
+            if not reusable:
+                workers[name].kill()
+                workers[name] = _start_stack_worker(store, options.target, pythons[name], start)
+            if record is None:
+                summary.out_of_time = True
+                break
+            record["run_key"] = key
+            store.add_results([record], release=True)
+            claimed = None
+            summary.states[record["state"]] += 1
+            summary.left -= 1
+            bar.update(1)
+    except KeyboardInterrupt:
+        summary.interrupted = True
+    finally:
+        if claimed is not None:
+            store.release([claimed])
+        if bar is not None:
+            bar.close()
+        for worker in workers.values():
+            worker.stop()
+    return summary, skipped
+
+
+def _start_stack_worker(store: Store, target: Target, python: str, start: Callable[[Target, str], Worker]) -> Worker:
+    worker = start(target, python)
+    store.put_platform(fingerprint(worker.info), target.id, worker.info, worker.ceilings, "measured")
+    return worker

@@ -454,15 +454,13 @@ def stack_speedup(result, name: str, paper: str, margin: float = 0.05, ridge: fl
                    platform=platform)  # fmt: skip
 
 
-def _version_key(version: str) -> tuple:
-    return tuple(int(p) if p.isdigit() else 0 for p in version.split(".")[:3])
-
-
 def version_chain(df: pd.DataFrame, platform: str = "") -> tuple[Verdict, list[SpeedupResult]]:
     """O12: every TensorFlow version against the one before it, like with like (same dtype and
     XLA setting); holds when no newer version is slower (median speedup below 1 - 5%)."""
     name, paper = "Newer TensorFlow versions speed things up", "software-stack updates sped models up"
-    versions = sorted(df["sw_tensorflow"].dropna().unique(), key=_version_key)
+    from paradnn.stacks import version_key
+
+    versions = sorted(df["sw_tensorflow"].dropna().unique(), key=version_key)
     if len(versions) < 2:
         return Verdict(name, paper, UNKNOWN, f"one TensorFlow version in the store ({', '.join(versions) or 'none'})", id="O12",
                        platform=platform), []  # fmt: skip

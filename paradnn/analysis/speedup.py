@@ -147,3 +147,73 @@ def _with_hyperparameters(paired: pd.DataFrame, rows: pd.DataFrame, key: list[st
             table[h] = table[h].astype("Int64")
     table = table[[*key, *hyper, *sizes, *VALUE_COLUMNS]]
     return table.sort_values(key, kind="stable").reset_index(drop=True)
+
+
+def bootstrap_interval(df: pd.DataFrame, result: SpeedupResult, n_boot: int = 2000, seed: int = 0,
+                       level: float = 0.95) -> tuple[float, float]:  # fmt: skip
+    """Interval of ``result``'s geometric-mean speedup from the samples behind it.
+
+    Each bootstrap draw resamples the configurations, and within each configuration the
+    per-step timing samples (``samples_s``) of both sides, so the interval holds both the
+    spread between configurations and each measurement's own noise. Rows without samples
+    (imported ones) contribute their median only. NaNs when nothing matched.
+    """
+    if not result.n:
+        return math.nan, math.nan
+    rng = np.random.default_rng(seed)
+    key = ["family", "label"] + (["platform"] if result.by != "platform" else [])
+    rows = df[df["state"] == "ok"]
+    logs = []
+    for _, pair in result.table.iterrows():
+        same = np.logical_and.reduce([rows[k] == pair[k] for k in key])
+        sides = [_boot_medians(rows[same & _side(rows, result.by, v)], rng, n_boot) for v in (result.baseline, result.target)]
+        logs.append(np.log(sides[0] / sides[1]))  # step time baseline / target = speedup
+    logs = np.array(logs)  # configurations x draws
+    picks = rng.integers(0, len(logs), size=(n_boot, len(logs)))
+    draws = np.exp(logs[picks, np.arange(n_boot)[:, None]].mean(axis=1))
+    tail = (1 - level) / 2 * 100
+    return float(np.percentile(draws, tail)), float(np.percentile(draws, 100 - tail))
+
+
+def _boot_medians(rows: pd.DataFrame, rng: np.random.Generator, n_boot: int) -> np.ndarray:
+    """``n_boot`` bootstrap medians of the step-time samples of ``rows`` (their median step time if none)."""
+    samples = [s for value in rows.get("samples_s", pd.Series(dtype=object)) for s in (_as_list(value) or [])]
+    if not samples:
+        return np.full(n_boot, float(rows["step_time_s"].median()))
+    a = np.asarray(samples, dtype=float)
+    return np.median(a[rng.integers(0, len(a), size=(n_boot, len(a)))], axis=1)
+
+
+def _as_list(value) -> list | None:
+    if isinstance(value, str):
+        import json
+
+        return json.loads(value)
+    return list(value) if isinstance(value, (list, tuple, np.ndarray)) else None
+
+
+def version_speedups(df: pd.DataFrame, column: str = "sw_tensorflow") -> pd.DataFrame:
+    """Every software version against the one before it and against the oldest, like with like.
+
+    Per family, dtype and XLA setting: configurations measured under both, geometric-mean
+    speedup (examples/s, newer over older), its 95% bootstrap interval
+    (:func:`bootstrap_interval`) and whether the difference is within the noise (the
+    interval holds 1).
+    """
+    from paradnn.stacks import version_key
+
+    versions = sorted(df[column].dropna().unique(), key=version_key)
+    out = []
+    for (family, dtype, xla), rows in df.groupby(["family", "dtype", "xla"]):
+        for i, newer in enumerate(versions[1:], start=1):
+            pairs = {("previous", versions[i - 1])} | ({("oldest", versions[0])} if i > 1 else set())
+            for against, older in sorted(pairs):
+                result = compare(rows, older, newer, by=column, family=family)
+                if not result.n:
+                    continue
+                low, high = bootstrap_interval(rows, result)
+                out.append({"family": family, "dtype": dtype, "xla": bool(xla), "baseline": older, "target": newer,
+                            "against": against, "n": result.n, "geomean": result.geomean, "low": low, "high": high,
+                            "within_noise": bool(low <= 1 <= high)})  # fmt: skip
+    return pd.DataFrame(out, columns=["family", "dtype", "xla", "baseline", "target", "against", "n", "geomean", "low", "high",
+                                      "within_noise"])  # fmt: skip

@@ -1,0 +1,142 @@
+"""Software stacks: the same sweep under several TensorFlow versions, each in its own environment.
+
+A stack is a list of pip requirements (``tensorflow==2.16.2``, optionally more, comma
+separated) or ``current`` (the environment paradnn runs in). Each is built once with
+``uv`` into ``<cache>/stacks/<key>``, with this paradnn installed editable without its
+dependencies plus what a sweep worker imports, and reused whenever it is complete; a build
+that fails leaves nothing behind (it is built in a scratch folder and renamed into place
+only when complete) and is reported with the installer's reason, so the other stacks can
+go on. :func:`paradnn.sweeps.run_sweep_stacks` runs one worker per stack and measures each
+configuration on every stack in turn.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import platform as pyplatform
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from paradnn import __version__
+from paradnn.config import ConfigError, cache_dir
+
+CURRENT = "current"
+# What a sweep worker imports besides TensorFlow (and the Keras it brings).
+WORKER_REQUIREMENTS = ("numpy", "pandas", "psutil", "PyYAML")
+SOURCE = Path(__file__).resolve().parents[1]  # the paradnn checkout installed into every stack
+
+
+@dataclass(frozen=True)
+class Stack:
+    """A software stack: its requirements (empty for the current environment)."""
+
+    requirements: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return ",".join(self.requirements) or CURRENT
+
+    @property
+    def key(self) -> str:
+        """The environment's folder name: changes with the requirements, Python and paradnn's version."""
+        text = "|".join([*sorted(self.requirements), pyplatform.python_version(), __version__])
+        return hashlib.sha1(text.encode()).hexdigest()[:16]
+
+
+class StackFailed(RuntimeError):
+    """A stack could not be built; the message is the installer's reason, in a line or two."""
+
+
+def parse(text: str) -> Stack:
+    """A stack from ``current`` or comma-separated requirements; ConfigError for a malformed requirement."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    text = text.strip()
+    if text == CURRENT:
+        return Stack()
+    parts = tuple(p.strip() for p in text.split(",") if p.strip())
+    if not parts:
+        raise ConfigError("--stack", text, "current, or requirements such as tensorflow==2.16.2 (comma separated)")
+    for part in parts:
+        try:
+            Requirement(part)
+        except InvalidRequirement:
+            raise ConfigError("--stack", part, "a pip requirement such as tensorflow==2.16.2, or current") from None
+    return Stack(parts)
+
+
+def root() -> Path:
+    return cache_dir() / "stacks"
+
+
+def python_of(stack: Stack) -> Path | None:
+    """The Python of a complete environment of ``stack`` (the running one for ``current``), or None."""
+    if not stack.requirements:
+        return Path(sys.executable)
+    env = root() / stack.key
+    return env / "bin" / "python" if (env / ".complete").exists() else None
+
+
+def uv() -> str:
+    """The ``uv`` executable installed with paradnn."""
+    from uv import find_uv_bin
+
+    return find_uv_bin()
+
+
+def ensure(stack: Stack, echo=lambda line: None) -> Path:
+    """The Python of ``stack``'s environment, built with uv if it is not complete yet; StackFailed with uv's reason."""
+    found = python_of(stack)
+    if found is not None:
+        return found
+    root().mkdir(parents=True, exist_ok=True)
+    echo(f"building the environment of {stack.name} with uv (once; reused afterwards)...")
+    scratch = Path(tempfile.mkdtemp(prefix=f"{stack.key}.building-", dir=root()))
+    try:
+        python = scratch / "bin" / "python"
+        _uv("venv", "--quiet", "--allow-existing", "--python", sys.executable, str(scratch))
+        _uv("pip", "install", "--quiet", "--python", str(python), *stack.requirements, *WORKER_REQUIREMENTS)
+        _uv("pip", "install", "--quiet", "--python", str(python), "--no-deps", "-e", str(SOURCE))
+        (scratch / ".complete").write_text(stack.name + "\n")
+        target = root() / stack.key
+        if (target / ".complete").exists():  # another sweep finished the same build meanwhile
+            shutil.rmtree(scratch, ignore_errors=True)
+        else:
+            shutil.rmtree(target, ignore_errors=True)  # an incomplete leftover, never reused
+            scratch.rename(target)  # the interpreter finds its environment from where it lies
+        return target / "bin" / "python"
+    except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+
+
+def _uv(*args: str) -> None:
+    result = subprocess.run([uv(), *args], capture_output=True, text=True)
+    if result.returncode != 0:
+        lines = [line.strip() for line in result.stderr.splitlines() if line.strip()]
+        reason = " ".join(lines[-3:]) if lines else f"uv exited with status {result.returncode}"
+        raise StackFailed(reason)
+
+
+def newest_rows(df):
+    """The rows of ``df`` measured under the newest TensorFlow version of their platform, plus imported
+    ones (no version recorded).
+
+    Rows of other stacks in the same store serve version comparisons only; every other
+    analysis reads one version per platform, so an older version's rows never mix into it.
+    """
+    if "sw_tensorflow" not in df or df["sw_tensorflow"].isna().all():
+        return df
+    measured = df.dropna(subset=["sw_tensorflow"])
+    newest = measured.groupby("platform")["sw_tensorflow"].agg(lambda v: max(v.unique(), key=version_key))
+    keep = df["sw_tensorflow"].isna() | (df["sw_tensorflow"] == df["platform"].map(newest))
+    return df[keep]
+
+
+def version_key(version: str) -> tuple:
+    """Sorts versions numerically (2.9 before 2.16; a part that is not a number sorts first)."""
+    return tuple(int(p) if p.isdigit() else -1 for p in str(version).split(".")[:3])

@@ -1,0 +1,166 @@
+"""Software stacks: environments built once and reused, interleaved measurement, stacks that fail to install."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+from importlib import metadata
+
+import pytest
+from test_sweep_driver import CONFIGS, INFO, FakeWorker
+
+from paradnn import stacks
+from paradnn.config import ConfigError
+from paradnn.harness import RunSettings
+from paradnn.store import Store
+from paradnn.sweeps import SweepOptions, run_sweep_stacks
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("PARADNN_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path / "cache" / "stacks"
+
+
+def fake_uv(calls: list, fail_on: str = ""):
+    """Stands in for uv: records each call, makes the venv's python, fails on a requirement named ``fail_on``."""
+
+    def run(*args: str) -> None:
+        calls.append(args)
+        if fail_on and fail_on in args:
+            raise stacks.StackFailed(f"no wheels for {fail_on}")
+        if args[0] == "venv":
+            (stacks.Path(args[-1]) / "bin").mkdir(parents=True, exist_ok=True)
+            (stacks.Path(args[-1]) / "bin" / "python").write_text("")
+
+    return run
+
+
+def test_a_stack_is_built_once_and_then_reused(cache, monkeypatch):
+    calls: list = []
+    monkeypatch.setattr(stacks, "_uv", fake_uv(calls))
+    stack = stacks.parse("tensorflow==2.16.2")
+    python = stacks.ensure(stack)
+    assert python == cache / stack.key / "bin" / "python" and (cache / stack.key / ".complete").exists()
+    assert [c[:2] for c in calls] == [("venv", "--quiet"), ("pip", "install"), ("pip", "install")]
+    assert "tensorflow==2.16.2" in calls[1] and "-e" in calls[2]
+    assert stacks.ensure(stack) == python and len(calls) == 3  # reused: uv not called again
+    assert stacks.ensure(stacks.parse("current")) == stacks.Path(sys.executable)
+
+
+def test_a_failed_build_leaves_nothing_and_an_incomplete_one_is_never_reused(cache, monkeypatch):
+    monkeypatch.setattr(stacks, "_uv", fake_uv([], fail_on="tensorflow==1.0"))
+    stack = stacks.parse("tensorflow==1.0")
+    with pytest.raises(stacks.StackFailed, match="no wheels for tensorflow==1.0"):
+        stacks.ensure(stack)
+    assert list(cache.iterdir()) == []
+    (cache / stack.key / "bin").mkdir(parents=True)  # a build interrupted before it completed
+    assert stacks.python_of(stack) is None
+
+
+@pytest.mark.parametrize("text", ["tensorflow===", "tensor flow==2", ",", "tensorflow==2.16; python_version >"])
+def test_a_malformed_requirement_is_one_clear_error(text):
+    with pytest.raises(ConfigError, match="--stack"):
+        stacks.parse(text)
+
+
+def test_the_key_changes_with_the_requirements():
+    assert stacks.parse("tensorflow==2.16.2").key != stacks.parse("tensorflow==2.18.1").key
+    assert stacks.parse("tensorflow==2.16.2,numpy<2").name == "tensorflow==2.16.2,numpy<2"
+
+
+class StackWorker(FakeWorker):
+    """A fake worker reporting the TensorFlow version of the environment it was started from."""
+
+    order: list[tuple[str, str]] = []
+
+    def __init__(self, target, python: str) -> None:
+        super().__init__(target, {})
+        self.version = python.rsplit("-", 1)[-1]
+        self.info = {**INFO, "software": {**INFO["software"], "tensorflow": self.version}}
+
+    def send(self, message) -> None:
+        if message is not None and hasattr(message, "settings"):
+            StackWorker.order.append((message.label, self.version))
+        super().send(message)
+
+
+def test_each_configuration_runs_on_every_stack_in_alternating_order(tmp_path, monkeypatch):
+    monkeypatch.setattr(stacks, "ensure", lambda stack, echo=None: stacks.Path(f"/envs/python-{stack.name.split('==')[-1]}"))
+    StackWorker.order = []
+    options = SweepOptions(settings=RunSettings(max_seconds=0.1), timeout_s=0.2, memory_budget_bytes=1e12)
+    chosen = [stacks.parse("tensorflow==2.16.2"), stacks.parse("tensorflow==2.21.0")]
+    with Store(tmp_path / "r.sqlite") as store:
+        summary, skipped = run_sweep_stacks(CONFIGS, store, options, chosen, start_worker=StackWorker)
+        rows = store.results()
+    assert summary.states["ok"] == 2 * len(CONFIGS) and not skipped
+    assert sorted(rows.groupby("label")["sw_tensorflow"].apply(sorted).tolist()) == [["2.16.2", "2.21.0"]] * len(CONFIGS)
+    rounds = [StackWorker.order[i : i + 2] for i in range(0, len(StackWorker.order), 2)]
+    assert all(a[0] == b[0] for a, b in rounds)  # one configuration per round, on both stacks
+    firsts = [r[0][1] for r in rounds]
+    assert firsts == ["2.16.2", "2.21.0", "2.16.2"][: len(rounds)]  # the order alternates between rounds
+    with Store(tmp_path / "r.sqlite") as store:  # a rerun measures nothing
+        again, _ = run_sweep_stacks(CONFIGS, store, options, chosen, start_worker=StackWorker)
+    assert again.already_done == 2 * len(CONFIGS) and not again.states
+
+
+def test_a_stack_that_cannot_install_is_skipped_and_the_others_run(tmp_path, monkeypatch):
+    def ensure(stack, echo=None):
+        if stack.name == "tensorflow==1.0":
+            raise stacks.StackFailed("no wheels with a matching Python ABI tag")
+        return stacks.Path("/envs/python-2.21.0")
+
+    monkeypatch.setattr(stacks, "ensure", ensure)
+    options = SweepOptions(settings=RunSettings(max_seconds=0.1), timeout_s=0.2, memory_budget_bytes=1e12)
+    chosen = [stacks.parse("tensorflow==1.0"), stacks.parse("tensorflow==2.21.0")]
+    with Store(tmp_path / "r.sqlite") as store:
+        summary, skipped = run_sweep_stacks(CONFIGS, store, options, chosen, start_worker=StackWorker)
+    assert skipped == {"tensorflow==1.0": "no wheels with a matching Python ABI tag"}
+    assert summary.states["ok"] == len(CONFIGS)
+    with Store(tmp_path / "s.sqlite") as store, pytest.raises(ConfigError, match="a stack that installs and starts here"):
+        run_sweep_stacks(CONFIGS, store, options, chosen[:1], start_worker=StackWorker)
+
+
+@pytest.mark.slow
+def test_the_oldest_and_the_newest_tensorflow_fill_one_store(tmp_path):
+    """Real environments: TensorFlow 2.16 (the oldest with Keras 3) beside this environment's, at smoke size."""
+    store = tmp_path / "r.sqlite"
+    args = [sys.executable, "-m", "paradnn.cli", "sweep", "fc", "--preset", "smoke", "--set", "nodes=16", "--set", "batch=8,16",
+            "--set", "layers=1", "--set", "input=32", "--set", "output=10", "--max-seconds", "0.2", "--store", str(store),
+            "--stack", "tensorflow==2.16.2", "--stack", "current"]  # fmt: skip
+    result = subprocess.run(args, capture_output=True, text=True, timeout=1200)
+    assert result.returncode == 0, result.stderr[-3000:]
+    with sqlite3.connect(store) as db:
+        versions = db.execute("SELECT sw_tensorflow, COUNT(*) FROM results WHERE state = 'ok' GROUP BY 1").fetchall()
+    assert dict(versions) == {"2.16.2": 2, metadata.version("tensorflow"): 2}
+
+
+def _version_rows(version: str, scale: float, noise: float, seed: int) -> list[dict]:
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i, step in enumerate((0.01, 0.02, 0.04, 0.08)):
+        samples = list(step * scale * (1 + noise * rng.standard_normal(20)))
+        rows.append({"family": "fc", "label": f"c{i}", "platform": "cpu", "dtype": "float32", "xla": True, "state": "ok",
+                     "sw_tensorflow": version, "step_time_s": float(np.median(samples)), "samples_s": samples,
+                     "examples_per_sec": 64 / float(np.median(samples))})  # fmt: skip
+    return rows
+
+
+def test_version_speedups_carry_a_bootstrap_interval_and_flag_the_noise():
+    import pandas as pd
+
+    from paradnn.analysis.speedup import version_speedups
+
+    same = pd.DataFrame(_version_rows("2.16.2", 1.0, 0.05, 0) + _version_rows("2.21.0", 1.0, 0.05, 1))
+    table = version_speedups(same)
+    assert len(table) == 1 and table.loc[0, "n"] == 4 and table.loc[0, "against"] == "previous"
+    assert table.loc[0, "low"] < 1 < table.loc[0, "high"] and table.loc[0, "within_noise"]
+    faster = pd.DataFrame(_version_rows("2.16.2", 1.0, 0.05, 0) + _version_rows("2.18.1", 0.8, 0.05, 1)
+                          + _version_rows("2.21.0", 0.5, 0.05, 2))  # fmt: skip
+    table = version_speedups(faster).set_index(["baseline", "target"])
+    assert table.loc[("2.16.2", "2.21.0"), "against"] == "oldest"
+    assert table.loc[("2.16.2", "2.21.0"), "geomean"] == pytest.approx(2.0, rel=0.05)
+    assert table.loc[("2.16.2", "2.21.0"), "low"] > 1.8 and not table["within_noise"].any()
