@@ -10,6 +10,7 @@ Sections (targets in brackets):
   fit       harness vs Keras model.fit(steps_per_execution=32), call by call [>= 0.97 large FC, >= 1.2 small FC]
   workloads harness vs fit on ResNet-50 and Transformer at quick size [>= 0.97]; compile time per workload
   ceiling   model FLOP/s of the large FC over the measured matmul ceiling [>= 0.9, float32 + XLA]
+  input     host-fed (tf.data) against device-resident steps of the large FC, alternating [host >= 0.95]
   jax       harness's JAX loop vs a hand-written jax.jit loop, call by call [>= 0.97] (benchmarks/jax_loop.py)
   overhead  sweep wall time outside timed samples, per configuration [median < 2 s without compile]
   ray       scheduling gap between configurations on a node, local vs a 2-node Ray cluster here [median < 1 s]
@@ -234,6 +235,17 @@ def bench_ceiling(tiny: bool) -> None:
             ">= 0.9" if goal else "", (value >= 0.9) if goal else None)  # fmt: skip
 
 
+def bench_input(tiny: bool) -> None:
+    """Host input modes against the device-resident loop, sampled alternately within one measurement."""
+    config = parse_label("fc", TINY_FC if tiny else LARGE_FC)
+    for mode, target in (("host", 0.95), ("host-prep", None)):
+        m = measure(config, RunSettings(input=mode, max_seconds=0.5 if tiny else 8), count_graph=False)
+        assert m.state == "ok", m.error
+        value = float(np.median(m.reference_samples) / np.median(m.samples))  # examples/s host / device
+        row("input", f"fc {config.label} {mode}", "examples/s host-fed / device-resident", value,
+            f">= {target}" if target else "", (value >= target) if target else None)  # fmt: skip
+
+
 def bench_jax(tiny: bool) -> None:
     """The harness's JAX loop vs a hand-written ``jax.jit`` loop, in a process whose Keras runs JAX."""
     args = [sys.executable, str(ROOT / "benchmarks" / "jax_loop.py"), *(["--tiny"] if tiny else [])]
@@ -429,7 +441,7 @@ def bench_main_job(work: Path) -> None:
     row("main", "paradnn report quick, empty store", "wall s", value, "exit status 0", result.returncode == 0)
 
 
-SECTIONS = ("harness", "fit", "workloads", "ceiling", "jax", "overhead", "ray", "repeat", "analysis")
+SECTIONS = ("harness", "fit", "workloads", "ceiling", "input", "jax", "overhead", "ray", "repeat", "analysis")
 
 
 def main() -> int:
@@ -453,6 +465,7 @@ def main() -> int:
             "fit": lambda: bench_fit(args.tiny),
             "workloads": lambda: bench_workloads(args.tiny),
             "ceiling": lambda: bench_ceiling(args.tiny),
+            "input": lambda: bench_input(args.tiny),
             "jax": lambda: bench_jax(args.tiny),
             "overhead": lambda: bench_overhead(args.tiny, work),
             "ray": lambda: bench_ray(args.tiny, work),

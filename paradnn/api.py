@@ -30,7 +30,7 @@ def describe(family: str, label: str, dtype: str = "float32") -> dict:
 
 
 def measure(family: str, label: str, *, dtype: str = "float32", xla: object = "auto", platform: str = "cpu",
-            max_seconds: float = 10.0, framework: str = "tensorflow") -> dict:  # fmt: skip
+            max_seconds: float = 10.0, framework: str = "tensorflow", input: str = "device") -> dict:  # fmt: skip
     """Time one configuration's training step in this process; the full record (as ``paradnn measure --json``).
 
     Keras runs one backend per process: ``framework="jax"`` works in a process that has
@@ -46,7 +46,7 @@ def measure(family: str, label: str, *, dtype: str = "float32", xla: object = "a
 
     config = parse_label(family, label)
     target = plat.parse_target(platform)
-    settings = RunSettings(dtype=dtype, xla=xla_setting(xla), framework=framework, device=target.tf_device,
+    settings = RunSettings(dtype=dtype, xla=xla_setting(xla), framework=framework, input=input, device=target.tf_device,
                            max_seconds=max_seconds)  # fmt: skip
     frameworks.activate(framework)
     info = plat.describe(target)
@@ -56,7 +56,7 @@ def measure(family: str, label: str, *, dtype: str = "float32", xla: object = "a
 def sweep(family: str, *, preset: str = "smoke", store: str | Path = "outputs/results.sqlite",
           overrides: Mapping[str, Iterable] | None = None, dtype: str = "float32", xla: object = "auto",
           platform: str = "cpu", max_minutes: float | None = None, max_seconds: float = 3.0,
-          progress: bool = True, framework: str = "tensorflow"):  # fmt: skip
+          progress: bool = True, framework: str = "tensorflow", input: str = "device"):  # fmt: skip
     """Measure a preset's grid (with ``overrides``) that the store lacks; returns the grid's rows as a DataFrame."""
     from paradnn.harness import RunSettings
     from paradnn.notebook import xla_setting
@@ -67,7 +67,7 @@ def sweep(family: str, *, preset: str = "smoke", store: str | Path = "outputs/re
 
     configs = expand(family, preset, overrides)
     target = parse_target(platform)
-    settings = RunSettings(dtype=dtype, xla=xla_setting(xla), framework=framework, device=target.tf_device,
+    settings = RunSettings(dtype=dtype, xla=xla_setting(xla), framework=framework, input=input, device=target.tf_device,
                            max_seconds=max_seconds)  # fmt: skip
     options = SweepOptions(settings=settings, target=target, max_minutes=max_minutes)
     with Store(store) as s:
@@ -75,6 +75,7 @@ def sweep(family: str, *, preset: str = "smoke", store: str | Path = "outputs/re
         df = s.results(family=family, platform=target.id)
     labels = {c.label for c in configs}
     mine = df["label"].isin(labels) & (df["dtype"] == dtype) & (df["framework"].fillna("tensorflow") == framework)
+    mine &= df["input_mode"].fillna("device") == input
     return df[mine].reset_index(drop=True)
 
 

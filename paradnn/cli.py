@@ -62,6 +62,7 @@ def _epilog(command: str, labels: bool = False) -> str:
     return text
 
 
+INPUT_HELP = "device (data resident), host (each step from a tf.data pipeline) or host-prep (plus data preparation)."
 FRAMEWORK_HELP = "tensorflow, or jax (Keras 3's JAX backend; the same models and optimizer arithmetic)."
 XLA_HELP = (
     "Compile the step with XLA, or not. Default: auto, the faster setting for the family and dtype on this "
@@ -202,12 +203,13 @@ def describe(family: str, label: str, dtype: str, memory_gb: float | None, as_js
 @click.option("--dtype", default="float32", show_default=True, help="|".join(POLICIES))
 @click.option("--xla/--no-xla", default=None, help=XLA_HELP)
 @click.option("--framework", default="tensorflow", show_default=True, help=FRAMEWORK_HELP)
+@click.option("--input", "input_mode", default="device", show_default=True, help=INPUT_HELP)
 @click.option("--max-seconds", default=10.0, show_default=True, type=float, help="Time budget for warm-up and samples.")
 @click.option("--platform", "platform_id", default="cpu", show_default=True, help="cpu, cpu[threads=N], gpu:N or tpu:N.")
 @click.option("--memory-budget", "memory_gb", type=float, help="GB the configuration may use (default: 60% of RAM on CPU).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def measure(family: str, label: str, dtype: str, xla: bool | None, framework: str, max_seconds: float, platform_id: str,
-            memory_gb: float | None, as_json: bool) -> None:  # fmt: skip
+def measure(family: str, label: str, dtype: str, xla: bool | None, framework: str, input_mode: str, max_seconds: float,
+            platform_id: str, memory_gb: float | None, as_json: bool) -> None:  # fmt: skip
     """Time the training step of FAMILY LABEL on this machine.
 
     A configuration predicted to exceed the memory budget is not run: state skipped, exit 1.
@@ -220,12 +222,14 @@ def measure(family: str, label: str, dtype: str, xla: bool | None, framework: st
     from paradnn import platform as plat
 
     target = plat.parse_target(platform_id)
-    settings = RunSettings(dtype=dtype, xla=xla, framework=framework, device=target.tf_device, max_seconds=max_seconds)
+    settings = RunSettings(dtype=dtype, xla=xla, framework=framework, input=input_mode, device=target.tf_device,
+                           max_seconds=max_seconds)  # fmt: skip
     from paradnn import frameworks
 
     frameworks.check_family(config.family, framework)
     frameworks.check_target(framework, target)
     frameworks.activate(framework)  # before anything imports Keras
+    _check_input(input_mode, config)
     budget = _memory_budget(memory_gb, target)
     from paradnn.counting import memory_estimate
 
@@ -253,6 +257,15 @@ def measure(family: str, label: str, dtype: str, xla: bool | None, framework: st
         sys.exit(1)
 
 
+def _check_input(mode: str, config) -> None:
+    """The input mode is known, and host-prep has a preparation for the family's inputs."""
+    from paradnn import inputs
+    from paradnn.families import family_of
+
+    inputs.check(mode)
+    inputs.check_family(mode, family_of(config), config)
+
+
 DEFAULT_STORE = "outputs/results.sqlite"
 store_option = click.option("--store", "store_path", default=DEFAULT_STORE, show_default=True, help="The results store (SQLite).")
 
@@ -264,6 +277,7 @@ store_option = click.option("--store", "store_path", default=DEFAULT_STORE, show
 @click.option("--dtype", default="float32", show_default=True, help="|".join(POLICIES))
 @click.option("--xla/--no-xla", default=None, help=XLA_HELP)
 @click.option("--framework", default="tensorflow", show_default=True, help=FRAMEWORK_HELP)
+@click.option("--input", "input_mode", default="device", show_default=True, help=INPUT_HELP)
 @click.option("--platform", "platform_id", default="cpu", show_default=True, help="cpu, cpu[threads=N], gpu:N or tpu:N.")
 @store_option
 @click.option("--max-minutes", type=float, help="Stop the whole sweep after this many minutes (resumable).")
@@ -279,8 +293,8 @@ store_option = click.option("--store", "store_path", default=DEFAULT_STORE, show
 @click.option("--address", envvar="RAY_ADDRESS", help="With --backend ray: HOST:PORT of the cluster (default $RAY_ADDRESS).")
 @click.option("--stack", "stack_texts", multiple=True, metavar="REQ[,REQ...]|current",
               help="Measure under this software stack too (an environment built with uv), interleaved; repeatable.")
-def sweep(family: str, preset: str, overrides: tuple[str, ...], dtype: str, xla: bool | None, framework: str, platform_id: str,
-          store_path: str,
+def sweep(family: str, preset: str, overrides: tuple[str, ...], dtype: str, xla: bool | None, framework: str, input_mode: str,
+          platform_id: str, store_path: str,
           max_minutes: float | None, max_seconds: float, timeout_s: float, memory_gb: float | None, retry_failed: bool,
           force: bool, adaptive: bool, budget: str | None, backend: str, address: str | None,
           stack_texts: tuple[str, ...]) -> None:  # fmt: skip
@@ -320,8 +334,11 @@ def sweep(family: str, preset: str, overrides: tuple[str, ...], dtype: str, xla:
         from paradnn.adaptive import Budget, adaptive_sweep
 
         parsed_budget = Budget.parse(budget or "")
-    settings = RunSettings(dtype=dtype, xla=xla, framework=framework, device=target.tf_device, max_seconds=max_seconds)
+    settings = RunSettings(dtype=dtype, xla=xla, framework=framework, input=input_mode, device=target.tf_device,
+                           max_seconds=max_seconds)  # fmt: skip
     frameworks.check_family(family, framework)  # before the store is opened
+    if configs:
+        _check_input(input_mode, configs[0])
     frameworks.check_target(framework, target)
     options = SweepOptions(settings=settings, target=target, memory_budget_bytes=memory_gb * 1e9 if memory_gb else None,
                            timeout_s=timeout_s, max_minutes=max_minutes, retry_failed=retry_failed, force=force)  # fmt: skip
@@ -342,7 +359,8 @@ def sweep(family: str, preset: str, overrides: tuple[str, ...], dtype: str, xla:
             summary = run_sweep(configs, store, options)
         df = store.results(family=family, platform=target.id)
     labels = {c.label for c in configs}
-    df = df[df["label"].isin(labels) & (df["dtype"] == dtype) & (df["framework"].fillna("tensorflow") == framework)]
+    df = df[df["label"].isin(labels) & (df["dtype"] == dtype) & (df["framework"].fillna("tensorflow") == framework)
+            & (df["input_mode"].fillna("device") == input_mode)]
     if settings.xla is not None:
         df = df[df["xla"] == settings.xla]
     rows = df.drop_duplicates(["label", "sw_tensorflow"] if stacks else "label", keep="last").to_dict("records")
@@ -431,7 +449,7 @@ def import_legacy(files: tuple[str, ...], store_path: str, platform_id: str | No
         click.echo(f"{name}: {info['kind']} of {info['platform']}, {info['rows']} rows, {info['added']} added")
 
 
-COMPARE_BY = ("platform", "dtype", "xla", "framework", "sw_tensorflow")
+COMPARE_BY = ("platform", "dtype", "xla", "framework", "input", "sw_tensorflow")
 
 
 @main.command(epilog=_epilog("compare"))
@@ -447,9 +465,12 @@ def compare(baseline: str, target: str, by: str, family: str | None, store_path:
 
     with _open_store(store_path, create=False, readonly=True) as store:
         df = store.results(family=family, state="ok")
-    df = df.assign(framework=df["framework"].fillna("tensorflow"))
+    df = df.assign(framework=df["framework"].fillna("tensorflow"), input_mode=df["input_mode"].fillna("device"))
     if by != "framework":  # pairs within one framework: TensorFlow's rows, the paper's framework
         df = df[df["framework"] == "tensorflow"]
+    by = "input_mode" if by == "input" else by  # the column ("input" is FC's input width)
+    if by != "input_mode":  # and within one input mode: data resident on the device
+        df = df[df["input_mode"] == "device"]
     if by == "xla":
         baseline, target = _parse_bool(baseline), _parse_bool(target)  # type: ignore[assignment]
     if baseline == target:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from paradnn import frameworks
+from paradnn import frameworks, inputs
 from paradnn.config import ConfigError, policy
 from paradnn.families import Config
 
@@ -43,6 +43,7 @@ class RunSettings:
     dtype: str = "float32"
     xla: bool | None = True  # None: --xla auto, resolved per family and platform before measuring
     framework: str = "tensorflow"  # or "jax": Keras 3's JAX backend (always compiled by XLA)
+    input: str = "device"  # or host / host-prep: each step fed by a tf.data pipeline (paradnn.inputs)
     device: str = "/CPU:0"
     max_seconds: float = 10.0
     min_call_seconds: float = 0.1
@@ -56,6 +57,9 @@ class RunSettings:
     def __post_init__(self) -> None:
         policy(self.dtype)  # ConfigError for an unknown policy
         frameworks.check(self.framework)
+        inputs.check(self.input)
+        if self.input != "device" and self.framework != "tensorflow":
+            raise ConfigError("input", self.input, "device with --framework jax (host pipelines are tf.data)")
         frameworks.check_policy(self.framework, self.dtype)
         if self.framework == "jax":  # JAX always compiles with XLA: --xla auto means on, --no-xla is an error
             if self.xla is False:
@@ -127,9 +131,18 @@ class Measurement:
     graph: GraphCount | None = None
     # Seconds spent per phase (build, calibration, warmup, timed): where the wall time went.
     phases: dict[str, float] = field(default_factory=dict)
+    # Host input modes: the device-resident loop's per-step times, sampled alternately with ``samples``.
+    reference_samples: list[float] = field(default_factory=list)
     # Energy per step over the timed calls, where the device has a readable counter (paradnn.energy).
     energy_per_step_j: float | None = None
     energy_source: str = ""
+
+    def _infeed(self) -> dict:
+        """The device-resident step time and the infeed share ``1 - t_device / t_host`` (host input modes)."""
+        if not self.reference_samples or not self.samples:
+            return {"device_step_time_s": None, "infeed_share": None}
+        device, host = float(np.median(self.reference_samples)), float(np.median(self.samples))
+        return {"device_step_time_s": device, "infeed_share": 1 - device / host}
 
     def as_dict(self) -> dict:
         """Flat record: ``step_time_s`` is the median; ``step_time_<stat>_s`` the rest."""
@@ -148,6 +161,7 @@ class Measurement:
             "warmup_s": list(self.warmup_s),
             "extra": {"phases": dict(self.phases)},
             "energy_per_step_j": self.energy_per_step_j,
+            **self._infeed(),
             "energy_source": self.energy_source or None,
         }
         s = self.stats
@@ -217,12 +231,31 @@ def sample(calls: _Calls, k: int, settings: RunSettings, budget_end: float) -> l
     return samples
 
 
-def run_protocol(run: Callable[[int], float], settings: RunSettings, meter: Meter | None = None) -> Measurement:
+def sample_alternating(calls: _Calls, reference: _Calls, k: int, settings: RunSettings,
+                       budget_end: float) -> tuple[list[float], list[float]]:  # fmt: skip
+    """:func:`sample`, with a call of ``reference`` after each timed call (side by side, so drift cancels)."""
+    samples: list[float] = []
+    others: list[float] = []
+    while len(samples) < settings.max_samples:
+        samples.append(calls(k) / k)
+        others.append(reference(k) / k)
+        if len(samples) < settings.min_samples:
+            continue
+        stats = Stats.of(samples)
+        if stats.median_halfwidth() <= settings.target_precision * stats.median or time.perf_counter() > budget_end:
+            break
+    return samples, others
+
+
+def run_protocol(run: Callable[[int], float], settings: RunSettings, meter: Meter | None = None,
+                 reference: Callable[[int], float] | None = None) -> Measurement:  # fmt: skip
     """Apply the protocol to ``run(k)``, a function that executes k steps and syncs.
 
     Phases: compile (the first call, one step), :func:`calibrate`, :func:`warm_up`,
     :func:`sample`; where the time went is kept in ``phases``. With an energy ``meter``,
-    the energy of the timed calls per step is kept too.
+    the energy of the timed calls per step is kept too. With a ``reference`` (the
+    device-resident loop of a host input mode), it is compiled and warmed up after the
+    warm-up and called after each timed call (:func:`sample_alternating`).
     """
     m = Measurement(state="ok")
     start = time.perf_counter()
@@ -243,8 +276,15 @@ def run_protocol(run: Callable[[int], float], settings: RunSettings, meter: Mete
         m.warmup_calls = len(m.warmup_s)
         m.phases["warmup_s"] = time.perf_counter() - warmup_start
         timed_start = time.perf_counter()
+        if reference is not None:
+            ref = _Calls(reference)
+            ref(1)  # compiles
+            ref(k)
         steps_before, joules_before = calls.steps, meter.read() if meter else None
-        m.samples = sample(calls, k, settings, budget_end)
+        if reference is not None:
+            m.samples, m.reference_samples = sample_alternating(calls, ref, k, settings, budget_end)
+        else:
+            m.samples = sample(calls, k, settings, budget_end)
         m.phases["timed_s"] = time.perf_counter() - timed_start
         if meter and joules_before is not None:
             m.energy_per_step_j = (meter.read() - joules_before) / (calls.steps - steps_before)
@@ -290,13 +330,15 @@ def measure(config: Config, settings: RunSettings, count_graph: bool = True) -> 
         tf.config.experimental.reset_memory_stats(settings.device.strip("/"))
     try:
         with tf.device(settings.device):
-            trainer = Trainer(config, settings.dtype, settings.xla)
+            trainer = Trainer(config, settings.dtype, settings.xla, input=settings.input)
             built = time.perf_counter()
             step_graph = trainer.trace().graph  # part of compiling; reused by the FLOP count and the first call
             traced = time.perf_counter()
             graph = count_graph_flops(step_graph) if count_graph else None
             counted = time.perf_counter()
-            m = run_protocol(trainer.run, settings, meter_for(settings.device))
+            host = settings.input != "device"
+            m = run_protocol(trainer.run_host if host else trainer.run, settings, meter_for(settings.device),
+                             reference=trainer.run if host else None)  # fmt: skip
             m.graph = graph
             m.compile_time_s += traced - built
             m.phases.update(build_s=built - start, trace_s=traced - built, count_s=counted - traced)

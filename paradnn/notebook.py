@@ -98,6 +98,7 @@ def ensure_measured(
     xla: object = "auto",
     platform: str = "cpu",
     framework: str = "tensorflow",
+    input: str = "device",
     stacks: list[str] | None = None,
     measure_missing: bool = True,
     budget_minutes: float = 10.0,
@@ -120,7 +121,7 @@ def ensure_measured(
     target = parse_target(platform)
     configs = [c for family in families for c in expand(family, preset, (overrides or {}).get(family))]
     options = SweepOptions(
-        settings=RunSettings(dtype=dtype, xla=xla_setting(xla), framework=framework, device=target.tf_device,
+        settings=RunSettings(dtype=dtype, xla=xla_setting(xla), framework=framework, input=input, device=target.tf_device,
                              max_seconds=max_seconds),  # fmt: skip
         target=target,
         max_minutes=budget_minutes,
@@ -221,20 +222,24 @@ def load(
     xla: object = None,
     framework: str | None = "tensorflow",
     all_versions: bool = False,
+    input: str | None = "device",
 ) -> pd.DataFrame:
     """Results as one row per (platform, configuration, dtype, XLA, framework): the latest attempt.
 
     ``xla``: None keeps every setting; True/False one; "auto" the setting ``--xla auto``
     chose for each family and dtype on each measured platform (imported platforms keep
     their rows). ``framework``: TensorFlow's rows by default (the paper's framework);
-    None keeps every framework's. Rows of the newest TensorFlow version on each platform
+    None keeps every framework's; ``input``: data resident on the device by default (None:
+    every input mode). Rows of the newest TensorFlow version on each platform
     (and imported ones) only, unless ``all_versions`` (for version comparisons: the latest
     row of each version; see :func:`paradnn.stacks.newest_rows`).
     """
     with Store(store) as s:
         df = s.results(platform=canonical(platform) if platform else None)
         choices = {p: s.xla_choices(p) for p in df["platform"].unique()} if str(xla).lower() == "auto" else {}
-    df = df.assign(framework=df["framework"].fillna("tensorflow"))
+    df = df.assign(framework=df["framework"].fillna("tensorflow"), input_mode=df["input_mode"].fillna("device"))
+    if input:
+        df = df[df["input_mode"] == input]
     if not all_versions:
         from paradnn.stacks import newest_rows
 
@@ -250,7 +255,8 @@ def load(
         df = df[pd.Series([c is None or c == x for c, x in zip(chosen, df["xla"])], index=df.index, dtype=bool)]
     elif xla is not None:
         df = df[df["xla"] == xla_setting(xla)]
-    keys = ["platform", "family", "label", "dtype", "xla", "framework"] + (["sw_tensorflow"] if all_versions else [])
+    keys = ["platform", "family", "label", "dtype", "xla", "framework", "input_mode"]
+    keys += ["sw_tensorflow"] if all_versions else []
     return df.sort_values("id").drop_duplicates(keys, keep="last").reset_index(drop=True)
 
 

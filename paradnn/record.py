@@ -72,7 +72,7 @@ def derived(record: dict, peak_flops: float) -> dict:
 def settings_fields(settings: RunSettings) -> dict:
     """The run settings every record carries (part of its identity, see :mod:`paradnn.identity`)."""
     return {"dtype": settings.dtype, "compute_dtype": compute_dtype(settings.dtype), "xla": settings.xla,
-            "framework": settings.framework, "max_seconds": settings.max_seconds}  # fmt: skip
+            "framework": settings.framework, "input_mode": settings.input, "max_seconds": settings.max_seconds}  # fmt: skip
 
 
 def measure_config(config: Config, settings: RunSettings, target: Target, info: dict, ceilings: dict) -> dict:

@@ -281,6 +281,8 @@ def measured_rows(results: pd.DataFrame) -> pd.DataFrame:
 
     rows = newest_rows(results[~results["source"].fillna("").str.startswith("legacy")]).copy()
     rows["framework"] = rows["framework"].fillna("tensorflow") if "framework" in rows else "tensorflow"
+    if "input_mode" in rows:  # data resident on the device: the frameworks' own speed
+        rows = rows[rows["input_mode"].fillna("device") == "device"]
     return rows
 
 

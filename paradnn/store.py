@@ -62,6 +62,7 @@ RESULT_COLUMNS: tuple[tuple[str, str], ...] = (
     ("xla", "INTEGER"),
     ("xla_auto", "INTEGER"),  # 1: the XLA setting was chosen by --xla auto's probe
     ("framework", "TEXT"),  # tensorflow or jax (Keras 3's backend)
+    ("input_mode", "TEXT"),  # device, host or host-prep (paradnn.inputs; "input" is FC's input width)
     ("steps_per_call", "INTEGER"),
     ("max_seconds", "REAL"),
     ("platform", "TEXT NOT NULL"),
@@ -101,6 +102,8 @@ RESULT_COLUMNS: tuple[tuple[str, str], ...] = (
     ("energy_per_step_j", "REAL"),  # joules per step over the timed calls, where a counter is readable
     ("energy_source", "TEXT"),  # rapl (CPU packages) or nvml (GPU)
     ("examples_per_joule", "REAL"),
+    ("device_step_time_s", "REAL"),  # host input modes: the device-resident step, sampled alternately
+    ("infeed_share", "REAL"),  # 1 - device_step_time_s / step_time_s
     ("wall_time_s", "REAL"),
     ("samples_s", "TEXT"),
     ("warmup_s", "TEXT"),
@@ -477,6 +480,7 @@ def _row(record: dict) -> dict:
     for name in SOFTWARE:
         row.setdefault(f"sw_{name}", software.get(name))
     row.setdefault("framework", "tensorflow")
+    row.setdefault("input_mode", "device")
     if row["framework"] == "jax":
         row.setdefault("sw_jax", software.get("jax"))
     row.setdefault("source", "measured")

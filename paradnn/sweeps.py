@@ -462,6 +462,11 @@ def run_sweep(
     frameworks.check_target(framework, options.target)
     for family in sorted({c.family for c in configs}):
         frameworks.check_family(family, framework)
+    if options.settings.input == "host-prep":  # a family host-prep cannot feed is bad input, not an error row
+        from paradnn import inputs
+
+        for config in {c.family: c for c in configs}.values():
+            inputs.check_family("host-prep", family_of(config), config)
     start_worker = start_worker or partial(ProcessWorker, framework=framework)
 
     summary = SweepSummary(planned=len(configs), left=len(configs))  # all of them, until the store says otherwise

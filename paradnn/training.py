@@ -91,6 +91,7 @@ class Trainer:
     policy: str = "float32"
     xla: bool = True
     seed: int = 0
+    input: str = "device"  # or host / host-prep: run_host() feeds each step from paradnn.inputs' pipeline
     model: keras.Model = field(init=False)
     optimizer: keras.optimizers.Optimizer = field(init=False)
 
@@ -110,6 +111,9 @@ class Trainer:
         # One trace of the step serves both the FLOP count and the K-step loop, which calls it.
         self.traced_step = tf.function(self.step, jit_compile=self.xla)
         self._run = tf.function(self._steps, jit_compile=self.xla)
+        # The host loop cannot be one XLA cluster (it reads an iterator); the step it calls still is.
+        self._run_host = tf.function(self._host_steps)
+        self._iterator = None
 
     @property
     def data(self) -> tuple[Any, Any]:
@@ -142,6 +146,22 @@ class Trainer:
 
         _, loss = tf.while_loop(lambda i, _: i < k, body, (tf.constant(0), tf.constant(0.0)))
         return loss
+
+    def _host_steps(self, iterator: Any, k: tf.Tensor) -> tf.Tensor:
+        def body(i: tf.Tensor, _: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+            x, y = iterator.get_next()
+            return i + 1, self.traced_step(x, y)
+
+        _, loss = tf.while_loop(lambda i, _: i < k, body, (tf.constant(0), tf.constant(0.0)))
+        return loss
+
+    def run_host(self, k: int) -> float:
+        """Execute ``k`` steps, each on the next batch of the input mode's ``tf.data`` pipeline; returns the last loss."""
+        from paradnn.inputs import dataset
+
+        if self._iterator is None:
+            self._iterator = iter(dataset(self.input, self.family, self.config, self.seed))
+        return float(self._run_host(self._iterator, tf.constant(k, tf.int32)).numpy())
 
     def trace(self) -> tf.types.experimental.ConcreteFunction:
         """Trace the step (once; later calls and the K-step loop reuse this trace). Allocates no data."""

@@ -317,6 +317,28 @@ def infeed_share(traces: pd.DataFrame) -> Verdict:
     return Verdict(name, paper, HOLDS if low > high else FAILS, evidence, numbers, id="O4", platform="tpu-v2-8")
 
 
+def measured_infeed(rows: pd.DataFrame, platform: str) -> Verdict:
+    """O4 on this platform's host-fed measurements (``--input host`` or ``host-prep``): the median
+    infeed share (``1 - t_device / t_host``, both timed alternately) of the third of configurations
+    with the fewest FLOPs per example against the third with the most."""
+    name = f"{platform}: smaller models wait on their input pipeline more than larger ones"
+    paper = "the host can fail to feed the device, and smaller models are held back more by infeed than larger ones"
+    fed = rows[(rows["state"] == "ok") & rows["infeed_share"].notna()].copy() if "infeed_share" in rows else rows.iloc[:0]
+    if len(fed) < 6:
+        return Verdict(name, paper, UNKNOWN, f"needs host-fed measurements (--input host-prep) of 6 configurations, "
+                       f"{len(fed)} in the store", id="O4", platform=platform)  # fmt: skip
+    fed["work"] = fed["flops_model"] / fed["batch"]
+    fed["infeed_percent"] = 100 * fed["infeed_share"]
+    small, large = fed["work"].quantile([1 / 3, 2 / 3])
+    low = fed.loc[fed["work"] <= small, "infeed_percent"].median()
+    high = fed.loc[fed["work"] >= large, "infeed_percent"].median()
+    modes = ", ".join(sorted(fed["input_mode"].dropna().unique()))
+    evidence = (f"median infeed share {low:.1f}% for the smallest third of models by FLOPs per example, {high:.1f}% for the "
+                f"largest third ({len(fed)} configurations fed by the {modes} pipeline)")  # fmt: skip
+    numbers = {"smallest_third_percent": float(low), "largest_third_percent": float(high), "n": len(fed)}
+    return Verdict(name, paper, HOLDS if low > high else FAILS, evidence, numbers, id="O4", platform=platform)
+
+
 # ------------------------------------------------------------------ platforms (O6-O10)
 
 
