@@ -218,27 +218,19 @@ def warm_up(calls: _Calls, k: int, previous: float, settings: RunSettings, budge
     return values
 
 
-def sample(calls: _Calls, k: int, settings: RunSettings, budget_end: float) -> list[float]:
-    """Timed calls until the median is known within ``target_precision`` or the budget is spent."""
-    samples: list[float] = []
-    while len(samples) < settings.max_samples:
-        samples.append(calls(k) / k)
-        if len(samples) < settings.min_samples:
-            continue
-        stats = Stats.of(samples)
-        if stats.median_halfwidth() <= settings.target_precision * stats.median or time.perf_counter() > budget_end:
-            break
-    return samples
+def sample(calls: _Calls, k: int, settings: RunSettings, budget_end: float,
+           reference: _Calls | None = None) -> tuple[list[float], list[float]]:  # fmt: skip
+    """Timed calls until the median is known within ``target_precision`` or the budget is spent.
 
-
-def sample_alternating(calls: _Calls, reference: _Calls, k: int, settings: RunSettings,
-                       budget_end: float) -> tuple[list[float], list[float]]:  # fmt: skip
-    """:func:`sample`, with a call of ``reference`` after each timed call (side by side, so drift cancels)."""
+    With a ``reference`` (a host input mode's device-resident loop), each timed call is
+    followed by one of the reference, side by side so drift cancels; returns both lists.
+    """
     samples: list[float] = []
     others: list[float] = []
     while len(samples) < settings.max_samples:
         samples.append(calls(k) / k)
-        others.append(reference(k) / k)
+        if reference is not None:
+            others.append(reference(k) / k)
         if len(samples) < settings.min_samples:
             continue
         stats = Stats.of(samples)
@@ -255,7 +247,7 @@ def run_protocol(run: Callable[[int], float], settings: RunSettings, meter: Mete
     :func:`sample`; where the time went is kept in ``phases``. With an energy ``meter``,
     the energy of the timed calls per step is kept too. With a ``reference`` (the
     device-resident loop of a host input mode), it is compiled and warmed up after the
-    warm-up and called after each timed call (:func:`sample_alternating`).
+    warm-up and called after each timed call (:func:`sample`).
     """
     m = Measurement(state="ok")
     start = time.perf_counter()
@@ -276,15 +268,12 @@ def run_protocol(run: Callable[[int], float], settings: RunSettings, meter: Mete
         m.warmup_calls = len(m.warmup_s)
         m.phases["warmup_s"] = time.perf_counter() - warmup_start
         timed_start = time.perf_counter()
-        if reference is not None:
-            ref = _Calls(reference)
+        ref = _Calls(reference) if reference is not None else None
+        if ref is not None:
             ref(1)  # compiles
             ref(k)
         steps_before, joules_before = calls.steps, meter.read() if meter else None
-        if reference is not None:
-            m.samples, m.reference_samples = sample_alternating(calls, ref, k, settings, budget_end)
-        else:
-            m.samples = sample(calls, k, settings, budget_end)
+        m.samples, m.reference_samples = sample(calls, k, settings, budget_end, ref)
         m.phases["timed_s"] = time.perf_counter() - timed_start
         if meter and joules_before is not None:
             m.energy_per_step_j = (meter.read() - joules_before) / (calls.steps - steps_before)

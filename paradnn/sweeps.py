@@ -473,8 +473,8 @@ def run_sweep(
     deadline = time.monotonic() + options.max_minutes * 60 if options.max_minutes else None
     budget = options.memory_budget_bytes or default_memory_budget(options.target)
     worker: Worker | None = None
+    workers: dict[str, Worker | None] = {}
     bar = None
-    claimed: str | None = None
     try:
         info = _known_platform(store, options.target, framework)
         if info is None:  # first sweep of this platform and stack: ask a worker
@@ -484,14 +484,41 @@ def run_sweep(
             choices, worker = _xla_choices(configs, options, store, info, worker, start_worker)
             options = replace(options, xla_choices=choices)
         done = store.run_keys(_skip_states(options))
-        todo = [(c, k) for c in ordered(configs, options.seed) if (k := _key(c, options, info)) not in done]
+        todo = [(c, k, "") for c in ordered(configs, options.seed) if (k := _key(c, options, info)) not in done]
         summary.already_done = len(configs) - len(todo)
         summary.left = len(todo)
         bar = (progress or tqdm)(total=len(todo), unit="config", desc=f"sweep {options.target.id}", dynamic_ncols=True)
-        for config, key in todo:
+        workers[""], worker = worker, None  # from here on the worker lives in ``workers``
+        _measure_todo(todo, store, summary, bar, budget, deadline, workers,
+                      lambda _: _start_worker(store, options.target, start_worker), lambda _: options)  # fmt: skip
+    except KeyboardInterrupt:
+        summary.interrupted = True
+    finally:
+        if bar is not None:
+            bar.close()
+        for running in (worker, *workers.values()):
+            if running is not None:
+                running.stop()
+    return summary
+
+
+def _measure_todo(todo: list[tuple[Config, str, str]], store: Store, summary: SweepSummary, bar, budget: float | None,
+                  deadline: float | None, workers: dict[str, Worker | None], start: Callable[[str], Worker],
+                  options_of: Callable[[str], SweepOptions]) -> None:  # fmt: skip
+    """Claim, measure and store each ``(config, key, slot)`` in order, on the worker of its slot.
+
+    A slot is one worker (a sweep has one, a sweep over software stacks one per stack);
+    ``start(slot)`` starts it when it is missing or dead, ``options_of(slot)`` gives its
+    options. A worker that may not measure again is dropped and restarted when next needed.
+    Updates ``summary`` and ``bar``; a claim held when interrupted is released.
+    """
+    claimed: str | None = None
+    try:
+        for config, key, slot in todo:
             if deadline and time.monotonic() >= deadline:
                 summary.out_of_time = True
-                break
+                return
+            options = options_of(slot)
             status = store.claim(key, config.label, _skip_states(options), options.timeout_s + CLAIM_MARGIN_S)
             if status != "claimed":  # finished or being measured by another sweep meanwhile
                 summary.already_done += status == "done"
@@ -500,32 +527,26 @@ def run_sweep(
                 bar.update(1)
                 continue
             claimed = key
-            bar.set_postfix_str(f"failed {sum(n for s, n in summary.states.items() if s != 'ok')} | {config.label}")
-            if worker is None or not worker.alive():
-                worker = _start_worker(store, options.target, start_worker)
-            record, reusable = _run_one(config, worker, options, budget, deadline)
+            failed = sum(n for s, n in summary.states.items() if s != "ok")
+            bar.set_postfix_str(f"failed {failed} | {slot + ' | ' if slot else ''}{config.label}")
+            if workers.get(slot) is None or not workers[slot].alive():
+                workers[slot] = start(slot)
+            record, reusable = _run_one(config, workers[slot], options, budget, deadline)
             if not reusable:
-                worker.kill()
-                worker = None
+                workers[slot].kill()
+                workers[slot] = None
             if record is None:  # the sweep's own time ran out mid-configuration: not a result
                 summary.out_of_time = True
-                break
+                return
             record["run_key"] = key
             store.add_results([record], release=True)
             claimed = None
             summary.states[record["state"]] += 1
             summary.left -= 1
             bar.update(1)
-    except KeyboardInterrupt:
-        summary.interrupted = True
     finally:
         if claimed is not None:
             store.release([claimed])
-        if bar is not None:
-            bar.close()
-        if worker is not None:
-            worker.stop()
-    return summary
 
 
 def _xla_choices(configs: list[Config], options: SweepOptions, store: Store, info: dict, worker: Worker | None,
@@ -662,13 +683,12 @@ def run_sweep_stacks(
         raise ConfigError("--framework", options.settings.framework, "tensorflow with --stack (stacks are TensorFlow versions)")
     start = start_worker or (lambda target, python: ProcessWorker(target, python=python))
     skipped: dict[str, str] = {}
-    workers: dict[str, Worker] = {}
+    workers: dict[str, Worker | None] = {}
     pythons: dict[str, str] = {}
     summary = SweepSummary(planned=len(configs) * len(stacks), left=len(configs) * len(stacks))
     deadline = time.monotonic() + options.max_minutes * 60 if options.max_minutes else None
     budget = options.memory_budget_bytes or default_memory_budget(options.target)
     bar = None
-    claimed: str | None = None
     try:
         for stack in stacks:
             try:
@@ -696,48 +716,23 @@ def run_sweep_stacks(
             for name in names if round_no % 2 == 0 else names[::-1]:
                 key = _key(config, plans[name], workers[name].info)
                 if key not in done:
-                    todo.append((name, config, key))
+                    todo.append((config, key, name))
         summary.already_done = summary.planned - len(todo)
         summary.left = len(todo)
         bar = (progress or tqdm)(total=len(todo), unit="config", desc=f"sweep {options.target.id} x {len(names)} stacks",
                                  dynamic_ncols=True)  # fmt: skip
-        for name, config, key in todo:
-            if deadline and time.monotonic() >= deadline:
-                summary.out_of_time = True
-                break
-            status = store.claim(key, config.label, _skip_states(options), options.timeout_s + CLAIM_MARGIN_S)
-            if status != "claimed":
-                summary.already_done += status == "done"
-                summary.busy += status == "busy"
-                summary.left -= 1
-                bar.update(1)
-                continue
-            claimed = key
-            bar.set_postfix_str(f"{name} | {config.label}")
-            if not workers[name].alive():
-                workers[name] = _start_stack_worker(store, options.target, pythons[name], start)
-            record, reusable = _run_one(config, workers[name], plans[name], budget, deadline)
-            if not reusable:
-                workers[name].kill()
-                workers[name] = _start_stack_worker(store, options.target, pythons[name], start)
-            if record is None:
-                summary.out_of_time = True
-                break
-            record["run_key"] = key
-            store.add_results([record], release=True)
-            claimed = None
-            summary.states[record["state"]] += 1
-            summary.left -= 1
-            bar.update(1)
+        def restart(name: str) -> Worker:
+            return _start_stack_worker(store, options.target, pythons[name], start)
+
+        _measure_todo(todo, store, summary, bar, budget, deadline, workers, restart, plans.__getitem__)
     except KeyboardInterrupt:
         summary.interrupted = True
     finally:
-        if claimed is not None:
-            store.release([claimed])
         if bar is not None:
             bar.close()
         for worker in workers.values():
-            worker.stop()
+            if worker is not None:
+                worker.stop()
     return summary, skipped
 
 
