@@ -136,7 +136,7 @@ def test_rerun_with_new_parameters_measures_only_what_is_new(tmp_path):
     pipeline = tmp_path / "fc_only.yaml"
     pipeline.write_text(
         "name: fc_only\nnotebooks:\n  - notebook: notebooks/architecture.ipynb\n    parameters:\n"
-        "      families: [fc]\n      low_precision: ''\n      profile_count: 0\n      max_seconds: 0.2\n"
+        "      families: [fc]\n      low_precision: ''\n      profile_count: 0\n      max_seconds: 0.2\n      infeed_input: ''\n"
     )
     assert report(str(pipeline), "--outputs", str(tmp_path), "-p", "overrides={fc: {batch: [64, 256]}}").returncode == 0
     store = tmp_path / "fc_only" / "results.sqlite"
