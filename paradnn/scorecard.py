@@ -329,10 +329,13 @@ def framework_speed(results: pd.DataFrame, baseline: str = "tensorflow", target:
     from paradnn.analysis.speedup import compare
 
     rows = measured_rows(results)
-    if "xla_auto" in rows:  # TensorFlow as a user gets it: its --xla auto choice, where the store has one
+    if "xla_auto" in rows:  # TensorFlow as a user gets it: its --xla auto choice; else with XLA, like JAX
         tf = rows["framework"] == "tensorflow"
         auto = tf & (rows["xla_auto"] == 1)
-        rows = rows[~tf | auto] if auto.any() else rows
+        if auto.any():
+            rows = rows[~tf | auto]
+        elif "xla" in rows:
+            rows = rows[~tf | (rows["xla"] == 1)]
     out = []
     for (platform, family, dtype), group in rows.groupby(["platform", "family", "dtype"]):
         if not {baseline, target} <= set(group["framework"]):

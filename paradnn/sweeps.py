@@ -632,6 +632,7 @@ def _run_one(
         return {**base, "state": "error", "error": message.error, "extra": {"traceback": message.traceback}}, True
     record = message.record
     record.update({k: v for k, v in base.items() if k not in record or record[k] is None})
+    record["xla_auto"] = base["xla_auto"]  # the worker measured a resolved setting; the sweep knows it chose it
     return record, record["state"] != "oom"  # after a real OOM the worker's heap is suspect
 
 

@@ -100,7 +100,9 @@ def test_a_host_prep_sweep_stores_its_mode_and_compare_gives_the_infeed_table(tm
         assert result.returncode == 0, result.stderr[-3000:]
     with sqlite3.connect(store) as db:
         rows = db.execute("SELECT input_mode, COUNT(*), MIN(infeed_share IS NOT NULL) FROM results GROUP BY 1").fetchall()
+        auto = db.execute("SELECT DISTINCT xla_auto FROM results").fetchall()
     assert sorted(rows) == [("device", 2, 0), ("host-prep", 2, 1)]
+    assert auto == [(1,)]  # --xla auto chose the setting, and the rows say so
     table = cli("compare", "--by", "input", "--baseline", "host-prep", "--target", "device", "--store", str(store))
     assert table.returncode == 0 and "n         2" in table.stdout
     bad = cli("sweep", "transformer", "--input", "host-prep", "--store", str(tmp_path / "t.sqlite"))

@@ -131,6 +131,8 @@ def test_framework_speed_takes_tensorflow_as_xla_auto_chose_it():
     rows = pd.DataFrame([_pair("a", "tensorflow", 100, xla_auto=1), _pair("a", "tensorflow", 10, xla_auto=0),
                          _pair("a", "jax", 150)])  # fmt: skip
     assert scorecard.framework_speed(rows).loc[0, "geomean"] == pytest.approx(1.5)
+    forced = rows.assign(xla_auto=0, xla=[True, False, True])  # no auto choice recorded: TensorFlow with XLA, like JAX
+    assert scorecard.framework_speed(forced).loc[0, "geomean"] == pytest.approx(1.5)
 
 
 def test_the_headline_hardware_claims_are_judged_on_the_original_sweeps(tmp_path):
