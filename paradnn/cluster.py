@@ -28,7 +28,6 @@ from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from paradnn import frameworks
 from paradnn.config import ConfigError
 from paradnn.families import Config, parse_label
 from paradnn.identity import fingerprint
@@ -43,6 +42,7 @@ from paradnn.sweeps import (
     _key,
     _run_one,
     _skip_states,
+    check_settings,
     default_memory_budget,
 )
 
@@ -216,9 +216,7 @@ def run_sweep_ray(configs: list[Config], store: Store, options: SweepOptions, ad
     from tqdm import tqdm
 
     framework = options.settings.framework
-    frameworks.check_target(framework, options.target)
-    for family in sorted({c.family for c in configs}):
-        frameworks.check_family(family, framework)
+    check_settings(configs, options)
     connect(address)
     summary = SweepSummary(planned=len(configs), left=len(configs))
     deadline = time.monotonic() + options.max_minutes * 60 if options.max_minutes else None

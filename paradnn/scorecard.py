@@ -216,8 +216,9 @@ def _hardware_cell(metric: str, platform: str, rows: pd.DataFrame, platforms: pd
         return _latency(rows), "measured"
     if metric == "Compatibility":
         return _compatibility(rows), "measured"
-    if metric == "Energy efficiency" and _energy(rows) is not None:
-        return _energy(rows), "measured"
+    energy = _energy(rows) if metric == "Energy efficiency" else None
+    if energy is not None:
+        return energy, "measured"
     if metric in NOT_MEASURABLE:
         return NOT_MEASURABLE[metric], "not measurable here"
     fact = DATASHEET_FACTS.get(platform, {}).get(metric)

@@ -444,6 +444,20 @@ def _skip_states(options: SweepOptions) -> tuple[str, ...]:
     return ("ok",) if options.retry_failed else STATES
 
 
+def check_settings(configs: list[Config], options: SweepOptions) -> None:
+    """ConfigError before anything runs when the run settings cannot serve the grid: a framework
+    the platform or a family cannot take, or a host-prep pipeline a family's inputs do not fit."""
+    framework = options.settings.framework
+    frameworks.check_target(framework, options.target)
+    for family in sorted({c.family for c in configs}):
+        frameworks.check_family(family, framework)
+    if options.settings.input == "host-prep":  # a family host-prep cannot feed is bad input, not an error row
+        from paradnn import inputs
+
+        for config in {c.family: c for c in configs}.values():
+            inputs.check_family("host-prep", family_of(config), config)
+
+
 def run_sweep(
     configs: list[Config],
     store: Store,
@@ -458,16 +472,8 @@ def run_sweep(
     """
     from tqdm import tqdm
 
-    framework = options.settings.framework
-    frameworks.check_target(framework, options.target)
-    for family in sorted({c.family for c in configs}):
-        frameworks.check_family(family, framework)
-    if options.settings.input == "host-prep":  # a family host-prep cannot feed is bad input, not an error row
-        from paradnn import inputs
-
-        for config in {c.family: c for c in configs}.values():
-            inputs.check_family("host-prep", family_of(config), config)
-    start_worker = start_worker or partial(ProcessWorker, framework=framework)
+    check_settings(configs, options)
+    start_worker = start_worker or partial(ProcessWorker, framework=options.settings.framework)
 
     summary = SweepSummary(planned=len(configs), left=len(configs))  # all of them, until the store says otherwise
     deadline = time.monotonic() + options.max_minutes * 60 if options.max_minutes else None
@@ -476,7 +482,7 @@ def run_sweep(
     workers: dict[str, Worker | None] = {}
     bar = None
     try:
-        info = _known_platform(store, options.target, framework)
+        info = _known_platform(store, options.target, options.settings.framework)
         if info is None:  # first sweep of this platform and stack: ask a worker
             worker = _start_worker(store, options.target, start_worker)
             info = worker.info
@@ -682,6 +688,7 @@ def run_sweep_stacks(
 
     if options.settings.framework != "tensorflow":
         raise ConfigError("--framework", options.settings.framework, "tensorflow with --stack (stacks are TensorFlow versions)")
+    check_settings(configs, options)
     start = start_worker or (lambda target, python: ProcessWorker(target, python=python))
     skipped: dict[str, str] = {}
     workers: dict[str, Worker | None] = {}
