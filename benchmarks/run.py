@@ -11,6 +11,8 @@ Sections (targets in brackets):
   workloads harness vs fit on ResNet-50 and Transformer at quick size [>= 0.97]; compile time per workload
   ceiling   model FLOP/s of the large FC over the measured matmul ceiling [>= 0.9, float32 + XLA]
   input     host-fed (tf.data) against device-resident steps of the large FC, alternating [host >= 0.95]
+  devices   2 data-parallel CPU replicas of the large FC: communication share, scaling efficiency, all-reduce
+            bandwidth, and examples/s against one process on all cores (alternating; no target)
   jax       harness's JAX loop vs a hand-written jax.jit loop, call by call [>= 0.97] (benchmarks/jax_loop.py)
   overhead  sweep wall time outside timed samples, per configuration [median < 2 s without compile]
   ray       scheduling gap between configurations on a node, local vs a 2-node Ray cluster here [median < 1 s]
@@ -246,6 +248,34 @@ def bench_input(tiny: bool) -> None:
             f">= {target}" if target else "", (value >= target) if target else None)  # fmt: skip
 
 
+def bench_devices(tiny: bool) -> None:
+    """Two data-parallel CPU replicas (each on its own cores) against one process on all of them, alternating."""
+    from paradnn.counting import count_params
+
+    if len(os.sched_getaffinity(0)) < 2:
+        print("devices   skipped: needs two cores", flush=True)
+        return
+    config = parse_label("fc", TINY_FC if tiny else LARGE_FC)
+    seconds = 0.3 if tiny else 8.0
+    runs: dict[int, list] = {1: [], 2: []}
+    for _ in range(1 if tiny else 2):  # A B A B: drift reaches both alike
+        for devices in (2, 1):
+            m = measure(config, RunSettings(devices=devices, xla=False, max_seconds=seconds), count_graph=False)
+            assert m.state == "ok", m.error
+            runs[devices].append(m)
+    case = f"fc {config.label}"
+    parallel = [m.as_dict() for m in runs[2]]
+    share = float(np.median([r["comm_share"] for r in parallel]))
+    row("devices", case, "communication share (timed)", share)
+    row("devices", case, "all-reduce share (profiler)", float(np.median([r["allreduce_share"] or math.nan for r in parallel])))
+    row("devices", case, "weak-scaling efficiency", float(np.median([r["scaling_efficiency"] for r in parallel])))
+    comm_s = float(np.median([r["step_time_s"] - r["replica_step_time_s"] for r in parallel]))
+    ring_bytes = 4 * count_params(config) * 2 * (2 - 1) / 2  # each replica sends and receives this per step
+    row("devices", case, "all-reduce GB/s per replica", ring_bytes / comm_s / 1e9 if comm_s > 0 else math.nan)
+    speed = float(np.median([r1.stats.median / r2.stats.median for r1, r2 in zip(runs[1], runs[2])]))
+    row("devices", case, "examples/s 2 replicas / 1 process", speed)
+
+
 def bench_jax(tiny: bool) -> None:
     """The harness's JAX loop vs a hand-written ``jax.jit`` loop, in a process whose Keras runs JAX."""
     args = [sys.executable, str(ROOT / "benchmarks" / "jax_loop.py"), *(["--tiny"] if tiny else [])]
@@ -441,7 +471,7 @@ def bench_main_job(work: Path) -> None:
     row("main", "paradnn report quick, empty store", "wall s", value, "exit status 0", result.returncode == 0)
 
 
-SECTIONS = ("harness", "fit", "workloads", "ceiling", "input", "jax", "overhead", "ray", "repeat", "analysis")
+SECTIONS = ("harness", "fit", "workloads", "ceiling", "input", "devices", "jax", "overhead", "ray", "repeat", "analysis")
 
 
 def main() -> int:
@@ -466,6 +496,7 @@ def main() -> int:
             "workloads": lambda: bench_workloads(args.tiny),
             "ceiling": lambda: bench_ceiling(args.tiny),
             "input": lambda: bench_input(args.tiny),
+            "devices": lambda: bench_devices(args.tiny),
             "jax": lambda: bench_jax(args.tiny),
             "overhead": lambda: bench_overhead(args.tiny, work),
             "ray": lambda: bench_ray(args.tiny, work),

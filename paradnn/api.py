@@ -30,7 +30,8 @@ def describe(family: str, label: str, dtype: str = "float32") -> dict:
 
 
 def measure(family: str, label: str, *, dtype: str = "float32", xla: object = "auto", platform: str = "cpu",
-            max_seconds: float = 10.0, framework: str = "tensorflow", input: str = "device") -> dict:  # fmt: skip
+            max_seconds: float = 10.0, framework: str = "tensorflow", input: str = "device",
+            devices: int = 1) -> dict:  # fmt: skip
     """Time one configuration's training step in this process; the full record (as ``paradnn measure --json``).
 
     Keras runs one backend per process: ``framework="jax"`` works in a process that has
@@ -43,11 +44,13 @@ def measure(family: str, label: str, *, dtype: str = "float32", xla: object = "a
     from paradnn.harness import RunSettings
     from paradnn.notebook import xla_setting
     from paradnn.record import measure_config
+    from paradnn.sweeps import SweepOptions, check_settings
 
     config = parse_label(family, label)
     target = plat.parse_target(platform)
-    settings = RunSettings(dtype=dtype, xla=xla_setting(xla), framework=framework, input=input, device=target.tf_device,
-                           max_seconds=max_seconds)  # fmt: skip
+    settings = RunSettings(dtype=dtype, xla=xla_setting(xla), framework=framework, input=input, devices=devices,
+                           device=target.tf_device, max_seconds=max_seconds)  # fmt: skip
+    check_settings([config], SweepOptions(settings=settings, target=target))
     frameworks.activate(framework)
     info = plat.describe(target)
     return measure_config(config, settings, target, info, ceil.ceilings(target, info))
@@ -56,7 +59,7 @@ def measure(family: str, label: str, *, dtype: str = "float32", xla: object = "a
 def sweep(family: str, *, preset: str = "smoke", store: str | Path = "outputs/results.sqlite",
           overrides: Mapping[str, Iterable] | None = None, dtype: str = "float32", xla: object = "auto",
           platform: str = "cpu", max_minutes: float | None = None, max_seconds: float = 3.0,
-          progress: bool = True, framework: str = "tensorflow", input: str = "device"):  # fmt: skip
+          progress: bool = True, framework: str = "tensorflow", input: str = "device", devices: int = 1):  # fmt: skip
     """Measure a preset's grid (with ``overrides``) that the store lacks; returns the grid's rows as a DataFrame."""
     from paradnn.harness import RunSettings
     from paradnn.notebook import xla_setting
@@ -67,15 +70,15 @@ def sweep(family: str, *, preset: str = "smoke", store: str | Path = "outputs/re
 
     configs = expand(family, preset, overrides)
     target = parse_target(platform)
-    settings = RunSettings(dtype=dtype, xla=xla_setting(xla), framework=framework, input=input, device=target.tf_device,
-                           max_seconds=max_seconds)  # fmt: skip
+    settings = RunSettings(dtype=dtype, xla=xla_setting(xla), framework=framework, input=input, devices=devices,
+                           device=target.tf_device, max_seconds=max_seconds)  # fmt: skip
     options = SweepOptions(settings=settings, target=target, max_minutes=max_minutes)
     with Store(store) as s:
         run_sweep(configs, s, options, progress=None if progress else SilentProgress)
         df = s.results(family=family, platform=target.id)
     labels = {c.label for c in configs}
     mine = df["label"].isin(labels) & (df["dtype"] == dtype) & (df["framework"].fillna("tensorflow") == framework)
-    mine &= df["input_mode"].fillna("device") == input
+    mine &= (df["input_mode"] == input) & (df["devices"] == devices)
     return df[mine].reset_index(drop=True)
 
 

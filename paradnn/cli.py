@@ -27,12 +27,15 @@ EXAMPLES = {
     "describe": ["paradnn describe fc layer_4-node_512-input_2000-output_1000-bs_8192",
                  "paradnn describe resnet50 image_224-bs_64 --json"],
     "measure": ["paradnn measure fc layer_4-node_512-input_2000-output_1000-bs_256",
-                "paradnn measure cnn block_1-filter_16-image_64-output_1000-bs_32-residual --no-xla --json"],
+                "paradnn measure cnn block_1-filter_16-image_64-output_1000-bs_32-residual --no-xla --json",
+                "paradnn measure fc layer_4-node_1024-input_2000-output_1000-bs_256 --devices 2 --json"],
     "sweep": ["paradnn sweep fc --preset quick --store outputs/my.sqlite",
               "paradnn sweep rnn --set cell=lstm,gru --set batch=64,128 --max-minutes 30",
               "paradnn sweep transformer --preset paper --platform gpu:0",
               "paradnn sweep fc --preset paper --adaptive --budget 60",
               "paradnn sweep cnn --preset smoke --framework jax",
+              "paradnn sweep fc --preset smoke --input host-prep",
+              "paradnn sweep fc --set layers=4 --set nodes=1024 --set batch=64,256,1024 --devices 2",
               "paradnn sweep fc --preset paper --backend ray --address 10.0.0.1:6379",
               "paradnn sweep fc --preset smoke --stack tensorflow==2.16.2 --stack tensorflow==2.18.1 --stack current"],
     "results": ["paradnn results --store outputs/quick/results.sqlite --family fc",
@@ -41,7 +44,8 @@ EXAMPLES = {
                       "paradnn import-legacy my-copy/tpu_fc.json --platform tpu-v2-8 --store outputs/my.sqlite"],
     "compare": ["paradnn compare --baseline v100 --target tpu-v2-8 --family fc --store outputs/quick/results.sqlite",
                 "paradnn compare --by dtype --baseline float32 --target mixed_bfloat16 --json",
-                "paradnn compare --by framework --baseline tensorflow --target jax --family fc"],
+                "paradnn compare --by framework --baseline tensorflow --target jax --family fc",
+                "paradnn compare --by devices --baseline 1 --target 2 --family fc"],
     "predict": ["paradnn predict --store outputs/quick/results.sqlite --platform tpu-v2-8 --family fc "
                 "layer_8-node_1024-input_2000-output_1000-bs_2048",
                 "paradnn predict --store outputs/quick/results.sqlite --platform cpu --family fc --preset quick --json",
@@ -63,6 +67,8 @@ def _epilog(command: str, labels: bool = False) -> str:
 
 
 INPUT_HELP = "device (data resident), host (each step from a tf.data pipeline) or host-prep (plus data preparation)."
+DEVICES_HELP = ("Data-parallel replicas, the batch split evenly: CPU cores split among local processes joined by "
+                "MultiWorkerMirroredStrategy, or GPUs from --platform's index (MirroredStrategy).")
 FRAMEWORK_HELP = "tensorflow, or jax (Keras 3's JAX backend; the same models and optimizer arithmetic)."
 XLA_HELP = (
     "Compile the step with XLA, or not. Default: auto, the faster setting for the family and dtype on this "
@@ -204,12 +210,13 @@ def describe(family: str, label: str, dtype: str, memory_gb: float | None, as_js
 @click.option("--xla/--no-xla", default=None, help=XLA_HELP)
 @click.option("--framework", default="tensorflow", show_default=True, help=FRAMEWORK_HELP)
 @click.option("--input", "input_mode", default="device", show_default=True, help=INPUT_HELP)
+@click.option("--devices", default=1, show_default=True, type=int, help=DEVICES_HELP)
 @click.option("--max-seconds", default=10.0, show_default=True, type=float, help="Time budget for warm-up and samples.")
 @click.option("--platform", "platform_id", default="cpu", show_default=True, help="cpu, cpu[threads=N], gpu:N or tpu:N.")
 @click.option("--memory-budget", "memory_gb", type=float, help="GB the configuration may use (default: 60% of RAM on CPU).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def measure(family: str, label: str, dtype: str, xla: bool | None, framework: str, input_mode: str, max_seconds: float,
-            platform_id: str, memory_gb: float | None, as_json: bool) -> None:  # fmt: skip
+def measure(family: str, label: str, dtype: str, xla: bool | None, framework: str, input_mode: str, devices: int,
+            max_seconds: float, platform_id: str, memory_gb: float | None, as_json: bool) -> None:  # fmt: skip
     """Time the training step of FAMILY LABEL on this machine.
 
     A configuration predicted to exceed the memory budget is not run: state skipped, exit 1.
@@ -222,14 +229,13 @@ def measure(family: str, label: str, dtype: str, xla: bool | None, framework: st
     from paradnn import platform as plat
 
     target = plat.parse_target(platform_id)
-    settings = RunSettings(dtype=dtype, xla=xla, framework=framework, input=input_mode, device=target.tf_device,
-                           max_seconds=max_seconds)  # fmt: skip
+    settings = RunSettings(dtype=dtype, xla=xla, framework=framework, input=input_mode, devices=devices,
+                           device=target.tf_device, max_seconds=max_seconds)  # fmt: skip
     from paradnn import frameworks
+    from paradnn.sweeps import SweepOptions, check_settings
 
-    frameworks.check_family(config.family, framework)
-    frameworks.check_target(framework, target)
+    check_settings([config], SweepOptions(settings=settings, target=target))
     frameworks.activate(framework)  # before anything imports Keras
-    _check_input(input_mode, config)
     budget = _memory_budget(memory_gb, target)
     from paradnn.counting import memory_estimate
 
@@ -257,15 +263,6 @@ def measure(family: str, label: str, dtype: str, xla: bool | None, framework: st
         sys.exit(1)
 
 
-def _check_input(mode: str, config) -> None:
-    """The input mode is known, and host-prep has a preparation for the family's inputs."""
-    from paradnn import inputs
-    from paradnn.families import family_of
-
-    inputs.check(mode)
-    inputs.check_family(mode, family_of(config), config)
-
-
 DEFAULT_STORE = "outputs/results.sqlite"
 store_option = click.option("--store", "store_path", default=DEFAULT_STORE, show_default=True, help="The results store (SQLite).")
 
@@ -278,6 +275,7 @@ store_option = click.option("--store", "store_path", default=DEFAULT_STORE, show
 @click.option("--xla/--no-xla", default=None, help=XLA_HELP)
 @click.option("--framework", default="tensorflow", show_default=True, help=FRAMEWORK_HELP)
 @click.option("--input", "input_mode", default="device", show_default=True, help=INPUT_HELP)
+@click.option("--devices", default=1, show_default=True, type=int, help=DEVICES_HELP)
 @click.option("--platform", "platform_id", default="cpu", show_default=True, help="cpu, cpu[threads=N], gpu:N or tpu:N.")
 @store_option
 @click.option("--max-minutes", type=float, help="Stop the whole sweep after this many minutes (resumable).")
@@ -294,7 +292,7 @@ store_option = click.option("--store", "store_path", default=DEFAULT_STORE, show
 @click.option("--stack", "stack_texts", multiple=True, metavar="REQ[,REQ...]|current",
               help="Measure under this software stack too (an environment built with uv), interleaved; repeatable.")
 def sweep(family: str, preset: str, overrides: tuple[str, ...], dtype: str, xla: bool | None, framework: str, input_mode: str,
-          platform_id: str, store_path: str,
+          devices: int, platform_id: str, store_path: str,
           max_minutes: float | None, max_seconds: float, timeout_s: float, memory_gb: float | None, retry_failed: bool,
           force: bool, adaptive: bool, budget: str | None, backend: str, address: str | None,
           stack_texts: tuple[str, ...]) -> None:  # fmt: skip
@@ -308,7 +306,7 @@ def sweep(family: str, preset: str, overrides: tuple[str, ...], dtype: str, xla:
     from paradnn import platform as plat
     from paradnn.harness import RunSettings
     from paradnn.space import expand, parse_override
-    from paradnn.sweeps import SweepOptions, run_sweep
+    from paradnn.sweeps import SweepOptions, check_settings, run_sweep
 
     configs = expand(_family(family), preset, dict(parse_override(family, o) for o in overrides))
     target = plat.parse_target(platform_id)
@@ -322,6 +320,10 @@ def sweep(family: str, preset: str, overrides: tuple[str, ...], dtype: str, xla:
         raise ConfigError("--stack", stack_texts[0], "a plain local sweep (not with --adaptive or --backend ray)")
     if backend == "ray" and not address:
         raise ConfigError("--address", "(none)", "HOST:PORT of a running Ray cluster, or $RAY_ADDRESS")
+    if backend == "ray":
+        from paradnn.cluster import check_devices
+
+        check_devices(devices)
     if backend == "ray" and adaptive:
         raise ConfigError("--backend", "ray", "local with --adaptive (adaptive rounds run on this machine)")
     if backend == "ray":
@@ -334,14 +336,13 @@ def sweep(family: str, preset: str, overrides: tuple[str, ...], dtype: str, xla:
         from paradnn.adaptive import Budget, adaptive_sweep
 
         parsed_budget = Budget.parse(budget or "")
-    settings = RunSettings(dtype=dtype, xla=xla, framework=framework, input=input_mode, device=target.tf_device,
-                           max_seconds=max_seconds)  # fmt: skip
-    frameworks.check_family(family, framework)  # before the store is opened
-    if configs:
-        _check_input(input_mode, configs[0])
-    frameworks.check_target(framework, target)
+    settings = RunSettings(dtype=dtype, xla=xla, framework=framework, input=input_mode, devices=devices,
+                           device=target.tf_device, max_seconds=max_seconds)  # fmt: skip
     options = SweepOptions(settings=settings, target=target, memory_budget_bytes=memory_gb * 1e9 if memory_gb else None,
                            timeout_s=timeout_s, max_minutes=max_minutes, retry_failed=retry_failed, force=force)  # fmt: skip
+    frameworks.check_family(family, framework)  # before the store is opened
+    if configs:
+        check_settings(configs, options)
     predicted = None
     with _open_store(store_path) as store, _terminate_as_interrupt() as terminated:
         if adaptive:
@@ -360,7 +361,7 @@ def sweep(family: str, preset: str, overrides: tuple[str, ...], dtype: str, xla:
         df = store.results(family=family, platform=target.id)
     labels = {c.label for c in configs}
     df = df[df["label"].isin(labels) & (df["dtype"] == dtype) & (df["framework"].fillna("tensorflow") == framework)
-            & (df["input_mode"].fillna("device") == input_mode)]
+            & (df["input_mode"] == input_mode) & (df["devices"] == devices)]
     if settings.xla is not None:
         df = df[df["xla"] == settings.xla]
     rows = df.drop_duplicates(["label", "sw_tensorflow"] if stacks else "label", keep="last").to_dict("records")
@@ -449,7 +450,11 @@ def import_legacy(files: tuple[str, ...], store_path: str, platform_id: str | No
         click.echo(f"{name}: {info['kind']} of {info['platform']}, {info['rows']} rows, {info['added']} added")
 
 
-COMPARE_BY = ("platform", "dtype", "xla", "framework", "input", "sw_tensorflow")
+COMPARE_BY = ("platform", "dtype", "xla", "framework", "input", "devices", "sw_tensorflow")
+# What the target's rows say beside the speedup: the infeed share of a host input mode, the
+# communication share and scaling efficiency of data-parallel replicas.
+COMPARE_CARRY = {"input_mode": ("infeed_share",), "devices": ("replica_batch", "comm_share", "allreduce_share",
+                                                               "scaling_efficiency")}
 
 
 @main.command(epilog=_epilog("compare"))
@@ -465,14 +470,19 @@ def compare(baseline: str, target: str, by: str, family: str | None, store_path:
 
     with _open_store(store_path, create=False, readonly=True) as store:
         df = store.results(family=family, state="ok")
-    df = df.assign(framework=df["framework"].fillna("tensorflow"), input_mode=df["input_mode"].fillna("device"))
     if by != "framework":  # pairs within one framework: TensorFlow's rows, the paper's framework
         df = df[df["framework"] == "tensorflow"]
     by = "input_mode" if by == "input" else by  # the column ("input" is FC's input width)
     if by != "input_mode":  # and within one input mode: data resident on the device
         df = df[df["input_mode"] == "device"]
+    if by != "devices":  # and on one device
+        df = df[df["devices"] == 1]
     if by == "xla":
         baseline, target = _parse_bool(baseline), _parse_bool(target)  # type: ignore[assignment]
+    if by == "devices":
+        baseline, target = _parse_count("--baseline", baseline), _parse_count("--target", target)  # type: ignore[assignment]
+        # Replicas on a CPU run without XLA: the single-device rows they are compared with, too.
+        df = df[df["xla"].isin(set(df.loc[df["devices"] == target, "xla"]))]
     if baseline == target:
         raise ConfigError("--target", target, f"a {by} other than the baseline's")
     present = sorted({v for v in df[by].dropna().unique()}, key=str)
@@ -480,11 +490,15 @@ def compare(baseline: str, target: str, by: str, family: str | None, store_path:
         if value not in present:
             shown = ", ".join(map(str, present)) or "nothing (no finished results)"
             raise ConfigError(option, value, f"a {by} with finished results in the store: {shown}")
-    result = speedup(df, baseline, target, by=by, family=family)
+    result = speedup(df, baseline, target, by=by, family=family, carry=COMPARE_CARRY.get(by, ()))
     summary = result.summary()
     if as_json:
         _emit({**summary, "table": result.table.to_dict("records")}, True)
         return
+    if result.carried:  # the infeed or scaling table, configuration by configuration
+        shares = [(c, "{}" if c == "replica_batch" else "{:.1%}") for c in result.carried]
+        _print_table(result.table.to_dict("records"),
+                     [("family", "{}"), ("label", "{}"), ("speedup", "{:.3f}"), *shares])  # fmt: skip
     _emit(summary, False)
 
 
@@ -616,6 +630,12 @@ def lab(port: int, no_browser: bool) -> None:
     if os.geteuid() == 0:  # containers often run as root; JupyterLab refuses that unless told
         args.append("--allow-root")
     os.execv(sys.executable, args)
+
+
+def _parse_count(option: str, text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise ConfigError(option, text, "a number of replicas (1, 2, ...) when --by devices")
+    return int(text)
 
 
 def _parse_bool(text: str) -> bool:

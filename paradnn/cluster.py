@@ -209,6 +209,12 @@ def _groups(runners: list[Runner], configs: list[Config], options: SweepOptions,
     return groups
 
 
+def check_devices(devices: int) -> None:
+    """ConfigError for data-parallel replicas on a cluster (measure those on one machine: ``--devices`` locally)."""
+    if devices != 1:
+        raise ConfigError("--devices", devices, "1 with --backend ray (each node runs one replica per configuration)")
+
+
 def run_sweep_ray(configs: list[Config], store: Store, options: SweepOptions, address: str,
                   progress: Callable[..., object] | None = None) -> SweepSummary:  # fmt: skip
     """Measure every configuration the store lacks on a Ray cluster; see the module docstring."""
@@ -216,6 +222,7 @@ def run_sweep_ray(configs: list[Config], store: Store, options: SweepOptions, ad
     from tqdm import tqdm
 
     framework = options.settings.framework
+    check_devices(options.settings.devices)
     check_settings(configs, options)
     connect(address)
     summary = SweepSummary(planned=len(configs), left=len(configs))

@@ -44,6 +44,7 @@ class RunSettings:
     xla: bool | None = True  # None: --xla auto, resolved per family and platform before measuring
     framework: str = "tensorflow"  # or "jax": Keras 3's JAX backend (always compiled by XLA)
     input: str = "device"  # or host / host-prep: each step fed by a tf.data pipeline (paradnn.inputs)
+    devices: int = 1  # data-parallel replicas, the global batch split evenly (paradnn.parallel)
     device: str = "/CPU:0"
     max_seconds: float = 10.0
     min_call_seconds: float = 0.1
@@ -61,12 +62,27 @@ class RunSettings:
         if self.input != "device" and self.framework != "tensorflow":
             raise ConfigError("input", self.input, "device with --framework jax (host pipelines are tf.data)")
         frameworks.check_policy(self.framework, self.dtype)
+        if self.devices != 1:
+            self._check_parallel()
         if self.framework == "jax":  # JAX always compiles with XLA: --xla auto means on, --no-xla is an error
             if self.xla is False:
                 raise ConfigError("--xla", "off", "on (JAX always compiles with XLA)")
             object.__setattr__(self, "xla", True)
         if not self.max_seconds > 0:
             raise ConfigError("max_seconds", self.max_seconds, "a positive number of seconds")
+
+    def _check_parallel(self) -> None:
+        """What data-parallel runs (``devices`` > 1) take; on a CPU ``--xla auto`` means off."""
+        if isinstance(self.devices, bool) or not isinstance(self.devices, int) or self.devices < 1:
+            raise ConfigError("--devices", self.devices, "a positive number of replicas")
+        if self.framework != "tensorflow":
+            raise ConfigError("--devices", self.devices, f"1 with --framework {self.framework} (replicas use tf.distribute)")
+        if self.input != "device":
+            raise ConfigError("--devices", self.devices, f"1 with --input {self.input} (a run has one reference)")
+        if self.device.upper().startswith("/CPU"):
+            if self.xla:  # TensorFlow cannot compile CPU collectives with XLA
+                raise ConfigError("--xla", "on", "off with --devices > 1 on a CPU (XLA has no CPU collectives)")
+            object.__setattr__(self, "xla", False)
 
 
 @dataclass
@@ -131,18 +147,31 @@ class Measurement:
     graph: GraphCount | None = None
     # Seconds spent per phase (build, calibration, warmup, timed): where the wall time went.
     phases: dict[str, float] = field(default_factory=dict)
-    # Host input modes: the device-resident loop's per-step times, sampled alternately with ``samples``.
+    # The reference's per-step times, sampled alternately with ``samples``: for host input modes
+    # the device-resident loop; for data-parallel runs (``replicas`` > 1) one replica's own step at B/N.
     reference_samples: list[float] = field(default_factory=list)
+    replicas: int = 1
+    allreduce_share: float | None = None  # data-parallel: the profiler's all-reduce time over the step
     # Energy per step over the timed calls, where the device has a readable counter (paradnn.energy).
     energy_per_step_j: float | None = None
     energy_source: str = ""
 
-    def _infeed(self) -> dict:
-        """The device-resident step time and the infeed share ``1 - t_device / t_host`` (host input modes)."""
-        if not self.reference_samples or not self.samples:
-            return {"device_step_time_s": None, "infeed_share": None}
-        device, host = float(np.median(self.reference_samples)), float(np.median(self.samples))
-        return {"device_step_time_s": device, "infeed_share": 1 - device / host}
+    def _against_reference(self) -> dict:
+        """The reference's step time and what the step spends beyond it.
+
+        Host input modes: the device-resident step and the infeed share ``1 - t_device / t_host``.
+        Data-parallel runs: one replica's step at B/N, the communication share
+        ``1 - t_replica / t_parallel`` and the (weak) scaling efficiency ``t_replica / t_parallel``.
+        """
+        out = dict.fromkeys(("device_step_time_s", "infeed_share", "replica_step_time_s", "comm_share", "scaling_efficiency"))
+        out["allreduce_share"] = self.allreduce_share
+        if self.reference_samples and self.samples:
+            ref, step = float(np.median(self.reference_samples)), float(np.median(self.samples))
+            if self.replicas > 1:
+                out.update(replica_step_time_s=ref, comm_share=1 - ref / step, scaling_efficiency=ref / step)
+            else:
+                out.update(device_step_time_s=ref, infeed_share=1 - ref / step)
+        return out
 
     def as_dict(self) -> dict:
         """Flat record: ``step_time_s`` is the median; ``step_time_<stat>_s`` the rest."""
@@ -161,7 +190,7 @@ class Measurement:
             "warmup_s": list(self.warmup_s),
             "extra": {"phases": dict(self.phases)},
             "energy_per_step_j": self.energy_per_step_j,
-            **self._infeed(),
+            **self._against_reference(),
             "energy_source": self.energy_source or None,
         }
         s = self.stats
@@ -177,12 +206,18 @@ class NonFiniteLoss(RuntimeError):
 
 
 class _Calls:
-    """Times calls of ``run(k)``, counting the steps done and checking every loss."""
+    """Times calls of ``run(k)``, counting the steps done and checking every loss.
 
-    def __init__(self, run: Callable[[int], float]) -> None:
-        self.run, self.steps, self.loss = run, 0, math.nan
+    ``announce(k)``, if given, runs before each call, outside the timer (a data-parallel
+    leader tells the other replicas what to run: see :mod:`paradnn.parallel`).
+    """
+
+    def __init__(self, run: Callable[[int], float], announce: Callable[[int], None] | None = None) -> None:
+        self.run, self.announce, self.steps, self.loss = run, announce, 0, math.nan
 
     def __call__(self, k: int) -> float:
+        if self.announce is not None:
+            self.announce(k)
         start = time.perf_counter()
         self.loss = self.run(k)
         seconds = time.perf_counter() - start
@@ -240,18 +275,20 @@ def sample(calls: _Calls, k: int, settings: RunSettings, budget_end: float,
 
 
 def run_protocol(run: Callable[[int], float], settings: RunSettings, meter: Meter | None = None,
-                 reference: Callable[[int], float] | None = None) -> Measurement:  # fmt: skip
+                 reference: Callable[[int], float] | None = None,
+                 announce: tuple[Callable[[int], None], Callable[[int], None]] | None = None) -> Measurement:  # fmt: skip
     """Apply the protocol to ``run(k)``, a function that executes k steps and syncs.
 
     Phases: compile (the first call, one step), :func:`calibrate`, :func:`warm_up`,
     :func:`sample`; where the time went is kept in ``phases``. With an energy ``meter``,
     the energy of the timed calls per step is kept too. With a ``reference`` (the
-    device-resident loop of a host input mode), it is compiled and warmed up after the
-    warm-up and called after each timed call (:func:`sample`).
+    device-resident loop of a host input mode, or one replica's own step), it is compiled
+    and warmed up after the warm-up and called after each timed call (:func:`sample`).
+    ``announce``: untimed hooks called before each call of ``run`` and of ``reference``.
     """
     m = Measurement(state="ok")
     start = time.perf_counter()
-    calls = _Calls(run)
+    calls = _Calls(run, announce[0] if announce else None)
     gc_was_enabled = gc.isenabled()
     try:
         m.compile_time_s = calls(1)
@@ -268,7 +305,7 @@ def run_protocol(run: Callable[[int], float], settings: RunSettings, meter: Mete
         m.warmup_calls = len(m.warmup_s)
         m.phases["warmup_s"] = time.perf_counter() - warmup_start
         timed_start = time.perf_counter()
-        ref = _Calls(reference) if reference is not None else None
+        ref = _Calls(reference, announce[1] if announce else None) if reference is not None else None
         if ref is not None:
             ref(1)  # compiles
             ref(k)
@@ -300,12 +337,17 @@ def measure(config: Config, settings: RunSettings, count_graph: bool = True) -> 
     """Build ``config`` on ``settings.device``, count its graph FLOPs and time its step.
 
     Out-of-memory is a result (state ``oom``), not a crash. Under ``settings.framework``
-    jax, :func:`paradnn.jaxtraining.measure` does the same with JAX.
+    jax, :func:`paradnn.jaxtraining.measure` does the same with JAX; with ``settings.devices``
+    above 1, :func:`paradnn.parallel.measure` with that many data-parallel replicas.
     """
     if settings.framework == "jax":
         from paradnn.jaxtraining import measure as measure_jax
 
         return measure_jax(config, settings, count_graph)
+    if settings.devices > 1:
+        from paradnn.parallel import measure as measure_parallel
+
+        return measure_parallel(config, settings, count_graph)
     from paradnn.counting import count_graph_flops
     from paradnn.energy import meter_for
     from paradnn.training import Trainer, tf

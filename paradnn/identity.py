@@ -27,7 +27,8 @@ SOFTWARE = ("tensorflow", "keras", "python", "numpy", "cuda", "cudnn", "paradnn"
 # Identity fields of schema 1, in key order.
 BASE_IDENTITY = ("family", "label", "dtype", "xla", "platform", "platform_fingerprint")
 # Identity fields added since, with the value rows written before them implicitly have.
-LATER_IDENTITY: dict[str, object] = {"family_version": 1, "framework": "tensorflow", "sw_jax": None, "input_mode": "device"}
+LATER_IDENTITY: dict[str, object] = {"family_version": 1, "framework": "tensorflow", "sw_jax": None, "input_mode": "device",
+                                     "devices": 1}
 
 
 def fingerprint(info: dict) -> str:

@@ -99,6 +99,7 @@ def ensure_measured(
     platform: str = "cpu",
     framework: str = "tensorflow",
     input: str = "device",
+    devices: int = 1,
     stacks: list[str] | None = None,
     measure_missing: bool = True,
     budget_minutes: float = 10.0,
@@ -121,8 +122,8 @@ def ensure_measured(
     target = parse_target(platform)
     configs = [c for family in families for c in expand(family, preset, (overrides or {}).get(family))]
     options = SweepOptions(
-        settings=RunSettings(dtype=dtype, xla=xla_setting(xla), framework=framework, input=input, device=target.tf_device,
-                             max_seconds=max_seconds),  # fmt: skip
+        settings=RunSettings(dtype=dtype, xla=xla_setting(xla), framework=framework, input=input, devices=devices,
+                             device=target.tf_device, max_seconds=max_seconds),  # fmt: skip
         target=target,
         max_minutes=budget_minutes,
     )
@@ -140,13 +141,17 @@ def ensure_measured(
         lines = [f"{', '.join(families)} on {target.id}, {dtype}, stacks {', '.join(stacks)}: {summary.line()}"]
         return lines + [f"stack {name}: skipped: {why}" for name, why in skipped.items()]
     with Store(store) as s:
-        if address:
+        if address and devices == 1:  # replicas are measured on this machine (its cores or GPUs)
             from paradnn.cluster import run_sweep_ray
 
             summary = run_sweep_ray(configs, s, options, address, progress=progress)
         else:
             summary = run_sweep(configs, s, options, progress=progress)
     setting = f"XLA {xla_words(store, target.id, dtype, xla)}" if framework == "tensorflow" else f"{framework} (XLA)"
+    if devices > 1:
+        setting = f"{devices} replicas, XLA {'on' if options.settings.xla else 'off'}"
+    if input != "device":
+        setting += f", input {input}"
     return [f"{', '.join(families)} on {target.id}, {dtype}, {setting}: {summary.line()}"]
 
 
@@ -223,6 +228,7 @@ def load(
     framework: str | None = "tensorflow",
     all_versions: bool = False,
     input: str | None = "device",
+    devices: int | None = 1,
 ) -> pd.DataFrame:
     """Results as one row per (platform, configuration, dtype, XLA, framework): the latest attempt.
 
@@ -230,16 +236,18 @@ def load(
     chose for each family and dtype on each measured platform (imported platforms keep
     their rows). ``framework``: TensorFlow's rows by default (the paper's framework);
     None keeps every framework's; ``input``: data resident on the device by default (None:
-    every input mode). Rows of the newest TensorFlow version on each platform
-    (and imported ones) only, unless ``all_versions`` (for version comparisons: the latest
-    row of each version; see :func:`paradnn.stacks.newest_rows`).
+    every input mode); ``devices``: one device by default (None: any number of replicas).
+    Rows of the newest TensorFlow version on each platform (and imported ones) only, unless
+    ``all_versions`` (for version comparisons: the latest row of each version; see
+    :func:`paradnn.stacks.newest_rows`).
     """
     with Store(store) as s:
         df = s.results(platform=canonical(platform) if platform else None)
         choices = {p: s.xla_choices(p) for p in df["platform"].unique()} if str(xla).lower() == "auto" else {}
-    df = df.assign(framework=df["framework"].fillna("tensorflow"), input_mode=df["input_mode"].fillna("device"))
     if input:
         df = df[df["input_mode"] == input]
+    if devices:
+        df = df[df["devices"] == devices]
     if not all_versions:
         from paradnn.stacks import newest_rows
 
@@ -255,7 +263,7 @@ def load(
         df = df[pd.Series([c is None or c == x for c, x in zip(chosen, df["xla"])], index=df.index, dtype=bool)]
     elif xla is not None:
         df = df[df["xla"] == xla_setting(xla)]
-    keys = ["platform", "family", "label", "dtype", "xla", "framework", "input_mode"]
+    keys = ["platform", "family", "label", "dtype", "xla", "framework", "input_mode", "devices"]
     keys += ["sw_tensorflow"] if all_versions else []
     return df.sort_values("id").drop_duplicates(keys, keep="last").reset_index(drop=True)
 

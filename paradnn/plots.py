@@ -356,13 +356,18 @@ def pair_speedup_bars(pairs: pd.DataFrame, title: str) -> plt.Figure:
     return fig
 
 
-def share_by_batch(rows: pd.DataFrame, value: str, title: str, ylabel: str) -> plt.Figure:
-    """A per-configuration share (percent of step time) against batch size, one box per batch."""
+def share_by_batch(rows: pd.DataFrame, value: str, title: str, ylabel: str, hue: str | None = None) -> plt.Figure:
+    """A per-configuration share (percent of step time) against batch size, one box per batch (and ``hue`` value)."""
     data = rows.assign(batch=rows["label"].str.extract(r"bs_(\d+)")[0].astype(int))
     fig, ax = plt.subplots(figsize=(7, 3.8))
     order = sorted(data["batch"].unique())
-    sns.boxplot(data=data, x="batch", y=value, order=order, ax=ax, color=sns.color_palette()[0], fliersize=0)
-    sns.stripplot(data=data, x="batch", y=value, order=order, ax=ax, color="black", size=2.5, alpha=0.6)
+    colour = {"hue": hue} if hue else {"color": sns.color_palette()[0]}
+    sns.boxplot(data=data, x="batch", y=value, order=order, ax=ax, fliersize=0, **colour)
+    sns.stripplot(data=data, x="batch", y=value, order=order, ax=ax, color="black", size=2.5, alpha=0.6,
+                  **({"hue": hue, "dodge": True, "palette": ["black"] * data[hue].nunique(), "legend": False} if hue else {}))
+    if hue:
+        fig.set_size_inches(8.5, 3.8)
+        ax.legend(title=hue, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
     ax.set_xlabel("batch size (examples, log2 scale)")
     ax.set_ylabel(ylabel)
     ax.set_title(title)

@@ -347,11 +347,11 @@ def training_rows(results: pd.DataFrame, family: str, framework: str = "tensorfl
     from paradnn.stacks import newest_rows
 
     results = newest_rows(results)
-    def setting(column: str, default: str) -> pd.Series:
+    def setting(column: str, default: object) -> pd.Series:
         return results[column].fillna(default) if column in results else pd.Series(default, index=results.index)
 
     mine = (results["family"] == family) & (setting("framework", "tensorflow") == framework)
-    df = results[mine & (setting("input_mode", "device") == "device")].copy()
+    df = results[mine & (setting("input_mode", "device") == "device") & (setting("devices", 1) == 1)].copy()
     df["xla"] = df["xla"].map(lambda v: "auto" if v is None else str(bool(v)).lower())
     key = ["label", "dtype", "xla"]
     ok = df[(df["state"] == "ok") & (df["step_time_s"] > 0)].drop_duplicates(key, keep="last")

@@ -69,10 +69,12 @@ def derived(record: dict, peak_flops: float) -> dict:
     }
 
 
-def settings_fields(settings: RunSettings) -> dict:
-    """The run settings every record carries (part of its identity, see :mod:`paradnn.identity`)."""
+def settings_fields(settings: RunSettings, config: Config) -> dict:
+    """The run settings every record of ``config`` carries (part of its identity, see :mod:`paradnn.identity`),
+    and each replica's share of the batch."""
     return {"dtype": settings.dtype, "compute_dtype": compute_dtype(settings.dtype), "xla": settings.xla,
-            "framework": settings.framework, "input_mode": settings.input, "max_seconds": settings.max_seconds}  # fmt: skip
+            "framework": settings.framework, "input_mode": settings.input, "devices": settings.devices,
+            "replica_batch": config.batch // settings.devices, "max_seconds": settings.max_seconds}  # fmt: skip
 
 
 def measure_config(config: Config, settings: RunSettings, target: Target, info: dict, ceilings: dict) -> dict:
@@ -94,7 +96,7 @@ def measure_config(config: Config, settings: RunSettings, target: Target, info: 
     peak_flops, peak_source = peak(info, ceilings, settings.dtype)
     record.update(
         {
-            **settings_fields(settings),
+            **settings_fields(settings, config),
             "xla_auto": auto,
             "platform": target.id,
             "device_name": info["name"],

@@ -153,7 +153,7 @@ MEASURED = ("Computing Performance", "Low Latency", "Compatibility")
 NOT_MEASURABLE = {
     "Energy efficiency": "not measurable here: no row has a power reading (RAPL energy counters on CPUs, NVML on "
                          "NVIDIA GPUs; this platform exposed neither to paradnn)",
-    "Scalability": "not measured: every row is a single-device run",
+    "Scalability": "not measured: every row is a single-device run (measure replicas with --devices N)",
 }
 
 
@@ -205,6 +205,9 @@ def _short(metric: str, rows: pd.DataFrame) -> str:
         return f"{smallest['step_time_s'].min() * 1e3:.2g} ms at bs {int(smallest['batch'].iloc[0])}"
     if metric == "Energy efficiency":
         return f"{ok['examples_per_joule'].median():.3g} examples/J"
+    if metric == "Scalability":
+        runs = _replicated(ok)
+        return f"{runs['scaling_efficiency'].median():.0%} eff. on {int(runs['devices'].max())}"
     failed = (rows["state"] != "ok").sum()
     return f"{ok['family'].nunique()} families, {failed} failed"
 
@@ -216,9 +219,9 @@ def _hardware_cell(metric: str, platform: str, rows: pd.DataFrame, platforms: pd
         return _latency(rows), "measured"
     if metric == "Compatibility":
         return _compatibility(rows), "measured"
-    energy = _energy(rows) if metric == "Energy efficiency" else None
-    if energy is not None:
-        return energy, "measured"
+    measured = {"Energy efficiency": _energy, "Scalability": _scaling}.get(metric, lambda _: None)(rows)
+    if measured is not None:
+        return measured, "measured"
     if metric in NOT_MEASURABLE:
         return NOT_MEASURABLE[metric], "not measurable here"
     fact = DATASHEET_FACTS.get(platform, {}).get(metric)
@@ -238,6 +241,24 @@ def _performance(platform: str, rows: pd.DataFrame, platforms: pd.DataFrame) -> 
                   for family, use in ok.dropna(subset=["utilization"]).groupby("family")["utilization"]]  # fmt: skip
     achieved = "; utilisation " + "; ".join(per_family) if per_family else ""
     return peak + achieved, (ceilings.source if ceilings else "measured")
+
+
+def _replicated(rows: pd.DataFrame) -> pd.DataFrame:
+    """The data-parallel rows (``--devices`` above 1) with a measured scaling efficiency."""
+    if "scaling_efficiency" not in rows:
+        return rows.iloc[:0]
+    return rows[(rows["state"] == "ok") & rows["scaling_efficiency"].notna()]
+
+
+def _scaling(rows: pd.DataFrame) -> str | None:
+    """Weak-scaling efficiency and communication share of the data-parallel rows, or None if there are none."""
+    runs = _replicated(rows)
+    if runs.empty:
+        return None
+    replicas = ", ".join(str(int(n)) for n in sorted(runs["devices"].unique()))
+    return (f"weak-scaling efficiency median {runs['scaling_efficiency'].median():.0%}, best "
+            f"{runs['scaling_efficiency'].max():.0%}; communication {runs['comm_share'].median():.0%} of the step "
+            f"({len(runs)} rows on {replicas} replicas)")  # fmt: skip
 
 
 def _energy(rows: pd.DataFrame) -> str | None:
@@ -282,8 +303,9 @@ def measured_rows(results: pd.DataFrame) -> pd.DataFrame:
 
     rows = newest_rows(results[~results["source"].fillna("").str.startswith("legacy")]).copy()
     rows["framework"] = rows["framework"].fillna("tensorflow") if "framework" in rows else "tensorflow"
-    if "input_mode" in rows:  # data resident on the device: the frameworks' own speed
-        rows = rows[rows["input_mode"].fillna("device") == "device"]
+    for column, default in (("input_mode", "device"), ("devices", 1)):  # data resident on one device: the frameworks' speed
+        if column in rows:
+            rows = rows[rows[column].fillna(default) == default]
     return rows
 
 

@@ -63,6 +63,8 @@ RESULT_COLUMNS: tuple[tuple[str, str], ...] = (
     ("xla_auto", "INTEGER"),  # 1: the XLA setting was chosen by --xla auto's probe
     ("framework", "TEXT"),  # tensorflow or jax (Keras 3's backend)
     ("input_mode", "TEXT"),  # device, host or host-prep (paradnn.inputs; "input" is FC's input width)
+    ("devices", "INTEGER"),  # data-parallel replicas (paradnn.parallel); the batch is global
+    ("replica_batch", "INTEGER"),  # batch / devices: each replica's share
     ("steps_per_call", "INTEGER"),
     ("max_seconds", "REAL"),
     ("platform", "TEXT NOT NULL"),
@@ -104,6 +106,10 @@ RESULT_COLUMNS: tuple[tuple[str, str], ...] = (
     ("examples_per_joule", "REAL"),
     ("device_step_time_s", "REAL"),  # host input modes: the device-resident step, sampled alternately
     ("infeed_share", "REAL"),  # 1 - device_step_time_s / step_time_s
+    ("replica_step_time_s", "REAL"),  # data-parallel: one replica's own step at replica_batch, sampled alternately
+    ("comm_share", "REAL"),  # 1 - replica_step_time_s / step_time_s
+    ("allreduce_share", "REAL"),  # the profiler's all-reduce time over one profiled step
+    ("scaling_efficiency", "REAL"),  # replica_step_time_s / step_time_s (weak scaling)
     ("wall_time_s", "REAL"),
     ("samples_s", "TEXT"),
     ("warmup_s", "TEXT"),
@@ -413,6 +419,9 @@ class Store:
         for column, _ in result_columns():  # an older store opened read-only lacks new columns
             if column not in df:
                 df[column] = LATER_IDENTITY.get(column)
+        for column, default in LATER_IDENTITY.items():  # rows from before a setting existed ran at its default
+            if default is not None:
+                df[column] = df[column].fillna(default)
         for column in _JSON_COLUMNS:
             df[column] = [json.loads(v) if isinstance(v, str) and v else None for v in df[column]]
         df["xla"] = df["xla"].map(lambda v: None if v is None or (isinstance(v, float) and math.isnan(v)) else bool(v))
@@ -481,6 +490,7 @@ def _row(record: dict) -> dict:
         row.setdefault(f"sw_{name}", software.get(name))
     row.setdefault("framework", "tensorflow")
     row.setdefault("input_mode", "device")
+    row.setdefault("devices", 1)
     if row["framework"] == "jax":
         row.setdefault("sw_jax", software.get("jax"))
     row.setdefault("source", "measured")

@@ -352,10 +352,14 @@ class ProcessWorker:
             raise EOFError from None
 
     def rss(self) -> int:
+        """Resident memory of the worker and its children (the replicas of a data-parallel run)."""
+        total = 0
         try:
-            return int(self.ps.memory_info().rss)
+            for process in (self.ps, *self.ps.children(recursive=True)):
+                total += process.memory_info().rss
         except psutil.Error:
-            return 0
+            pass
+        return int(total)
 
     def alive(self) -> bool:
         return self.process.poll() is None
@@ -394,7 +398,8 @@ def _identity_record(config: Config, options: SweepOptions, info: dict) -> dict:
     """What a configuration's record holds before any counting: configuration, settings, platform."""
     family = family_of(config)
     record = {"family": family.name, "family_version": family.version, "label": config.label, **config.hyperparameters()}
-    record.update(settings_fields(options.settings_for(config)), platform=options.target.id, threads=options.target.threads)
+    record.update(settings_fields(options.settings_for(config), config), platform=options.target.id,
+                  threads=options.target.threads)
     record["xla_auto"] = options.settings.xla is None
     record.update(_platform_fields(info, options.settings.framework))
     return record
@@ -456,6 +461,23 @@ def check_settings(configs: list[Config], options: SweepOptions) -> None:
 
         for config in {c.family: c for c in configs}.values():
             inputs.check_family("host-prep", family_of(config), config)
+    devices = options.settings.devices
+    if devices > 1:
+        from paradnn import parallel
+
+        if options.target.kind == "cpu":
+            parallel.check_cpu(devices, options.target.threads)
+        elif options.target.kind != "gpu":
+            raise ConfigError("--devices", devices, f"1 on {options.target.kind} (replicas run on CPUs and GPUs)")
+        parallel.check_batches(devices, {c.batch for c in configs})
+
+
+def check_devices_present(options: SweepOptions, info: dict) -> None:
+    """ConfigError when a GPU sweep asks for more replicas than the platform has GPUs (known once a worker started)."""
+    if options.settings.devices > 1 and options.target.kind == "gpu":
+        from paradnn import parallel
+
+        parallel.check_gpus(options.settings.devices, options.target.index, info.get("devices", {}).get("GPU", 0))
 
 
 def run_sweep(
@@ -486,6 +508,7 @@ def run_sweep(
         if info is None:  # first sweep of this platform and stack: ask a worker
             worker = _start_worker(store, options.target, start_worker)
             info = worker.info
+        check_devices_present(options, info)
         if options.settings.xla is None:  # --xla auto: one setting per family, probed once per platform
             choices, worker = _xla_choices(configs, options, store, info, worker, start_worker)
             options = replace(options, xla_choices=choices)
@@ -613,7 +636,9 @@ def _run_one(
     s = options.settings_for(config)
     base = _base_record(config, options, worker)
     base["started_at"] = time.time()
-    predicted = base.get("memory_estimate_bytes", 0) + worker.base_rss
+    # Data-parallel replicas are processes like the worker, each with its share of the batch
+    # (the weights they duplicate are left out: activations dominate the estimate).
+    predicted = base.get("memory_estimate_bytes", 0) + s.devices * worker.base_rss
     base["memory_estimate_bytes"] = predicted
     if budget and predicted > budget:
         return {**base, "state": "skipped", "error": f"predicted {_gb(predicted)} > budget {_gb(budget)}"}, True

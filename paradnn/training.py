@@ -130,6 +130,9 @@ class Trainer:
             outputs = tf.nest.map_structure(lambda t: tf.cast(t, tf.float32), self.model(x, training=True))
             loss = self.loss_fn(y, outputs)
             target = self.optimizer.scale_loss(loss) if scaled else loss
+            replicas = tf.distribute.get_strategy().num_replicas_in_sync
+            if replicas > 1:  # data-parallel: the optimizer sums the replicas' gradients; their mean is wanted
+                target = target / replicas
         grads = tape.gradient(target, variables)
         # The embedding's gradient arrives as IndexedSlices, whose data-dependent shape makes
         # XLA recompile the step on every call (measured: ~3 s per call for a tiny LSTM);

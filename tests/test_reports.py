@@ -91,8 +91,9 @@ def test_every_observation_is_accounted_for(smoke):
     assert all({"id", "claim", "platform", "verdict", "evidence", "figures"} <= set(r) for r in rows)
     verdicts = {r["verdict"].split(" ")[0] for r in rows}
     assert verdicts <= {"holds", "does", "not", "needs"}
-    o3 = [r for r in rows if r["id"] == "O3"]
-    assert o3[0]["platform"] == "tpu-v2-8" and set(o3[0]["figures"]["median_by_value"]) >= {"256", "16384"}
+    o3 = {r["platform"]: r for r in rows if r["id"] == "O3"}
+    assert set(o3["tpu-v2-8"]["figures"]["median_by_value"]) >= {"256", "16384"}
+    assert "2 replicas" in o3["cpu"]["evidence"] or "2 in the store" in o3["cpu"]["evidence"]  # the smoke slice ran
     index = (smoke / "index.html").read_text()
     assert "The paper's 14 observations" in index and all(f"<td>O{i}</td>" in index for i in range(1, 15))
 
@@ -136,7 +137,8 @@ def test_rerun_with_new_parameters_measures_only_what_is_new(tmp_path):
     pipeline = tmp_path / "fc_only.yaml"
     pipeline.write_text(
         "name: fc_only\nnotebooks:\n  - notebook: notebooks/architecture.ipynb\n    parameters:\n"
-        "      families: [fc]\n      low_precision: ''\n      profile_count: 0\n      max_seconds: 0.2\n      infeed_input: ''\n"
+        "      families: [fc]\n      low_precision: ''\n      profile_count: 0\n      max_seconds: 0.2\n      infeed_inputs: []\n"
+        "      parallel_devices: 0\n"
     )
     assert report(str(pipeline), "--outputs", str(tmp_path), "-p", "overrides={fc: {batch: [64, 256]}}").returncode == 0
     store = tmp_path / "fc_only" / "results.sqlite"

@@ -281,15 +281,37 @@ def communication_share(traces: pd.DataFrame, negligible: float = 1.0) -> Verdic
     comm = traces[traces["category"] == "cross-replica-sum"]
     if comm["time_perc"].notna().sum() < 3:
         return Verdict(name, paper, UNKNOWN, "needs multi-chip traces (cross-replica-sum)", id="O3", platform="tpu-v2-8")
-    by_batch = _by_batch(comm, "time_perc")
+    return _communication_verdict(_by_batch(comm, "time_perc"), float(comm["time_perc"].median()), f"{len(comm)} traces",
+                                  negligible, name, paper, "tpu-v2-8")  # fmt: skip
+
+
+def measured_communication(rows: pd.DataFrame, platform: str, negligible: float = 1.0) -> Verdict:
+    """O3 on this platform's data-parallel runs (``--devices N``): the communication share of the
+    step (``1 - t_replica / t_parallel``, both timed alternately) is non-negligible and falls as the
+    global batch grows."""
+    name = f"{platform}: communication takes a share of the step that falls with batch"
+    paper = "communication between chips takes a non-negligible share of the step, falling as the batch grows"
+    runs = rows[(rows["state"] == "ok") & rows["comm_share"].notna()] if "comm_share" in rows else rows.iloc[:0]
+    if len(runs) < 3 or runs["batch"].nunique() < 2:
+        return Verdict(name, paper, UNKNOWN, f"needs data-parallel measurements (--devices 2) at 2 batch sizes or more, "
+                       f"{len(runs)} in the store", id="O3", platform=platform)  # fmt: skip
+    percent = 100 * runs["comm_share"]
+    by_batch = percent.groupby(runs["batch"].astype(int)).median().sort_index()
+    replicas = ", ".join(str(int(n)) for n in sorted(runs["devices"].unique()))
+    return _communication_verdict(by_batch, float(percent.median()), f"{len(runs)} runs on {replicas} replicas", negligible,
+                                  name, paper, platform)  # fmt: skip
+
+
+def _communication_verdict(by_batch: pd.Series, median: float, what: str, negligible: float, name: str, paper: str,
+                           platform: str) -> Verdict:  # fmt: skip
+    """O3's verdict from the communication share (percent) by batch: non-negligible, and falling."""
     steps = np.log(by_batch.to_numpy()[1:] / np.maximum(by_batch.to_numpy()[:-1], 1e-9))
     falling = float((steps < -np.log1p(FLAT)).mean()) if len(steps) else 0.0
-    median = float(comm["time_perc"].median())
     holds = median >= negligible and by_batch.iloc[-1] < by_batch.iloc[0] and falling >= AGREEMENT
-    evidence = (f"median {median:.1f}% of step time over {len(comm)} traces; by batch {_fmt(_keys(by_batch), '.1f')} (%); "
+    evidence = (f"median {median:.1f}% of step time over {what}; by batch {_fmt(_keys(by_batch), '.1f')} (%); "
                 f"{falling:.0%} of the steps between batch sizes fall")  # fmt: skip
     numbers = {"median_percent": median, "median_by_value": _keys(by_batch), "share_falling_steps": falling}
-    return Verdict(name, paper, HOLDS if holds else FAILS, evidence, numbers, id="O3", platform="tpu-v2-8")
+    return Verdict(name, paper, HOLDS if holds else FAILS, evidence, numbers, id="O3", platform=platform)
 
 
 def _keys(series: pd.Series) -> dict:

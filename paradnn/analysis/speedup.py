@@ -39,6 +39,7 @@ class SpeedupResult:
     by: str
     family: str | None
     metric: str
+    carried: tuple[str, ...] = ()  # columns of the target's rows kept beside the speedup (see compare)
 
     @property
     def n(self) -> int:
@@ -77,6 +78,7 @@ class SpeedupResult:
             "by": self.by,
             "family": self.family,
             "metric": self.metric,
+            **{f"median_{c}": float(self.table[c].median()) if self.n else math.nan for c in self.carried},
         }
 
 
@@ -106,12 +108,15 @@ def compare(
     by: str = "platform",
     family: str | None = None,
     metric: str = "examples_per_sec",
+    carry: tuple[str, ...] = (),
 ) -> SpeedupResult:
     """Speedup (target / baseline) of ``metric`` over the configurations both sides finished.
 
     Only rows in state ``ok`` with a positive ``metric`` count. Pairs match on family and
     label, plus platform when ``by`` is another column. Nothing in common gives n = 0 and
-    NaN statistics, not an error.
+    NaN statistics, not an error. ``carry``: columns kept beside the speedup, the median per
+    configuration of the side that has them (the target's, else the baseline's), e.g.
+    ``comm_share`` when comparing replica counts.
     """
     key = ["family", "label"] + (["platform"] if by != "platform" else [])
     _check_columns(df, [*key, "state", by, metric])
@@ -128,7 +133,13 @@ def compare(
     # Sizes as the baseline has them (bytes_estimate depends on the dtype): its rows come first.
     ordered = pd.concat([rows[_side(rows, by, baseline)], rows[~_side(rows, by, baseline)]])
     table = _with_hyperparameters(paired.reset_index(), ordered, key)
-    return SpeedupResult(table, baseline, target, by, family, metric)
+    for column in (c for c in carry if c in rows):  # from the side that has it (the host mode, the replicas)
+        values = rows.assign(**{column: pd.to_numeric(rows[column], errors="coerce")})
+        side = values[_side(values, by, target)]
+        side = side if side[column].notna().any() else values[_side(values, by, baseline)]
+        table = table.merge(side.groupby(key, dropna=False)[column].median().reset_index(), on=key, how="left")
+    carry = tuple(c for c in carry if c in table)
+    return SpeedupResult(table, baseline, target, by, family, metric, carry)
 
 
 def _same(a: object, b: object) -> bool:

@@ -1,0 +1,350 @@
+"""Data-parallel runs: one configuration on N replicas, the global batch B split B/N (a run setting).
+
+On a CPU host the replicas are N local processes, each pinned to its own cores and joined
+by ``tf.distribute.MultiWorkerMirroredStrategy`` over loopback, so every step's gradients
+cross a real collective all-reduce (TensorFlow's ring over gRPC). On GPUs one process
+drives ``tf.distribute.MirroredStrategy`` over N devices.
+
+What is timed: the parallel step (each replica computes gradients on its B/N examples, the
+gradients are summed across replicas, every replica applies the same update), alternated
+call by call with the *reference*: each replica's own step on its B/N examples with no
+communication, all replicas at once, so they share the machine as in the parallel step.
+Their ratio gives the communication share ``1 - t_replica / t_parallel`` (time in the
+all-reduce and waiting for the slowest replica) and the weak-scaling efficiency
+``t_replica / t_parallel``. After sampling, one call of the parallel step is profiled and
+the all-reduce ops' share of it kept as ``allreduce_share``: the same effect seen from
+inside the step.
+
+Across processes, replica 0 (the leader) runs the harness's protocol, whose choices (K,
+how many warm-up and timed calls) depend on its own timings: before every call it
+announces what to run in a small collective, outside the timer, and the other replicas
+follow. Replicas that hang or die are killed, all of them, after a timeout or at the first
+death; the configuration is then recorded as ``timeout`` or ``error``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, replace
+from pathlib import Path
+
+from paradnn.config import ConfigError
+from paradnn.families import Config, parse_label
+from paradnn.harness import Measurement, RunSettings, Stats, run_protocol
+
+REPLICA_TIMEOUT_ENV = "PARADNN_REPLICA_TIMEOUT_S"  # seconds the replicas of one configuration may take
+FAULT_ENV = "PARADNN_FAULT_REPLICA"  # fault injection for tests: "hang:I" (replica I never joins) or "die:I" (it exits 3)
+FOLLOWER_LINGER_S = 60.0  # a follower stays after the last collective (the leader may still be receiving), until killed
+STOP, PARALLEL, REFERENCE = 0, 1, 2  # what the leader announces
+ALLREDUCE_OPS = r"Collective|Nccl|AllReduce"  # op types of the all-reduce in the profiler's table
+
+
+# ---------------------------------------------------------------------------- checks (no TensorFlow)
+
+
+def cpu_cores(threads: int | None = None) -> list[int]:
+    """The cores this process may use (its affinity), the first ``threads`` of them if given."""
+    return sorted(os.sched_getaffinity(0))[: threads or None]
+
+
+def check_cpu(devices: int, threads: int | None = None) -> None:
+    """ConfigError unless ``devices`` CPU replicas get a core each and can bind loopback ports."""
+    cores = cpu_cores(threads)
+    if devices > len(cores):
+        raise ConfigError("--devices", devices, f"1 to {len(cores)} on this CPU (one core or more per replica)")
+    try:
+        free_ports(devices)
+    except OSError as exc:
+        raise ConfigError("--devices", devices, f"1 here: no port can be bound on 127.0.0.1 for the replicas ({exc})") from None
+
+
+def check_batches(devices: int, batches: set[int]) -> None:
+    """ConfigError unless every global batch splits evenly over the replicas."""
+    uneven = sorted(b for b in batches if b % devices)
+    if uneven:
+        raise ConfigError("--devices", devices, f"a count that divides every batch (not {', '.join(map(str, uneven))})")
+
+
+def check_gpus(devices: int, first: int, present: int) -> None:
+    """ConfigError unless GPUs ``first`` to ``first + devices - 1`` exist."""
+    if first + devices > present:
+        raise ConfigError("--devices", devices, f"1 to {max(present - first, 1)} from GPU {first} ({present} GPUs present)")
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct free TCP ports on 127.0.0.1 (bound together, then released for the replicas)."""
+    sockets = []
+    try:
+        for _ in range(n):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sockets.append(s)
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def split(cores: list[int], n: int) -> list[list[int]]:
+    """``n`` disjoint, equal groups of cores (a remainder is left idle: replicas must be alike)."""
+    each = len(cores) // n
+    return [cores[i * each : (i + 1) * each] for i in range(n)]
+
+
+# ---------------------------------------------------------------------------- measuring (TensorFlow)
+
+
+class Replicated:
+    """A configuration under a strategy at B/N per replica, and the same replica's own step.
+
+    ``run_parallel(k)`` runs k data-parallel steps (gradients all-reduced every step);
+    ``run_reference(k)`` k steps of a model of its own on this replica's batch, no communication.
+    """
+
+    def __init__(self, strategy, config: Config, settings: RunSettings, local_device: str) -> None:
+        from paradnn.tfimport import tf
+        from paradnn.training import Trainer
+
+        self.strategy = strategy
+        self.replicas = strategy.num_replicas_in_sync
+        self.config = replace(config, batch=config.batch // self.replicas)
+        with strategy.scope():
+            self.parallel = Trainer(self.config, settings.dtype, bool(settings.xla))
+        self.data = strategy.experimental_distribute_values_from_function(
+            lambda ctx: self.parallel.family.data(self.config, ctx.replica_id_in_sync_group)
+        )
+        with tf.device(local_device):
+            self.reference = Trainer(self.config, settings.dtype, bool(settings.xla))
+        self._steps = tf.function(self._parallel_steps)
+        self._say = tf.function(self._announce)
+
+    def _parallel_steps(self, k):
+        from paradnn.tfimport import tf
+
+        def body(i, _):
+            loss = self.strategy.run(self.parallel.traced_step, args=self.data)
+            return i + 1, self.strategy.experimental_local_results(loss)[0]  # no second collective per step
+
+        _, loss = tf.while_loop(lambda i, _: i < k, body, (tf.constant(0), tf.constant(0.0)))
+        return loss
+
+    def _announce(self, what):
+        from paradnn.tfimport import tf
+
+        return self.strategy.reduce("SUM", self.strategy.run(tf.identity, args=(what,)), axis=None)
+
+    def announce(self, code: int, k: int) -> tuple[int, int]:
+        """Leader: tell every replica what to run next; the others pass (0, 0) and learn it."""
+        from paradnn.tfimport import tf
+
+        code, k = self._say(tf.constant([code, k], tf.float32)).numpy()  # collectives reduce floats
+        return int(code), int(k)
+
+    def run_parallel(self, k: int) -> float:
+        from paradnn.tfimport import tf
+
+        return float(self._steps(tf.constant(k, tf.int32)).numpy())
+
+    def run_reference(self, k: int) -> float:
+        return self.reference.run(k)
+
+    def measure(self, settings: RunSettings, count_graph: bool, leads_others: bool) -> Measurement:
+        """The protocol on the parallel step against the reference, then the profiled all-reduce share.
+
+        ``leads_others``: other processes follow this one (:meth:`follow`), told what to run
+        before every call and to stop at the end.
+        """
+        from paradnn.counting import GraphCount, count_graph_flops
+        from paradnn.harness import host_rss
+        from paradnn.tfimport import tf
+
+        rss_before = host_rss()
+        announce = (lambda k: self.announce(PARALLEL, k), lambda k: self.announce(REFERENCE, k)) if leads_others else None
+        try:
+            graph = count_graph_flops(self.reference.trace().graph) if count_graph else None
+            m = run_protocol(self.run_parallel, settings, reference=self.run_reference, announce=announce)
+            if m.state == "ok":
+                m.allreduce_share = self.profile(m.steps_per_call, announce)
+        except tf.errors.ResourceExhaustedError as exc:
+            from paradnn.harness import first_line
+
+            m, graph = Measurement(state="oom", error=first_line(exc)), None
+        finally:
+            if leads_others:
+                self.announce(STOP, 0)
+        if graph is not None:  # one replica's step, counted; the whole step does it N times
+            n = self.replicas
+            m.graph = GraphCount(graph.flops * n, {op: c * n for op, c in graph.by_op_type.items()}, graph.uncounted_ops)
+        m.replicas = self.replicas
+        m.peak_memory_bytes = self.replicas * max(0, host_rss() - rss_before)  # every replica holds the same
+        return m
+
+    def profile(self, k: int, announce) -> float | None:
+        """The all-reduce ops' share of one profiled call of the parallel step (None if unreadable)."""
+        from paradnn.opprofile import _op_times
+        from paradnn.tfimport import tf
+
+        if announce:
+            announce[0](k)
+        with tempfile.TemporaryDirectory() as logdir:
+            tf.profiler.experimental.start(logdir)
+            start = time.perf_counter()
+            self.run_parallel(k)
+            seconds = time.perf_counter() - start
+            tf.profiler.experimental.stop()
+            try:
+                times = _op_times(logdir)
+            except Exception:  # noqa: BLE001 - the profile is a second opinion; the timing stands without it
+                return None
+        reduce = times[times["type"].astype(str).str.contains(ALLREDUCE_OPS)]["total_self_time"].sum() / 1e6
+        return min(1.0, float(reduce) / seconds)
+
+    def follow(self) -> None:
+        """Run what the leader announces until it says stop."""
+        while True:
+            code, k = self.announce(0, 0)
+            if code == STOP:
+                return
+            (self.run_parallel if code == PARALLEL else self.run_reference)(k)
+
+
+def measure(config: Config, settings: RunSettings, count_graph: bool = True) -> Measurement:
+    """Measure ``config`` on ``settings.devices`` data-parallel replicas (see the module docstring)."""
+    if settings.device.upper().startswith("/GPU"):
+        first = int(settings.device.split(":")[-1])
+        return measure_mirrored(config, settings, [f"/GPU:{first + i}" for i in range(settings.devices)], count_graph)
+    return measure_processes(config, settings, count_graph)
+
+
+def measure_mirrored(config: Config, settings: RunSettings, devices: list[str], count_graph: bool = True) -> Measurement:
+    """One process, ``tf.distribute.MirroredStrategy`` over ``devices`` (GPUs; logical CPUs in tests)."""
+    from paradnn.tfimport import tf
+
+    kind = devices[0].strip("/").split(":")[0]
+    present = len(tf.config.list_logical_devices(kind))
+    check_gpus(len(devices), int(devices[0].split(":")[-1]), present)
+    start = time.perf_counter()
+    replicated = Replicated(tf.distribute.MirroredStrategy(devices), config, settings, devices[0])
+    m = replicated.measure(settings, count_graph, leads_others=False)
+    m.wall_time_s = time.perf_counter() - start
+    return m
+
+
+def measure_processes(config: Config, settings: RunSettings, count_graph: bool = True) -> Measurement:
+    """N local processes pinned to their cores, ``MultiWorkerMirroredStrategy`` over loopback."""
+    from paradnn.tfimport import tf
+
+    n = settings.devices
+    cores = cpu_cores(tf.config.threading.get_intra_op_parallelism_threads() or None)
+    if n > len(cores):
+        raise ConfigError("--devices", n, f"1 to {len(cores)} on this CPU (one core or more per replica)")
+    start = time.perf_counter()
+    timeout = float(os.environ.get(REPLICA_TIMEOUT_ENV) or 120 + 6 * settings.max_seconds)
+    with tempfile.TemporaryDirectory(prefix="paradnn-replicas-") as tmp:
+        ports = free_ports(n)
+        job = {"family": config.family, "label": config.label, "settings": asdict(settings), "count_graph": count_graph,
+               "result": str(Path(tmp) / "result.json")}  # fmt: skip
+        replicas = [_spawn(i, ports, group, job, Path(tmp)) for i, group in enumerate(split(cores, n))]
+        state, error = _wait(replicas, timeout, Path(job["result"]))
+        if state == "ok":
+            m = _measurement(json.loads(Path(job["result"]).read_text()))
+        else:
+            m = Measurement(state=state, error=error, replicas=n)
+    m.wall_time_s = time.perf_counter() - start
+    return m
+
+
+def _spawn(index: int, ports: list[int], cores: list[int], job: dict, tmp: Path) -> tuple[subprocess.Popen, Path]:
+    cluster = {"cluster": {"worker": [f"127.0.0.1:{p}" for p in ports]}, "task": {"type": "worker", "index": index}}
+    env = dict(os.environ, TF_CONFIG=json.dumps(cluster), TF_CPP_MIN_LOG_LEVEL="2", KERAS_BACKEND="tensorflow")
+    log = tmp / f"replica-{index}.log"
+    with open(log, "wb") as err:
+        argument = json.dumps({**job, "index": index, "cores": cores})
+        process = subprocess.Popen([sys.executable, "-m", "paradnn.parallel", argument], env=env, stdout=subprocess.DEVNULL,
+                                   stderr=err)  # fmt: skip
+    return process, log
+
+
+def _wait(replicas: list[tuple[subprocess.Popen, Path]], timeout: float, result: Path) -> tuple[str, str]:
+    """Wait for the replicas; kill them all at the first failure or at the timeout. Returns (state, error)."""
+    deadline = time.monotonic() + timeout
+    state, error = "ok", ""
+    try:
+        while True:
+            codes = [p.poll() for p, _ in replicas]
+            failed = [(i, c) for i, c in enumerate(codes) if c not in (None, 0)]
+            if failed:
+                i, code = failed[0]
+                state, error = "error", f"replica {i} of {len(replicas)} exited with code {code}: {_last_line(replicas[i][1])}"
+                break
+            if codes[0] == 0:  # the leader is done (the followers linger until killed)
+                break
+            if time.monotonic() > deadline:
+                waiting = [i for i, c in enumerate(codes) if c is None]
+                state, error = "timeout", f"replicas {waiting} of {len(replicas)} still running after {timeout:g} s; killed"
+                break
+            time.sleep(0.1)
+    finally:
+        for process, _ in replicas:  # none is left behind, whatever happened
+            if process.poll() is None:
+                process.kill()
+            process.wait()
+    if state == "ok" and not result.exists():
+        state, error = "error", f"the leader exited without a result: {_last_line(replicas[0][1])}"
+    return state, error
+
+
+def _last_line(log: Path) -> str:
+    lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
+    return lines[-1].strip() if lines else "(no output)"
+
+
+def _measurement(data: dict) -> Measurement:
+    """A Measurement from the leader's JSON (``dataclasses.asdict`` of one)."""
+    from paradnn.counting import GraphCount
+
+    stats, graph = data.pop("stats"), data.pop("graph")
+    m = Measurement(**data)
+    m.stats = Stats(**stats) if stats else None
+    m.graph = GraphCount(**graph) if graph else None
+    return m
+
+
+def _replica(job: dict) -> None:
+    """One replica process: join the others, then lead (replica 0) or follow."""
+    from paradnn.sweeps import _die_with_parent
+
+    os.sched_setaffinity(0, job["cores"])
+    _die_with_parent()
+    fault = os.environ.get(FAULT_ENV, "")
+    if fault == f"hang:{job['index']}":
+        time.sleep(1e6)
+    if fault == f"die:{job['index']}":
+        os._exit(3)
+    from paradnn.tfimport import tf
+
+    tf.config.threading.set_intra_op_parallelism_threads(len(job["cores"]))
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    settings = RunSettings(**job["settings"])
+    replicated = Replicated(strategy, parse_label(job["family"], job["label"]), settings, "/CPU:0")
+    if job["index"] != 0:
+        replicated.follow()
+        time.sleep(FOLLOWER_LINGER_S)  # the leader may still be receiving this replica's part of the last collective
+        return
+    m = replicated.measure(settings, job["count_graph"], leads_others=True)
+    partial = Path(job["result"] + ".part")
+    partial.write_text(json.dumps(asdict(m)))
+    partial.rename(job["result"])  # whole or absent
+
+
+if __name__ == "__main__":
+    _replica(json.loads(sys.argv[1]))
+    sys.stdout.flush()
+    os._exit(0)  # skip the collective runtime's teardown, which can wait on peers that are gone
