@@ -108,9 +108,11 @@ class Replicated:
     """
 
     def __init__(self, strategy, config: Config, settings: RunSettings, local_device: str) -> None:
+        from paradnn.harness import host_rss
         from paradnn.tfimport import tf
         from paradnn.training import Trainer
 
+        self.rss_before = host_rss()
         self.strategy = strategy
         self.replicas = strategy.num_replicas_in_sync
         self.config = replace(config, batch=config.batch // self.replicas)
@@ -164,7 +166,6 @@ class Replicated:
         from paradnn.harness import host_rss
         from paradnn.tfimport import tf
 
-        rss_before = host_rss()
         announce = (lambda k: self.announce(PARALLEL, k), lambda k: self.announce(REFERENCE, k)) if leads_others else None
         try:
             graph = count_graph_flops(self.reference.trace().graph) if count_graph else None
@@ -182,7 +183,12 @@ class Replicated:
             n = self.replicas
             m.graph = GraphCount(graph.flops * n, {op: c * n for op, c in graph.by_op_type.items()}, graph.uncounted_ops)
         m.replicas = self.replicas
-        m.peak_memory_bytes = self.replicas * max(0, host_rss() - rss_before)  # every replica holds the same
+        devices = self.strategy.extended.worker_devices
+        if all("GPU" in d.upper() for d in devices):  # one process, several GPUs: their peaks
+            peaks = [tf.config.experimental.get_memory_info(d.split("device:")[-1])["peak"] for d in devices]
+            m.peak_memory_bytes = int(sum(peaks))
+        else:  # a process per replica, all alike: this one's growth since it started building, times N
+            m.peak_memory_bytes = self.replicas * max(0, host_rss() - self.rss_before)
         return m
 
     def profile(self, k: int, announce) -> float | None:
@@ -245,7 +251,7 @@ def measure_processes(config: Config, settings: RunSettings, count_graph: bool =
     if n > len(cores):
         raise ConfigError("--devices", n, f"1 to {len(cores)} on this CPU (one core or more per replica)")
     start = time.perf_counter()
-    timeout = float(os.environ.get(REPLICA_TIMEOUT_ENV) or 120 + 6 * settings.max_seconds)
+    timeout = float(os.environ.get(REPLICA_TIMEOUT_ENV) or max(300.0, 20 * settings.max_seconds))
     with tempfile.TemporaryDirectory(prefix="paradnn-replicas-") as tmp:
         ports = free_ports(n)
         job = {"family": config.family, "label": config.label, "settings": asdict(settings), "count_graph": count_graph,
