@@ -20,7 +20,8 @@ def test_benchmarks_run_on_tiny_settings(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(out.read_text())
     sections = {r["section"] for r in report["rows"]}
-    assert sections == {"harness", "fit", "workloads", "ceiling", "input", "jax", "overhead", "ray", "repeat", "analysis"}
+    assert sections == {"harness", "fit", "workloads", "ceiling", "input", "devices", "jax", "overhead", "ray", "repeat",
+                        "analysis"}  # fmt: skip
     assert all(isinstance(r["value"], float) for r in report["rows"])
     assert report["machine"]["kind"] == "cpu"
 
