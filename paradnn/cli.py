@@ -367,7 +367,10 @@ def sweep(family: str, preset: str, overrides: tuple[str, ...], dtype: str, xla:
     rows = df.drop_duplicates(["label", "sw_tensorflow"] if stacks else "label", keep="last").to_dict("records")
     if predicted is not None and len(predicted):
         rows += [{"platform": target.id, **r, "state": "predicted"} for r in predicted.to_dict("records")]
-    _print_table(rows, RESULT_COLUMNS + [("sw_tensorflow", "{}")] if stacks else RESULT_COLUMNS)
+    columns = RESULT_COLUMNS + ([("sw_tensorflow", "{}")] if stacks else [])
+    columns += [("infeed_share", "{:.1%}")] if input_mode != "device" else []
+    columns += [("comm_share", "{:.1%}"), ("scaling_efficiency", "{:.1%}")] if devices > 1 else []
+    _print_table(rows, columns)
     if adaptive:
         click.echo(outcome.line(), err=True)
     click.echo(summary.line(), err=True)

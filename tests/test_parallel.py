@@ -132,13 +132,18 @@ def test_a_two_replica_sweep_stores_its_scaling_and_compare_gives_the_scaling_ta
     if len(parallel.cpu_cores()) < 2:
         pytest.skip("needs two cores")
     store_path = tmp_path / "r.sqlite"
-    configs = [parse_label("fc", FC)]
-    settings = RunSettings(devices=2, xla=None, max_seconds=0.3, min_call_seconds=0.02)
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "paradnn.cli", *args, "--store", str(store_path)], capture_output=True,
+                              text=True, timeout=300)  # fmt: skip
+
+    grid = ["--set", "layers=1", "--set", "nodes=64", "--set", "input=32", "--set", "output=10", "--set", "batch=16"]
+    swept = cli("sweep", "fc", "--preset", "smoke", *grid, "--devices", "2", "--max-seconds", "0.3")
+    assert swept.returncode == 0, swept.stderr[-3000:]
+    assert "comm_share" in swept.stdout.splitlines()[0] and "1 ok" in swept.stderr
+    one = RunSettings(xla=False, max_seconds=0.3, min_call_seconds=0.02)
     with Store(store_path) as store:
-        summary = run_sweep(configs, store, SweepOptions(settings=settings))
-        assert dict(summary.states) == {"ok": 1}
-        one = RunSettings(xla=False, max_seconds=0.3, min_call_seconds=0.02)
-        run_sweep(configs, store, SweepOptions(settings=one))
+        run_sweep([parse_label("fc", FC)], store, SweepOptions(settings=one))
         rows = store.results().set_index("devices")
     two = rows.loc[2]
     assert two["replica_batch"] == 8 and rows.loc[1, "replica_batch"] == 16
@@ -147,8 +152,7 @@ def test_a_two_replica_sweep_stores_its_scaling_and_compare_gives_the_scaling_ta
     assert two["scaling_efficiency"] == pytest.approx(two["replica_step_time_s"] / two["step_time_s"])
     assert 0 < two["allreduce_share"] <= 1  # the profiler found the all-reduce
     assert two["flops_graph"] > 0 and two["examples_per_sec"] == pytest.approx(16 / two["step_time_s"])
-    out = subprocess.run([sys.executable, "-m", "paradnn.cli", "compare", "--by", "devices", "--baseline", "1", "--target", "2",
-                          "--store", str(store_path), "--json"], capture_output=True, text=True, timeout=120)  # fmt: skip
+    out = cli("compare", "--by", "devices", "--baseline", "1", "--target", "2", "--json")
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
     assert result["n"] == 1 and result["median_comm_share"] == pytest.approx(two["comm_share"])
