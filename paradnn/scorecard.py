@@ -153,7 +153,7 @@ MEASURED = ("Computing Performance", "Low Latency", "Compatibility")
 NOT_MEASURABLE = {
     "Energy efficiency": "not measurable here: no row has a power reading (RAPL energy counters on CPUs, NVML on "
                          "NVIDIA GPUs; this platform exposed neither to paradnn)",
-    "Scalability": "not measured: every row is a single-device run (measure replicas with --devices N)",
+    "Scalability": "not measured: no data-parallel rows of this platform (measure replicas with --devices N)",
 }
 
 
@@ -431,8 +431,9 @@ def claims(results: pd.DataFrame) -> list:
                                 "performance", UNKNOWN, "the store lacks the original TPU v2-8 and V100 FC sweeps"))  # fmt: skip
     verdicts.append(Verdict("ASICs lead in energy efficiency", "ASICs rate High in energy efficiency, GPUs Good",
                             UNKNOWN, "needs power readings (NVML on a GPU, an ASIC's power counters); no row has one"))
+    scaled = ", ".join(sorted(_replicated(results)["platform"].unique())) or "no platform"
     verdicts.append(Verdict("ASICs scale out best", "ASICs rate High in scalability and GPUs Moderate", UNKNOWN,
-                            "needs multi-device runs of an ASIC and a GPU; every row is a single-device run"))
+                            f"needs data-parallel runs of an ASIC and a GPU; the store has them of {scaled}"))
     for _, s in framework_speed(results).iterrows():
         verdicts.append(Verdict("Keras runs the same models on several backends at one speed",
                                 "Keras is a Python API on CPU/GPU (Table II); the paper compares no framework speeds",

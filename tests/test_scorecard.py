@@ -83,6 +83,20 @@ def test_every_platform_gets_all_12_hardware_metrics_each_with_a_source(tmp_path
     assert tpu.loc["Computing Performance", "paper rating of class"] == "High"
     v100 = table[table["platform"] == "v100"].set_index("metric")
     assert v100.loc["Die Size", "value"].startswith("815 mm²") and v100.loc["Die Size", "source"].startswith("datasheet:")
+    assert tpu.loc["Scalability", "value"].startswith("not measured: no data-parallel rows of this platform")
+
+
+def test_scalability_is_measured_from_data_parallel_rows():
+    import pandas as pd
+
+    row = {"platform": "cpu", "family": "fc", "state": "ok", "step_time_s": 0.2, "batch": 64}
+    rows = pd.DataFrame([{**row, "devices": 1, "scaling_efficiency": None, "comm_share": None},
+                         {**row, "devices": 2, "scaling_efficiency": 0.4, "comm_share": 0.6},
+                         {**row, "devices": 2, "scaling_efficiency": 0.8, "comm_share": 0.2}])  # fmt: skip
+    value, source = scorecard._hardware_cell("Scalability", "cpu", rows, pd.DataFrame())
+    assert source == "measured"
+    assert value == "weak-scaling efficiency median 60%, best 80%; communication 40% of the step (2 rows on 2 replicas)"
+    assert scorecard._short("Scalability", rows) == "60% eff. on 2"
 
 
 def test_the_framework_that_measured_the_store_gets_a_row_from_facts():
