@@ -29,7 +29,8 @@ FC = "layer_1-node_64-input_32-output_10-bs_16"
         ({"devices": 0}, "--devices: 0 is not valid; allowed: a positive number of replicas"),
         ({"devices": 2, "framework": "jax"}, "allowed: 1 with --framework jax"),
         ({"devices": 2, "input": "host"}, "allowed: 1 with --input host"),
-        ({"devices": 2, "xla": True}, "allowed: off with --devices > 1 on a CPU"),
+        ({"devices": 2, "xla": True}, "allowed: off with --devices > 1"),
+        ({"devices": 2, "xla": True, "device": "/GPU:0"}, "allowed: off with --devices > 1"),
     ],
 )
 def test_bad_replica_settings_are_one_clear_error(settings, message):
@@ -37,9 +38,9 @@ def test_bad_replica_settings_are_one_clear_error(settings, message):
         RunSettings(**settings)
 
 
-def test_replicas_on_a_cpu_run_without_xla_when_it_is_left_to_auto():
+def test_replicas_run_without_xla_when_it_is_left_to_auto():
     assert RunSettings(devices=2, xla=None).xla is False
-    assert RunSettings(devices=2, xla=None, device="/GPU:0").xla is None  # GPUs can compile collectives
+    assert RunSettings(devices=2, xla=None, device="/GPU:0").xla is False
 
 
 def _check(devices: int, batches=(16,), threads=None) -> None:
