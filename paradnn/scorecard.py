@@ -164,10 +164,12 @@ def hardware_metrics(results: pd.DataFrame, platforms: pd.DataFrame) -> pd.DataF
     a few words for a chart cell)."""
     rows = []
     for platform in sorted(results["platform"].unique()):
-        mine = results[results["platform"] == platform]
+        everything = results[results["platform"] == platform]
         kind = device_class(platform)
         for metric in paper()["hardware_metrics"]:
             name = metric["name"]
+            # Scalability reads the data-parallel rows; the rest the device's own speed (one device, data on it).
+            mine = everything if name == "Scalability" else _one_device(everything)
             value, source = _hardware_cell(name, platform, mine, platforms)
             rating = metric["table"].get(kind, "")
             evidence = _evidence(source)
@@ -303,7 +305,12 @@ def measured_rows(results: pd.DataFrame) -> pd.DataFrame:
 
     rows = newest_rows(results[~results["source"].fillna("").str.startswith("legacy")]).copy()
     rows["framework"] = rows["framework"].fillna("tensorflow") if "framework" in rows else "tensorflow"
-    for column, default in (("input_mode", "device"), ("devices", 1)):  # data resident on one device: the frameworks' speed
+    return _one_device(rows)  # data resident on one device: the frameworks' own speed
+
+
+def _one_device(rows: pd.DataFrame) -> pd.DataFrame:
+    """The rows run on one device with data resident on it (not host-fed, not data-parallel)."""
+    for column, default in (("input_mode", "device"), ("devices", 1)):
         if column in rows:
             rows = rows[rows[column].fillna(default) == default]
     return rows
