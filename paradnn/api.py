@@ -77,7 +77,7 @@ def sweep(family: str, *, preset: str = "smoke", store: str | Path = "outputs/re
         run_sweep(configs, s, options, progress=None if progress else SilentProgress)
         df = s.results(family=family, platform=target.id)
     labels = {c.label for c in configs}
-    mine = df["label"].isin(labels) & (df["dtype"] == dtype) & (df["framework"].fillna("tensorflow") == framework)
+    mine = df["label"].isin(labels) & (df["dtype"] == dtype) & (df["framework"] == framework)
     mine &= (df["input_mode"] == input) & (df["devices"] == devices)
     return df[mine].reset_index(drop=True)
 

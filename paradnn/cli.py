@@ -302,7 +302,6 @@ def sweep(family: str, preset: str, overrides: tuple[str, ...], dtype: str, xla:
     model is least certain, and fill the rest of the grid by prediction (marked
     "predicted"); see `paradnn predict`.
     """
-    from paradnn import frameworks
     from paradnn import platform as plat
     from paradnn.harness import RunSettings
     from paradnn.space import expand, parse_override
@@ -320,15 +319,12 @@ def sweep(family: str, preset: str, overrides: tuple[str, ...], dtype: str, xla:
         raise ConfigError("--stack", stack_texts[0], "a plain local sweep (not with --adaptive or --backend ray)")
     if backend == "ray" and not address:
         raise ConfigError("--address", "(none)", "HOST:PORT of a running Ray cluster, or $RAY_ADDRESS")
-    if backend == "ray":
-        from paradnn.cluster import check_devices
-
-        check_devices(devices)
     if backend == "ray" and adaptive:
         raise ConfigError("--backend", "ray", "local with --adaptive (adaptive rounds run on this machine)")
     if backend == "ray":
-        from paradnn.cluster import check_reachable
+        from paradnn.cluster import check_devices, check_reachable
 
+        check_devices(devices)
         check_reachable(address or "")  # before the store is opened
     if adaptive != (budget is not None):
         raise ConfigError("--adaptive/--budget", budget or "(none)", "both together: --adaptive --budget N (or Nm)")
@@ -340,9 +336,7 @@ def sweep(family: str, preset: str, overrides: tuple[str, ...], dtype: str, xla:
                            device=target.tf_device, max_seconds=max_seconds)  # fmt: skip
     options = SweepOptions(settings=settings, target=target, memory_budget_bytes=memory_gb * 1e9 if memory_gb else None,
                            timeout_s=timeout_s, max_minutes=max_minutes, retry_failed=retry_failed, force=force)  # fmt: skip
-    frameworks.check_family(family, framework)  # before the store is opened
-    if configs:
-        check_settings(configs, options)
+    check_settings(configs, options)  # before the store is opened
     predicted = None
     with _open_store(store_path) as store, _terminate_as_interrupt() as terminated:
         if adaptive:
@@ -360,7 +354,7 @@ def sweep(family: str, preset: str, overrides: tuple[str, ...], dtype: str, xla:
             summary = run_sweep(configs, store, options)
         df = store.results(family=family, platform=target.id)
     labels = {c.label for c in configs}
-    df = df[df["label"].isin(labels) & (df["dtype"] == dtype) & (df["framework"].fillna("tensorflow") == framework)
+    df = df[df["label"].isin(labels) & (df["dtype"] == dtype) & (df["framework"] == framework)
             & (df["input_mode"] == input_mode) & (df["devices"] == devices)]
     if settings.xla is not None:
         df = df[df["xla"] == settings.xla]

@@ -149,7 +149,7 @@ def ensure_measured(
             summary = run_sweep(configs, s, options, progress=progress)
     setting = f"XLA {xla_words(store, target.id, dtype, xla)}" if framework == "tensorflow" else f"{framework} (XLA)"
     if devices > 1:
-        setting = f"{devices} replicas, XLA {'on' if options.settings.xla else 'off'}"
+        setting = f"{devices} replicas, XLA off"
     if input != "device":
         setting += f", input {input}"
     return [f"{', '.join(families)} on {target.id}, {dtype}, {setting}: {summary.line()}"]

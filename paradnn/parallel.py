@@ -55,13 +55,16 @@ def cpu_cores(threads: int | None = None) -> list[int]:
 
 def check_cpu(devices: int, threads: int | None = None) -> None:
     """ConfigError unless ``devices`` CPU replicas get a core each and can bind loopback ports."""
-    cores = cpu_cores(threads)
-    if devices > len(cores):
-        raise ConfigError("--devices", devices, f"1 to {len(cores)} on this CPU (one core or more per replica)")
+    _check_cores(devices, cpu_cores(threads))
     try:
         free_ports(devices)
     except OSError as exc:
         raise ConfigError("--devices", devices, f"1 here: no port can be bound on 127.0.0.1 for the replicas ({exc})") from None
+
+
+def _check_cores(devices: int, cores: list[int]) -> None:
+    if devices > len(cores):
+        raise ConfigError("--devices", devices, f"1 to {len(cores)} on this CPU (one core or more per replica)")
 
 
 def check_batches(devices: int, batches: set[int]) -> None:
@@ -248,8 +251,7 @@ def measure_processes(config: Config, settings: RunSettings, count_graph: bool =
 
     n = settings.devices
     cores = cpu_cores(tf.config.threading.get_intra_op_parallelism_threads() or None)
-    if n > len(cores):
-        raise ConfigError("--devices", n, f"1 to {len(cores)} on this CPU (one core or more per replica)")
+    _check_cores(n, cores)
     start = time.perf_counter()
     timeout = float(os.environ.get(REPLICA_TIMEOUT_ENV) or max(300.0, 20 * settings.max_seconds))
     with tempfile.TemporaryDirectory(prefix="paradnn-replicas-") as tmp:
