@@ -34,10 +34,10 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from run import interleaved  # noqa: E402
 
+from paradnn.engine.jaxstep import JaxTrainer, measure  # noqa: E402
+from paradnn.engine.protocol import RunSettings  # noqa: E402
+from paradnn.engine.training import RMSPROP  # noqa: E402
 from paradnn.families import parse_label  # noqa: E402
-from paradnn.harness import RunSettings  # noqa: E402
-from paradnn.jaxtraining import JaxTrainer, measure  # noqa: E402
-from paradnn.training import RMSPROP  # noqa: E402
 
 CASES = ["layer_4-node_2048-input_2000-output_1000-bs_512", "layer_4-node_64-input_2000-output_1000-bs_64"]
 TINY = "layer_2-node_64-input_100-output_10-bs_32"

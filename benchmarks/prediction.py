@@ -29,9 +29,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from paradnn import legacy, predict
+from paradnn.analysis import predict
 from paradnn.analysis.regression import regress
-from paradnn.store import Store
+from paradnn.store import Store, legacy
 
 
 def reference_store(folder: Path) -> Store:

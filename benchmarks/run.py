@@ -41,8 +41,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from paradnn.engine.protocol import RunSettings
+from paradnn.engine.record import measure  # noqa: E402
 from paradnn.families import parse_label  # noqa: E402
-from paradnn.harness import RunSettings, measure  # noqa: E402
 
 LARGE_FC = "layer_4-node_2048-input_2000-output_1000-bs_512"
 SMALL_FC = "layer_4-node_64-input_2000-output_1000-bs_64"
@@ -65,8 +66,8 @@ def row(section: str, case: str, metric: str, value: float, target: str = "", ok
 
 def minimal_loop(config, policy: str, xla: bool, k: int):
     """The shortest correct training loop: same model, optimizer, loss and data."""
+    from paradnn.engine.training import make_optimizer, sparse_cross_entropy, tf
     from paradnn.families import family_of
-    from paradnn.training import make_optimizer, sparse_cross_entropy, tf
 
     family = family_of(config)
     model = family.build(config, policy)
@@ -89,7 +90,7 @@ def minimal_loop(config, policy: str, xla: bool, k: int):
 
 def harness_calls(config, policy: str, xla: bool):
     """The harness's timed call, ``Trainer.run(k)``, with k from the harness's own calibration."""
-    from paradnn.training import Trainer
+    from paradnn.engine.training import Trainer
 
     m = measure(config, RunSettings(dtype=policy, xla=xla, max_seconds=0.2), count_graph=False)
     assert m.state == "ok", m.error
@@ -130,8 +131,8 @@ def time_fit_interleaved(config, xla: bool, seconds: float) -> dict[str, float]:
     (Keras's own RMSprop, same hyperparameters); a callback runs one harness call after
     each execution, so the two alternate; an execution's time excludes that call.
     """
+    from paradnn.engine.training import RMSPROP, keras, tf
     from paradnn.families import family_of
-    from paradnn.training import RMSPROP, keras, tf
 
     harness, k = harness_calls(config, "float32", xla)
     spe = 32
@@ -217,12 +218,13 @@ def bench_workloads(tiny: bool) -> None:
 
 
 def bench_ceiling(tiny: bool) -> None:
-    from paradnn import ceilings as ceil
     from paradnn import platform as plat
     from paradnn.counting import flops_model
+    from paradnn.engine import ceilings as ceil
+    from paradnn.engine import machine
 
     target = plat.Target()
-    info = plat.describe(target)
+    info = machine.describe(target)
     ceilings = ceil.ceilings(target, info)
     config = parse_label("fc", TINY_FC if tiny else LARGE_FC)
     for policy, xla in [("float32", True), ("float32", False), ("mixed_bfloat16", True), ("mixed_bfloat16", False)]:
@@ -509,7 +511,7 @@ def main() -> int:
             bench_main_job(work)
     out = Path(args.output)
     out.parent.mkdir(parents=True, exist_ok=True)
-    from paradnn.platform import describe
+    from paradnn.engine.machine import describe
 
     out.write_text(json.dumps({"machine": describe(), "tiny": args.tiny, "rows": rows}, indent=1, default=str))
     missed = [r for r in rows if r["ok"] is False]

@@ -21,70 +21,80 @@ from pathlib import Path
 
 def describe(family: str, label: str, dtype: str = "float32") -> dict:
     """Parameters, FLOPs and bytes of one training step (whole batch); nothing is allocated."""
+    from paradnn.engine.record import describe_config
     from paradnn.families import parse_label
     from paradnn.platform import Target
-    from paradnn.record import describe_config
-    from paradnn.sweeps import default_memory_budget
+    from paradnn.sweep.driver import default_memory_budget
 
     return describe_config(parse_label(family, label), dtype, memory_budget=default_memory_budget(Target()))
 
 
-def measure(family: str, label: str, *, dtype: str = "float32", xla: object = "auto", platform: str = "cpu",
-            max_seconds: float = 10.0, framework: str = "tensorflow", input: str = "device",
-            devices: int = 1) -> dict:  # fmt: skip
+def _run_doc(function):
+    """Append the declared run settings (:mod:`paradnn.settings`) to an API function's docstring."""
+    from paradnn.settings import SETTINGS
+
+    lines = "".join(f"    ``{s.name}`` (default {s.default!r}): {s.help}\n" for s in SETTINGS)
+    function.__doc__ = (function.__doc__ or "") + "\n\n    Run settings, as keywords:\n\n" + lines
+    return function
+
+
+def _run(run: Mapping[str, object]):
+    """The parsed run settings (defaults filled in), the target and the RunSettings they make."""
+    from paradnn.engine.protocol import RunSettings
+    from paradnn.platform import parse_target
+    from paradnn.settings import parse
+
+    parsed = parse(run)
+    target = parse_target(str(parsed["platform"]))
+    return parsed, target, lambda **knobs: RunSettings.of(parsed, target, **knobs)
+
+
+@_run_doc
+def measure(family: str, label: str, *, max_seconds: float = 10.0, **run: object) -> dict:
     """Time one configuration's training step in this process; the full record (as ``paradnn measure --json``).
 
     Keras runs one backend per process: ``framework="jax"`` works in a process that has
     not used TensorFlow's Keras yet (else ConfigError; :func:`sweep` runs any framework).
     """
-    from paradnn import ceilings as ceil
-    from paradnn import frameworks
-    from paradnn import platform as plat
+    from paradnn.engine import ceilings as ceil
+    from paradnn.engine import frameworks, machine
+    from paradnn.engine.record import measure_config
     from paradnn.families import parse_label
-    from paradnn.harness import RunSettings
-    from paradnn.notebook import xla_setting
-    from paradnn.record import measure_config
-    from paradnn.sweeps import SweepOptions, check_settings
+    from paradnn.sweep.driver import SweepOptions, check_settings
 
     config = parse_label(family, label)
-    target = plat.parse_target(platform)
-    settings = RunSettings(dtype=dtype, xla=xla_setting(xla), framework=framework, input=input, devices=devices,
-                           device=target.tf_device, max_seconds=max_seconds)  # fmt: skip
+    parsed, target, settings_with = _run(run)
+    settings = settings_with(max_seconds=max_seconds)
     check_settings([config], SweepOptions(settings=settings, target=target))
-    frameworks.activate(framework)
-    info = plat.describe(target)
+    frameworks.activate(settings.framework)
+    info = machine.describe(target)
     return measure_config(config, settings, target, info, ceil.ceilings(target, info))
 
 
+@_run_doc
 def sweep(family: str, *, preset: str = "smoke", store: str | Path = "outputs/results.sqlite",
-          overrides: Mapping[str, Iterable] | None = None, dtype: str = "float32", xla: object = "auto",
-          platform: str = "cpu", max_minutes: float | None = None, max_seconds: float = 3.0,
-          progress: bool = True, framework: str = "tensorflow", input: str = "device", devices: int = 1):  # fmt: skip
-    """Measure a preset's grid (with ``overrides``) that the store lacks; returns the grid's rows as a DataFrame."""
-    from paradnn.harness import RunSettings
-    from paradnn.notebook import xla_setting
-    from paradnn.platform import parse_target
+          overrides: Mapping[str, Iterable] | None = None, max_minutes: float | None = None, max_seconds: float = 3.0,
+          progress: bool = True, **run: object):  # fmt: skip
+    """Measure a preset's grid (with ``overrides``) that the store lacks; returns the grid's rows
+    under these run settings as a DataFrame (XLA auto: the setting it chose)."""
+    from paradnn.analysis.results import Results
     from paradnn.space import expand
     from paradnn.store import Store
-    from paradnn.sweeps import SilentProgress, SweepOptions, run_sweep
+    from paradnn.sweep.driver import SilentProgress, SweepOptions, run_sweep
 
     configs = expand(family, preset, overrides)
-    target = parse_target(platform)
-    settings = RunSettings(dtype=dtype, xla=xla_setting(xla), framework=framework, input=input, devices=devices,
-                           device=target.tf_device, max_seconds=max_seconds)  # fmt: skip
-    options = SweepOptions(settings=settings, target=target, max_minutes=max_minutes)
+    parsed, target, settings_with = _run(run)
+    options = SweepOptions(settings=settings_with(max_seconds=max_seconds), target=target, max_minutes=max_minutes)
     with Store(store) as s:
         run_sweep(configs, s, options, progress=None if progress else SilentProgress)
-        df = s.results(family=family, platform=target.id)
-    labels = {c.label for c in configs}
-    mine = df["label"].isin(labels) & (df["dtype"] == dtype) & (df["framework"] == framework)
-    mine &= (df["input_mode"] == input) & (df["devices"] == devices)
-    return df[mine].reset_index(drop=True)
+    rows = Results.load(store).where(family=family, label=[c.label for c in configs]).for_settings(**parsed)
+    return rows.latest().frame
 
 
-def load(store: str | Path, family: str | None = None, platform: str | None = None, state: str | None = None):
-    """Every result in a store as a DataFrame (JSON columns decoded), optionally filtered."""
-    from paradnn.store import Store
+def load(store: str | Path):
+    """Every result in a store as a :class:`paradnn.analysis.results.Results` (``.frame``: the
+    DataFrame, JSON columns decoded): select with ``where``/``for_settings``, compare with
+    ``matched(vary=...)``, find true reruns with ``reruns()``."""
+    from paradnn.analysis.results import Results
 
-    with Store(store, create=False, readonly=True) as s:
-        return s.results(family=family, platform=platform, state=state)
+    return Results.load(store)

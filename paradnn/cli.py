@@ -42,7 +42,8 @@ EXAMPLES = {
                 "paradnn results --store outputs/quick/results.sqlite --format csv --output results.csv"],
     "import_legacy": ["paradnn import-legacy --store outputs/my.sqlite",
                       "paradnn import-legacy my-copy/tpu_fc.json --platform tpu-v2-8 --store outputs/my.sqlite"],
-    "compare": ["paradnn compare --baseline v100 --target tpu-v2-8 --family fc --store outputs/quick/results.sqlite",
+    "compare": ["paradnn compare --baseline v100 --target tpu-v2-8 --family fc --free dtype,xla "
+                "--store outputs/quick/results.sqlite",
                 "paradnn compare --by dtype --baseline float32 --target mixed_bfloat16 --json",
                 "paradnn compare --by framework --baseline tensorflow --target jax --family fc",
                 "paradnn compare --by devices --baseline 1 --target 2 --family fc"],
@@ -66,14 +67,21 @@ def _epilog(command: str, labels: bool = False) -> str:
     return text
 
 
-INPUT_HELP = "device (data resident), host (each step from a tf.data pipeline) or host-prep (plus data preparation)."
-DEVICES_HELP = ("Data-parallel replicas, the batch split evenly: CPU cores split among local processes joined by "
-                "MultiWorkerMirroredStrategy, or GPUs from --platform's index (MirroredStrategy).")
-FRAMEWORK_HELP = "tensorflow, or jax (Keras 3's JAX backend; the same models and optimizer arithmetic)."
-XLA_HELP = (
-    "Compile the step with XLA, or not. Default: auto, the faster setting for the family and dtype on this "
-    "platform (probed once, cached with the ceilings; recorded as xla_auto)."
-)
+def run_options(*names: str):
+    """The declared run settings (:mod:`paradnn.settings`; all, or those ``names``) as a
+    command's options; the command receives them as keywords named after them and parses
+    them by their declaration (:func:`paradnn.settings.parse`)."""
+    from paradnn.settings import SETTINGS
+
+    def add(function):
+        for s in reversed([s for s in SETTINGS if not names or s.name in names]):
+            if s.flag:
+                function = click.option(s.option, s.name, default=None, help=s.help)(function)
+            else:
+                function = click.option(s.cli, s.name, default=str(s.default), show_default=True, help=s.help)(function)
+        return function
+
+    return add
 
 
 class _OneLineErrors(click.Group):
@@ -119,11 +127,22 @@ def _config(family: str, label: str) -> Config:
 
 
 def _memory_budget(memory_gb: float | None, target) -> float | None:
-    from paradnn.sweeps import default_memory_budget
+    from paradnn.sweep.driver import default_memory_budget
 
     if memory_gb is not None and not memory_gb > 0:
         raise ConfigError("--memory-budget", memory_gb, "a positive number of GB")
     return memory_gb * 1e9 if memory_gb else default_memory_budget(target)
+
+
+def _run_settings(run: dict, **knobs: object):
+    """The parsed run settings of a command's options, its target and the RunSettings they make."""
+    from paradnn.engine.protocol import RunSettings
+    from paradnn.platform import parse_target
+    from paradnn.settings import parse
+
+    parsed = parse(run)
+    target = parse_target(str(parsed["platform"]))
+    return parsed, target, RunSettings.of(parsed, target, **knobs)
 
 
 def _emit(record: dict, as_json: bool, skip: tuple[str, ...] = ("samples_s",)) -> None:
@@ -155,17 +174,17 @@ def main() -> None:
 
 
 @main.command(epilog=_epilog("platform"))
-@click.option("--platform", "platform_id", default="cpu", show_default=True, help="cpu, cpu[threads=N], gpu:N or tpu:N.")
+@run_options("platform")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("--refresh", is_flag=True, help="Measure the ceilings again instead of using the cache.")
-def platform(platform_id: str, as_json: bool, refresh: bool) -> None:
+def platform(platform: str, as_json: bool, refresh: bool) -> None:
     """Identify this machine and show its peaks and measured ceilings."""
-    from paradnn import ceilings
     from paradnn import platform as plat
+    from paradnn.engine import ceilings, machine
 
-    target = plat.parse_target(platform_id)
-    plat.apply_threads(target)
-    info = plat.describe(target)
+    target = plat.parse_target(platform)
+    machine.apply_threads(target)
+    info = machine.describe(target)
     if not refresh and not ceilings.cached_ceilings(info):
         click.echo("measuring this platform's ceilings once (about 20 s)...", err=True)
     info["ceilings"] = ceilings.ceilings(target, info, refresh=refresh)
@@ -183,7 +202,7 @@ def platform(platform_id: str, as_json: bool, refresh: bool) -> None:
 @main.command(epilog=_epilog("describe", labels=True))
 @click.argument("family")
 @click.argument("label")
-@click.option("--dtype", default="float32", show_default=True, help="|".join(POLICIES))
+@run_options("dtype")
 @click.option("--memory-budget", "memory_gb", type=float, help="GB the traced model may take (default: 60% of RAM).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def describe(family: str, label: str, dtype: str, memory_gb: float | None, as_json: bool) -> None:
@@ -193,12 +212,12 @@ def describe(family: str, label: str, dtype: str, memory_gb: float | None, as_js
     (no batch is allocated), unless the weights alone exceed the memory budget.
     """
     from paradnn.platform import Target
+    from paradnn.settings import setting
 
     config = _config(family, label)
-    if dtype not in POLICIES:
-        raise ConfigError("--dtype", dtype, ", ".join(POLICIES))
+    setting("dtype").parse(dtype)
     budget = _memory_budget(memory_gb, Target())
-    from paradnn.record import describe_config
+    from paradnn.engine.record import describe_config
 
     _emit(describe_config(config, dtype, memory_budget=budget), as_json)
 
@@ -206,54 +225,43 @@ def describe(family: str, label: str, dtype: str, memory_gb: float | None, as_js
 @main.command(epilog=_epilog("measure", labels=True))
 @click.argument("family")
 @click.argument("label")
-@click.option("--dtype", default="float32", show_default=True, help="|".join(POLICIES))
-@click.option("--xla/--no-xla", default=None, help=XLA_HELP)
-@click.option("--framework", default="tensorflow", show_default=True, help=FRAMEWORK_HELP)
-@click.option("--input", "input_mode", default="device", show_default=True, help=INPUT_HELP)
-@click.option("--devices", default=1, show_default=True, type=int, help=DEVICES_HELP)
+@run_options()
 @click.option("--max-seconds", default=10.0, show_default=True, type=float, help="Time budget for warm-up and samples.")
-@click.option("--platform", "platform_id", default="cpu", show_default=True, help="cpu, cpu[threads=N], gpu:N or tpu:N.")
 @click.option("--memory-budget", "memory_gb", type=float, help="GB the configuration may use (default: 60% of RAM on CPU).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def measure(family: str, label: str, dtype: str, xla: bool | None, framework: str, input_mode: str, devices: int,
-            max_seconds: float, platform_id: str, memory_gb: float | None, as_json: bool) -> None:  # fmt: skip
+def measure(family: str, label: str, max_seconds: float, memory_gb: float | None, as_json: bool, **run: object) -> None:
     """Time the training step of FAMILY LABEL on this machine.
 
     A configuration predicted to exceed the memory budget is not run: state skipped, exit 1.
     """
-    from paradnn.harness import RunSettings
+    from paradnn.engine import frameworks, machine
+    from paradnn.sweep.driver import SweepOptions, check_settings
 
     config = _config(family, label)
     if not max_seconds > 0:
         raise ConfigError("--max-seconds", max_seconds, "a positive number of seconds")
-    from paradnn import platform as plat
-
-    target = plat.parse_target(platform_id)
-    settings = RunSettings(dtype=dtype, xla=xla, framework=framework, input=input_mode, devices=devices,
-                           device=target.tf_device, max_seconds=max_seconds)  # fmt: skip
-    from paradnn import frameworks
-    from paradnn.sweeps import SweepOptions, check_settings
-
+    parsed, target, settings = _run_settings(run, max_seconds=max_seconds)
+    dtype = settings.dtype
     check_settings([config], SweepOptions(settings=settings, target=target))
-    frameworks.activate(framework)  # before anything imports Keras
+    frameworks.activate(settings.framework)  # before anything imports Keras
     budget = _memory_budget(memory_gb, target)
     from paradnn.counting import memory_estimate
 
     predicted = memory_estimate(config, dtype)
     if budget and predicted > budget:
-        from paradnn.record import describe_config
+        from paradnn.engine.record import describe_config
 
         record = {**describe_config(config, dtype, trace=False), "state": "skipped",
                   "error": f"predicted {predicted / 1e9:.1f} GB > budget {budget / 1e9:.1f} GB"}  # fmt: skip
         _emit(record, as_json)
         click.echo(f"paradnn: skipped: {record['error']}", err=True)
         sys.exit(1)
-    from paradnn import ceilings as ceil
+    from paradnn.engine import ceilings as ceil
 
-    plat.apply_threads(target)
-    from paradnn.record import measure_config
+    machine.apply_threads(target)
+    from paradnn.engine.record import measure_config
 
-    info = plat.describe(target)
+    info = machine.describe(target)
     if not ceil.cached_ceilings(info):
         click.echo("measuring this platform's ceilings once (about 20 s)...", err=True)
     record = measure_config(config, settings, target, info, ceil.ceilings(target, info))
@@ -271,12 +279,7 @@ store_option = click.option("--store", "store_path", default=DEFAULT_STORE, show
 @click.argument("family")
 @click.option("--preset", default="smoke", show_default=True, help="smoke, quick or paper.")
 @click.option("--set", "overrides", multiple=True, metavar="AXIS=V1,V2", help="Replace one axis of the preset's grid.")
-@click.option("--dtype", default="float32", show_default=True, help="|".join(POLICIES))
-@click.option("--xla/--no-xla", default=None, help=XLA_HELP)
-@click.option("--framework", default="tensorflow", show_default=True, help=FRAMEWORK_HELP)
-@click.option("--input", "input_mode", default="device", show_default=True, help=INPUT_HELP)
-@click.option("--devices", default=1, show_default=True, type=int, help=DEVICES_HELP)
-@click.option("--platform", "platform_id", default="cpu", show_default=True, help="cpu, cpu[threads=N], gpu:N or tpu:N.")
+@run_options()
 @store_option
 @click.option("--max-minutes", type=float, help="Stop the whole sweep after this many minutes (resumable).")
 @click.option("--max-seconds", default=3.0, show_default=True, type=float, help="Timing budget per configuration.")
@@ -291,28 +294,26 @@ store_option = click.option("--store", "store_path", default=DEFAULT_STORE, show
 @click.option("--address", envvar="RAY_ADDRESS", help="With --backend ray: HOST:PORT of the cluster (default $RAY_ADDRESS).")
 @click.option("--stack", "stack_texts", multiple=True, metavar="REQ[,REQ...]|current",
               help="Measure under this software stack too (an environment built with uv), interleaved; repeatable.")
-def sweep(family: str, preset: str, overrides: tuple[str, ...], dtype: str, xla: bool | None, framework: str, input_mode: str,
-          devices: int, platform_id: str, store_path: str,
-          max_minutes: float | None, max_seconds: float, timeout_s: float, memory_gb: float | None, retry_failed: bool,
-          force: bool, adaptive: bool, budget: str | None, backend: str, address: str | None,
-          stack_texts: tuple[str, ...]) -> None:  # fmt: skip
+def sweep(family: str, preset: str, overrides: tuple[str, ...], store_path: str, max_minutes: float | None,
+          max_seconds: float, timeout_s: float, memory_gb: float | None, retry_failed: bool, force: bool, adaptive: bool,
+          budget: str | None, backend: str, address: str | None, stack_texts: tuple[str, ...],
+          **run: object) -> None:  # fmt: skip
     """Measure a preset's grid for FAMILY, skipping what the store already has.
 
     With --adaptive, measure only --budget configurations, chosen where the performance
     model is least certain, and fill the rest of the grid by prediction (marked
     "predicted"); see `paradnn predict`.
     """
-    from paradnn import platform as plat
-    from paradnn.harness import RunSettings
     from paradnn.space import expand, parse_override
-    from paradnn.sweeps import SweepOptions, check_settings, run_sweep
+    from paradnn.sweep.driver import SweepOptions, check_settings, run_sweep
 
     configs = expand(_family(family), preset, dict(parse_override(family, o) for o in overrides))
-    target = plat.parse_target(platform_id)
+    parsed, target, settings = _run_settings(run, max_seconds=max_seconds)
+    devices = settings.devices
     for name, value in (("--max-minutes", max_minutes), ("--timeout", timeout_s), ("--memory-budget", memory_gb)):
         if value is not None and not value > 0:
             raise ConfigError(name, value, "a positive number")
-    from paradnn import stacks as stk
+    from paradnn.sweep import stacks as stk
 
     stacks = [stk.parse(text) for text in stack_texts]
     if stacks and (adaptive or backend == "ray"):
@@ -322,18 +323,16 @@ def sweep(family: str, preset: str, overrides: tuple[str, ...], dtype: str, xla:
     if backend == "ray" and adaptive:
         raise ConfigError("--backend", "ray", "local with --adaptive (adaptive rounds run on this machine)")
     if backend == "ray":
-        from paradnn.cluster import check_devices, check_reachable
+        from paradnn.sweep.cluster import check_devices, check_reachable
 
         check_devices(devices)
         check_reachable(address or "")  # before the store is opened
     if adaptive != (budget is not None):
         raise ConfigError("--adaptive/--budget", budget or "(none)", "both together: --adaptive --budget N (or Nm)")
     if adaptive:
-        from paradnn.adaptive import Budget, adaptive_sweep
+        from paradnn.sweep.adaptive import Budget, adaptive_sweep
 
         parsed_budget = Budget.parse(budget or "")
-    settings = RunSettings(dtype=dtype, xla=xla, framework=framework, input=input_mode, devices=devices,
-                           device=target.tf_device, max_seconds=max_seconds)  # fmt: skip
     options = SweepOptions(settings=settings, target=target, memory_budget_bytes=memory_gb * 1e9 if memory_gb else None,
                            timeout_s=timeout_s, max_minutes=max_minutes, retry_failed=retry_failed, force=force)  # fmt: skip
     check_settings(configs, options)  # before the store is opened
@@ -343,26 +342,23 @@ def sweep(family: str, preset: str, overrides: tuple[str, ...], dtype: str, xla:
             outcome = adaptive_sweep(configs, store, options, parsed_budget, echo=lambda t: click.echo(t, err=True))
             summary, predicted = outcome.summary, outcome.predicted
         elif stacks:
-            from paradnn.sweeps import run_sweep_stacks
+            from paradnn.sweep.driver import run_sweep_stacks
 
             summary, _ = run_sweep_stacks(configs, store, options, stacks, echo=lambda t: click.echo(t, err=True))
         elif backend == "ray":
-            from paradnn.cluster import run_sweep_ray
+            from paradnn.sweep.cluster import run_sweep_ray
 
             summary = run_sweep_ray(configs, store, options, address or "")
         else:
             summary = run_sweep(configs, store, options)
-        df = store.results(family=family, platform=target.id)
-    labels = {c.label for c in configs}
-    df = df[df["label"].isin(labels) & (df["dtype"] == dtype) & (df["framework"] == framework)
-            & (df["input_mode"] == input_mode) & (df["devices"] == devices)]
-    if settings.xla is not None:
-        df = df[df["xla"] == settings.xla]
-    rows = df.drop_duplicates(["label", "sw_tensorflow"] if stacks else "label", keep="last").to_dict("records")
+    from paradnn.analysis.results import Results
+
+    mine = Results.load(store_path).where(family=family, label=[c.label for c in configs]).for_settings(**parsed)
+    rows = mine.latest(per_stack=bool(stacks)).frame.to_dict("records")
     if predicted is not None and len(predicted):
         rows += [{"platform": target.id, **r, "state": "predicted"} for r in predicted.to_dict("records")]
     columns = RESULT_COLUMNS + ([("sw_tensorflow", "{}")] if stacks else [])
-    columns += [("infeed_share", "{:.1%}")] if input_mode != "device" else []
+    columns += [("infeed_share", "{:.1%}")] if settings.input != "device" else []
     columns += [("comm_share", "{:.1%}"), ("scaling_efficiency", "{:.1%}")] if devices > 1 else []
     _print_table(rows, columns)
     if adaptive:
@@ -435,7 +431,7 @@ def import_legacy(files: tuple[str, ...], store_path: str, platform_id: str | No
 
     Without FILES, the copies shipped with paradnn (checked against their SHA-256).
     """
-    from paradnn.legacy import LegacyError, bundled_files, import_files
+    from paradnn.store.legacy import LegacyError, bundled_files, import_files
 
     with _open_store(store_path) as store:
         try:
@@ -458,36 +454,36 @@ COMPARE_CARRY = {"input_mode": ("infeed_share",), "devices": ("replica_batch", "
 @click.option("--baseline", required=True, help="Baseline platform (or value of --by).")
 @click.option("--target", required=True, help="Target platform (or value of --by).")
 @click.option("--by", default="platform", show_default=True, type=click.Choice(COMPARE_BY))
+@click.option("--free", "free_text", default="", metavar="SETTING[,SETTING]",
+              help="Run settings the pairs may differ in besides --by (e.g. dtype,xla: each platform at its own "
+                   "precision, as the original study ran the TPU and the V100).")  # fmt: skip
 @click.option("--family", type=click.Choice(FAMILIES))
 @store_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (with the per-configuration table).")
-def compare(baseline: str, target: str, by: str, family: str | None, store_path: str, as_json: bool) -> None:
-    """Speedup in examples/s of TARGET over BASELINE on the configurations both have."""
-    from paradnn.analysis.speedup import compare as speedup
+def compare(baseline: str, target: str, by: str, free_text: str, family: str | None, store_path: str, as_json: bool) -> None:
+    """Speedup in examples/s of TARGET over BASELINE on the runs both have, like with like.
 
-    with _open_store(store_path, create=False, readonly=True) as store:
-        df = store.results(family=family, state="ok")
-    if by != "framework":  # pairs within one framework: TensorFlow's rows, the paper's framework
-        df = df[df["framework"] == "tensorflow"]
-    by = "input_mode" if by == "input" else by  # the column ("input" is FC's input width)
-    if by != "input_mode":  # and within one input mode: data resident on the device
-        df = df[df["input_mode"] == "device"]
-    if by != "devices":  # and on one device
-        df = df[df["devices"] == 1]
-    if by == "xla":
-        baseline, target = _parse_bool(baseline), _parse_bool(target)  # type: ignore[assignment]
-    if by == "devices":
-        baseline, target = _parse_count("--baseline", baseline), _parse_count("--target", target)  # type: ignore[assignment]
-        # Replicas on a CPU run without XLA: the single-device rows they are compared with, too.
-        df = df[df["xla"].isin(set(df.loc[df["devices"] == target, "xla"]))]
+    A pair agrees in everything of its run identity but --by (and --free): the
+    configuration, every run setting, the platform and its software stack. The summary
+    says what was held fixed.
+    """
+    from paradnn.analysis.results import Results
+    from paradnn.settings import BY_NAME, setting
+
+    free = tuple(setting(name.strip()).column for name in free_text.split(",") if name.strip())
+    declared = BY_NAME.get(by)
+    if declared and by != "platform":
+        baseline, target = _compare_value(declared, "--baseline", baseline), _compare_value(declared, "--target", target)
+    column = declared.column if declared else by
     if baseline == target:
         raise ConfigError("--target", target, f"a {by} other than the baseline's")
-    present = sorted({v for v in df[by].dropna().unique()}, key=str)
+    results = Results.load(_checked_store(store_path)).where(family=family, state="ok")
+    present = sorted({v for v in results.frame[column].dropna().unique()}, key=str)
     for option, value in (("--baseline", baseline), ("--target", target)):
         if value not in present:
             shown = ", ".join(map(str, present)) or "nothing (no finished results)"
             raise ConfigError(option, value, f"a {by} with finished results in the store: {shown}")
-    result = speedup(df, baseline, target, by=by, family=family, carry=COMPARE_CARRY.get(by, ()))
+    result = results.matched(column, baseline, target, family=family, free=free, carry=COMPARE_CARRY.get(column, ()))
     summary = result.summary()
     if as_json:
         _emit({**summary, "table": result.table.to_dict("records")}, True)
@@ -497,6 +493,22 @@ def compare(baseline: str, target: str, by: str, family: str | None, store_path:
         _print_table(result.table.to_dict("records"),
                      [("family", "{}"), ("label", "{}"), ("speedup", "{:.3f}"), *shares])  # fmt: skip
     _emit(summary, False)
+    if not result.n:
+        click.echo("paradnn: no configuration was measured on both sides with otherwise equal run settings "
+                   "(--free dtype,xla compares each side at its own precision and XLA setting)", err=True)  # fmt: skip
+
+
+def _compare_value(declared, option: str, text: str) -> object:
+    """A --baseline/--target value of a declared run setting, through its parser (the option named on error)."""
+    try:
+        return declared.parse(text)
+    except ConfigError as exc:
+        raise ConfigError(option, text, f"{exc.allowed} when --by {declared.name}") from None
+
+
+def _checked_store(path: str) -> str:
+    with _open_store(path, create=False, readonly=True):
+        return path
 
 
 @main.command(epilog=_epilog("predict", labels=True))
@@ -519,7 +531,7 @@ def predict(labels: tuple[str, ...], store_path: str, platform_id: str, family: 
     platform and family. Each prediction comes with its 90% interval and, where the store
     holds out-of-memory rows, the probability that the configuration fits.
     """
-    from paradnn import predict as pr
+    from paradnn.analysis import predict as pr
     from paradnn.space import expand
 
     with _open_store(store_path, create=False, readonly=True) as store:
@@ -545,7 +557,7 @@ def predict(labels: tuple[str, ...], store_path: str, platform_id: str, family: 
 
 def _predict_evaluation(rows, model, folds: int | None, replay: str | None, seed: int, as_json: bool) -> None:
     """``paradnn predict --cv K`` and ``--replay F1,F2``: held-out figures of the model and its baselines."""
-    from paradnn import predict as pr
+    from paradnn.analysis import predict as pr
 
     if folds is not None:
         scores = pr.cross_validate(rows, model.featurizer, folds, seed)
@@ -597,7 +609,7 @@ def report(pipeline: str, parameters: tuple[str, ...], reference: str | None, ou
     spec = load_pipeline(pipeline)  # bad names and parameters fail before anything runs
     given = dict(parse_parameter(p) for p in parameters)
     if backend == "ray":
-        from paradnn.cluster import check_reachable
+        from paradnn.sweep.cluster import check_reachable
 
         check_reachable(address or "")
         given["backend"] = f"ray:{address}"
@@ -627,20 +639,6 @@ def lab(port: int, no_browser: bool) -> None:
     if os.geteuid() == 0:  # containers often run as root; JupyterLab refuses that unless told
         args.append("--allow-root")
     os.execv(sys.executable, args)
-
-
-def _parse_count(option: str, text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise ConfigError(option, text, "a number of replicas (1, 2, ...) when --by devices")
-    return int(text)
-
-
-def _parse_bool(text: str) -> bool:
-    if text.lower() in ("on", "true", "1", "xla"):
-        return True
-    if text.lower() in ("off", "false", "0", "no-xla"):
-        return False
-    raise ConfigError("--baseline/--target", text, "on or off when --by xla")
 
 
 RESULT_COLUMNS = [("platform", "{}"), ("label", "{}"), ("state", "{}"), ("step_time_s", "{:.4g}"), ("examples_per_sec", "{:.4g}"),

@@ -2,7 +2,7 @@
 
 Configurations themselves (what to build) are declared per family in
 :mod:`paradnn.families`; run settings (how to run one) live in
-:class:`paradnn.harness.RunSettings`. This module holds what both share: the one error
+:class:`paradnn.engine.protocol.RunSettings`. This module holds what both share: the one error
 type for bad input, and the one table that maps a Keras dtype policy to its arithmetic.
 """
 

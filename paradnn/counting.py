@@ -11,8 +11,9 @@ Two FLOP counts, both for one training step of the whole batch:
   any other is counted by :func:`keras_layers`, which walks the built Keras model and
   agrees exactly with the FC, CNN and RNN formulas (tested).
 * ``flops_graph`` -- what TensorFlow's profiler counts on the traced training step
-  (:func:`count_graph_flops`). It differs from ``flops_model`` in three ways: the first
-  layer's input gradient is never computed (so FC counts less than 6 x params x batch),
+  (:func:`paradnn.engine.graphcount.count_graph_flops`, in the engine: it needs TensorFlow).
+  It differs from ``flops_model`` in three ways: the first layer's input gradient is never
+  computed (so FC counts less than 6 x params x batch),
   element-wise ops and the optimizer update are counted (so it counts more), and ops
   without a registered FLOP statistic (the recurrent ``While`` loop of Keras RNN layers,
   fused batch norm, batched matmuls, fused cuDNN kernels) are missed; those op types are
@@ -30,9 +31,6 @@ import dataclasses
 import json
 import math
 import os
-import re
-from collections import Counter
-from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
@@ -286,47 +284,3 @@ def _einsum_macs(equation: str, x_shape: tuple[int, ...], kernel_shape: tuple[in
     sizes.update({i: d for i, d in zip(x_idx, x_shape) if i not in sizes})
     sizes[x_idx[0]] = 1  # the batch index
     return math.prod(sizes.values())
-
-
-# ------------------------------------------------------------------ TensorFlow's own count
-
-# Op types that do real arithmetic; if the profiler has no FLOP statistic for one of
-# them, its FLOPs are missing from ``flops_graph`` and the op type is reported.
-_COMPUTE_OP = re.compile(r"MatMul|Conv|Einsum|BatchNorm|RNN|While|Call|Fft|Lstm|Gru", re.IGNORECASE)
-
-
-@dataclass(frozen=True)
-class GraphCount:
-    """What TensorFlow's profiler counts on one traced training step."""
-
-    flops: int
-    by_op_type: dict[str, int]
-    uncounted_ops: list[str]
-
-
-def count_graph_flops(graph: Any) -> GraphCount:
-    """Profile a traced training-step graph (``Trainer.trace().graph``) with ``float_operation``."""
-    from paradnn.tfimport import tf  # first: it quiets TensorFlow's start-up logging
-
-    from tensorflow.python.framework import ops as tf_ops  # isort: skip
-
-    options = (
-        tf.compat.v1.profiler.ProfileOptionBuilder(tf.compat.v1.profiler.ProfileOptionBuilder.float_operation())
-        .with_empty_output()
-        .build()
-    )
-    result = tf.compat.v1.profiler.profile(graph, options=options)
-    by_type: Counter[str] = Counter()
-    for child in result.children:
-        try:
-            by_type[graph.get_operation_by_name(child.name).type] += child.total_float_ops
-        except (KeyError, ValueError):
-            by_type["other"] += child.total_float_ops
-    uncounted = sorted(
-        {
-            op.type
-            for op in graph.get_operations()
-            if _COMPUTE_OP.search(op.type) and tf_ops.get_stats_for_node_def(graph, op.node_def, "flops").value is None
-        }
-    )
-    return GraphCount(int(result.total_float_ops), dict(by_type), uncounted)

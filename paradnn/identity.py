@@ -23,12 +23,15 @@ import hashlib
 import json
 import re
 
+from paradnn import settings
+
 SOFTWARE = ("tensorflow", "keras", "python", "numpy", "cuda", "cudnn", "paradnn", "git")
-# Identity fields of schema 1, in key order.
-BASE_IDENTITY = ("family", "label", "dtype", "xla", "platform", "platform_fingerprint")
-# Identity fields added since, with the value rows written before them implicitly have.
-LATER_IDENTITY: dict[str, object] = {"family_version": 1, "framework": "tensorflow", "sw_jax": None, "input_mode": "device",
-                                     "devices": 1}
+# Identity fields of schema 1, in key order: the configuration, the run settings declared
+# since the start (dtype, XLA, platform), the platform's fingerprint.
+BASE_IDENTITY = ("family", "label", *settings.identity_columns(schema=1), "platform_fingerprint")
+# Identity fields added since, with the value rows written before them implicitly have:
+# the family's version, the run settings declared later, JAX's version (JAX rows only).
+LATER_IDENTITY: dict[str, object] = {"family_version": 1, **settings.LEGACY, "sw_jax": None}
 
 
 def fingerprint(info: dict) -> str:

@@ -94,65 +94,60 @@ def ensure_measured(
     *,
     preset: str = "smoke",
     overrides: dict | None = None,
-    dtype: str = "float32",
-    xla: object = "auto",
-    platform: str = "cpu",
-    framework: str = "tensorflow",
-    input: str = "device",
-    devices: int = 1,
     stacks: list[str] | None = None,
     measure_missing: bool = True,
     budget_minutes: float = 10.0,
     max_seconds: float = 2.0,
+    **run: object,
 ) -> list[str]:
-    """Measure what the store lacks for ``families`` on a local ``platform``; returns a summary line.
+    """Measure what the store lacks for ``families`` on a local platform; returns a summary line.
+
+    ``run``: the notebook's run-setting parameters (``dtype``, ``xla``, ``platform``,
+    ``framework``, ``input``, ``devices``; :mod:`paradnn.settings`), defaults for the rest.
 
     All families run in one sweep (one worker process), in the sweep's mixed order, so a
     budget that runs out leaves every family partly covered; the rest is measured on the
     next run (sweeps resume). ``stacks`` (``tensorflow==2.16.2``, ``current``, ...): measure
-    under each software stack, interleaved (:func:`paradnn.sweeps.run_sweep_stacks`).
+    under each software stack, interleaved (:func:`paradnn.sweep.driver.run_sweep_stacks`).
     """
-    from paradnn.harness import RunSettings
+    from paradnn.engine.protocol import RunSettings
     from paradnn.platform import parse_target
+    from paradnn.settings import describe, parse
     from paradnn.space import expand
-    from paradnn.sweeps import SweepOptions, run_sweep
+    from paradnn.sweep.driver import SweepOptions, run_sweep
 
+    parsed = parse(run)
+    platform, devices = str(parsed["platform"]), parsed["devices"]
     if not measure_missing or not is_local(platform):
         return [f"{platform}: using the data in the store (measure_missing={measure_missing})"]
     target = parse_target(platform)
     configs = [c for family in families for c in expand(family, preset, (overrides or {}).get(family))]
-    options = SweepOptions(
-        settings=RunSettings(dtype=dtype, xla=xla_setting(xla), framework=framework, input=input, devices=devices,
-                             device=target.tf_device, max_seconds=max_seconds),  # fmt: skip
-        target=target,
-        max_minutes=budget_minutes,
-    )
+    options = SweepOptions(settings=RunSettings.of(parsed, target, max_seconds=max_seconds), target=target,
+                           max_minutes=budget_minutes)  # fmt: skip
     if os.environ.get("PARADNN_PROGRESS_FILE"):  # run by `paradnn report`: it shows the progress
         progress = ProgressFile
     else:  # a notebook opened by hand: a progress bar in the notebook itself
         from tqdm.auto import tqdm as progress
     address = ray_address(os.environ.get("PARADNN_BACKEND", "local"))
     if stacks:
-        from paradnn import stacks as stk
-        from paradnn.sweeps import run_sweep_stacks
+        from paradnn.sweep import stacks as stk
+        from paradnn.sweep.driver import run_sweep_stacks
 
         with Store(store) as s:
             summary, skipped = run_sweep_stacks(configs, s, options, [stk.parse(t) for t in stacks], progress=progress)
-        lines = [f"{', '.join(families)} on {target.id}, {dtype}, stacks {', '.join(stacks)}: {summary.line()}"]
+        lines = [f"{', '.join(families)} on {target.id}, {describe(parsed)}, stacks {', '.join(stacks)}: {summary.line()}"]
         return lines + [f"stack {name}: skipped: {why}" for name, why in skipped.items()]
     with Store(store) as s:
         if address and devices == 1:  # replicas are measured on this machine (its cores or GPUs)
-            from paradnn.cluster import run_sweep_ray
+            from paradnn.sweep.cluster import run_sweep_ray
 
             summary = run_sweep_ray(configs, s, options, address, progress=progress)
         else:
             summary = run_sweep(configs, s, options, progress=progress)
-    setting = f"XLA {xla_words(store, target.id, dtype, xla)}" if framework == "tensorflow" else f"{framework} (XLA)"
-    if devices > 1:
-        setting = f"{devices} replicas, XLA off"
-    if input != "device":
-        setting += f", input {input}"
-    return [f"{', '.join(families)} on {target.id}, {dtype}, {setting}: {summary.line()}"]
+    words = describe({**parsed, "xla": options.settings.xla})
+    if parsed["xla"] is None and parsed["framework"] == "tensorflow" and devices == 1:
+        words = words.replace("XLA auto", "XLA " + xla_words(store, target.id, str(parsed["dtype"]), None))
+    return [f"{', '.join(families)} on {target.id}, {words}: {summary.line()}"]
 
 
 class ProgressFile:
@@ -183,21 +178,11 @@ class ProgressFile:
         self._write("finished")
 
 
-def xla_setting(value: object) -> bool | None:
-    """A notebook's ``xla`` parameter: "auto" (None), or on/off as a boolean."""
-    text = str(value).strip().lower()
-    if value is None or text == "auto":
-        return None
-    if text in ("true", "on", "1", "yes"):
-        return True
-    if text in ("false", "off", "0", "no"):
-        return False
-    raise ConfigError("xla", value, "auto, true (on) or false (off)")
-
-
 def xla_words(store: str | Path, platform: str, dtype: str, xla: object) -> str:
     """How XLA was set, in words: "on", "off", or "auto (fc: on, cnn: off)"."""
-    setting = xla_setting(xla)
+    from paradnn.settings import on_off_auto
+
+    setting = on_off_auto(xla)
     if setting is not None:
         return "on" if setting else "off"
     with Store(store) as s:
@@ -210,7 +195,7 @@ def xla_words(store: str | Path, platform: str, dtype: str, xla: object) -> str:
 def ensure_reference(store: str | Path, reference_dir: str = "") -> str:
     """Import the original study's data into the store (the shipped copies, or ``reference_dir``'s
     JSON files); importing again adds nothing. Returns a summary line."""
-    from paradnn.legacy import bundled_files, import_files
+    from paradnn.store.legacy import bundled_files, import_files
 
     paths = sorted(Path(reference_dir).glob("*.json")) if reference_dir else bundled_files()
     with Store(store) as s:
@@ -230,42 +215,26 @@ def load(
     input: str | None = "device",
     devices: int | None = 1,
 ) -> pd.DataFrame:
-    """Results as one row per (platform, configuration, dtype, XLA, framework): the latest attempt.
+    """Results as one row per configuration and run settings on each platform: the latest attempt.
 
-    ``xla``: None keeps every setting; True/False one; "auto" the setting ``--xla auto``
-    chose for each family and dtype on each measured platform (imported platforms keep
-    their rows). ``framework``: TensorFlow's rows by default (the paper's framework);
-    None keeps every framework's; ``input``: data resident on the device by default (None:
-    every input mode); ``devices``: one device by default (None: any number of replicas).
-    Rows of the newest TensorFlow version on each platform (and imported ones) only, unless
-    ``all_versions`` (for version comparisons: the latest row of each version; see
-    :func:`paradnn.stacks.newest_rows`).
+    Read through the results object (:class:`paradnn.analysis.results.Results`). ``xla``:
+    None keeps every setting; True/False one; "auto" the setting ``--xla auto`` chose for
+    each family and dtype on each measured platform (imported platforms keep their rows).
+    ``framework``: TensorFlow's rows by default (the paper's framework); ``input``: data
+    resident on the device by default; ``devices``: one device by default; None keeps
+    every value of any of them. Rows of the newest TensorFlow version on each platform (and
+    imported ones) only, unless ``all_versions`` (for version comparisons: the latest row of
+    each version).
     """
-    with Store(store) as s:
-        df = s.results(platform=canonical(platform) if platform else None)
-        choices = {p: s.xla_choices(p) for p in df["platform"].unique()} if str(xla).lower() == "auto" else {}
-    if input:
-        df = df[df["input_mode"] == input]
-    if devices:
-        df = df[df["devices"] == devices]
-    if not all_versions:
-        from paradnn.stacks import newest_rows
+    from paradnn.analysis.results import Results
+    from paradnn.analysis.rows import ANY
 
-        df = newest_rows(df)
-    if framework:
-        df = df[df["framework"] == framework]
-    if families:
-        df = df[df["family"].isin(families)]
-    if dtype:
-        df = df[df["dtype"] == dtype]
-    if str(xla).lower() == "auto":
-        chosen = [choices[p].get(f"{f}|{d}") for p, f, d in zip(df["platform"], df["family"], df["dtype"])]
-        df = df[pd.Series([c is None or c == x for c, x in zip(chosen, df["xla"])], index=df.index, dtype=bool)]
-    elif xla is not None:
-        df = df[df["xla"] == xla_setting(xla)]
-    keys = ["platform", "family", "label", "dtype", "xla", "framework", "input_mode", "devices"]
-    keys += ["sw_tensorflow"] if all_versions else []
-    return df.sort_values("id").drop_duplicates(keys, keep="last").reset_index(drop=True)
+    results = Results.load(store).where(family=families)
+    run = {"platform": platform, "dtype": dtype, "xla": xla, "framework": framework, "input": input, "devices": devices}
+    results = results.for_settings(**{k: ANY if v is None else v for k, v in run.items()})
+    if not all_versions:
+        results = results.newest_stack()
+    return results.latest(per_stack=all_versions).frame
 
 
 def show(fig) -> None:
@@ -310,10 +279,10 @@ def platform_section(df: pd.DataFrame, baseline: str, target: str, families: lis
     from IPython.display import display
 
     from paradnn import families as registry
-    from paradnn import plots
     from paradnn.analysis import observations as obs
+    from paradnn.analysis import plots
     from paradnn.analysis.regression import regress
-    from paradnn.analysis.speedup import compare
+    from paradnn.analysis.results import Results
 
     verdicts: list = []
     summaries = []
@@ -334,7 +303,8 @@ def platform_section(df: pd.DataFrame, baseline: str, target: str, families: lis
                 on = df[df["platform"] == name]
                 verdicts += [obs.trend(on, "nodes", family, "examples_per_sec", rising=False, id="O6", platform=name),
                              obs.trend(on, "batch", family, "examples_per_sec", id="O6", platform=name)]  # fmt: skip
-        result = compare(df, baseline, target, family=family)
+        # The paper's pair ran each platform at its own precision; any other pair is held to one.
+        result = Results(df).matched("platform", baseline, target, family=family, free=("dtype", "xla") if paper_pair else ())
         summaries.append({"family": family, **result.summary()})
         if not result.n:
             print(f"{title}: no configuration measured on both platforms.")
@@ -370,7 +340,7 @@ def platform_section(df: pd.DataFrame, baseline: str, target: str, families: lis
 def speedup_maps(result, what: str, platform: str, families: list[str]) -> None:
     """One speedup heatmap per family for a software-stack comparison (red faster, blue slower)."""
     from paradnn import families as registry
-    from paradnn import plots
+    from paradnn.analysis import plots
 
     for family in families:
         table = result.table[result.table["family"] == family].assign(state="ok")

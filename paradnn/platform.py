@@ -1,22 +1,17 @@
-"""Platforms: what the device is, what software runs it, and its datasheet peaks.
+"""Platforms as vocabulary: the target a run names, and the datasheet peaks of known devices.
 
 A platform is a device kind plus settings: ``cpu``, ``cpu[threads=1]``, ``gpu:0``.
-For each we record identity, the software stack and datasheet peaks (for the paper's
-platforms and current accelerators). The *measured* ceilings live in
-:mod:`paradnn.ceilings`; :func:`peak` chooses between the two (on a CPU the measured
-ceiling is the peak used for utilisation).
+What a machine *is* (identity, software stack) is read by :mod:`paradnn.engine.machine`;
+its *measured* ceilings live in :mod:`paradnn.engine.ceilings`; :func:`peak` chooses
+between datasheet and measurement (on a CPU the measured ceiling is the peak used for
+utilisation). Nothing here imports TensorFlow, so analyses and the store can use it.
 """
 
 from __future__ import annotations
 
-import os
-import platform as pyplatform
 import re
-import subprocess
 from dataclasses import dataclass
-from pathlib import Path
 
-from paradnn import __version__
 from paradnn.config import ConfigError, compute_dtype
 
 
@@ -73,82 +68,6 @@ def parse_target(text: str) -> Target:
     return Target(m.group(1), int(m.group(2) or 0), int(m.group(3)) if m.group(3) else None)
 
 
-def apply_threads(target: Target) -> None:
-    """Limit TensorFlow's thread pools; must run before TensorFlow executes anything."""
-    if target.threads:
-        from paradnn.tfimport import tf
-
-        tf.config.threading.set_intra_op_parallelism_threads(target.threads)
-        tf.config.threading.set_inter_op_parallelism_threads(1)
-
-
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return pyplatform.processor() or pyplatform.machine()
-
-
-def _memory_bytes() -> int:
-    import psutil
-
-    return int(psutil.virtual_memory().total)
-
-
-def git_revision() -> str:
-    """The paradnn source's git revision (``+dirty`` when modified), or '' if unknown."""
-    here = Path(__file__).resolve().parent
-
-    def git(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(["git", "-C", str(here), *args], capture_output=True, text=True, timeout=5)
-
-    try:
-        rev = git("rev-parse", "--short", "HEAD")
-        if rev.returncode != 0:
-            return ""
-        dirty = git("status", "--porcelain", "--", ".").stdout.strip()
-        return rev.stdout.strip() + ("+dirty" if dirty else "")
-    except (OSError, subprocess.SubprocessError):
-        return ""
-
-
-def software_stack() -> dict[str, str]:
-    """Versions of everything that shapes a timing."""
-    import numpy
-
-    from paradnn.tfimport import keras, tf
-
-    build = tf.sysconfig.get_build_info()
-    stack = {
-        "tensorflow": tf.__version__,
-        "keras": keras.__version__,
-        "python": pyplatform.python_version(),
-        "numpy": numpy.__version__,
-        "cuda": str(build.get("cuda_version", "")),
-        "cudnn": str(build.get("cudnn_version", "")),
-        "paradnn": __version__,
-        "git": git_revision(),
-    }
-    if keras.backend.backend() == "jax":  # Keras runs on JAX in this process: its version shapes timings
-        import jax
-
-        stack["jax"] = jax.__version__
-    return stack
-
-
-def _accelerator_name(target: Target) -> str:
-    from paradnn.tfimport import tf
-
-    devices = tf.config.list_physical_devices(target.kind.upper())
-    if target.index >= len(devices):
-        raise ConfigError("platform", target.id, f"{len(devices)} {target.kind.upper()} device(s) on this machine")
-    details = tf.config.experimental.get_device_details(devices[target.index])
-    return str(details.get("device_name", target.kind.upper()))
-
-
 def datasheet_for(name: str) -> Datasheet | None:
     """The datasheet of a device name such as 'NVIDIA H200' or 'tpu-v2-8', if known."""
     key = name.lower()
@@ -156,29 +75,6 @@ def datasheet_for(name: str) -> Datasheet | None:
         if sheet_name in key or sheet_name.replace("-", " ") in key:
             return sheet
     return None
-
-
-def describe(target: Target | None = None) -> dict:
-    """Identity and software stack of ``target`` (default: this machine's CPU)."""
-    from paradnn.tfimport import tf
-
-    target = target or Target()
-    info = {
-        "id": target.id,
-        "kind": target.kind,
-        "device": target.tf_device,
-        "name": _cpu_name() if target.kind == "cpu" else _accelerator_name(target),
-        "host": pyplatform.node(),
-        "cpu": _cpu_name(),
-        "cores": os.cpu_count() or 1,
-        "threads": target.threads,
-        "memory_bytes": _memory_bytes(),
-        "devices": {k: len(tf.config.list_physical_devices(k)) for k in ("CPU", "GPU", "TPU")},
-        "software": software_stack(),
-    }
-    sheet = datasheet_for(info["name"]) if target.kind != "cpu" else None
-    info["datasheet"] = sheet.name if sheet else None
-    return info
 
 
 def peak(info: dict, ceil: dict, policy: str) -> tuple[float, str]:

@@ -14,7 +14,7 @@ ORACLE = Path(os.environ.get("PARADNN_REFERENCE", ROOT.parent / "shared" / "refe
 @pytest.fixture(scope="session")
 def reference() -> Path:
     """The original ParaDnn JSON files as shipped with the package (checksums verified)."""
-    from paradnn.legacy import bundled_dir, bundled_files
+    from paradnn.store.legacy import bundled_dir, bundled_files
 
     bundled_files()
     return bundled_dir()

@@ -274,10 +274,10 @@ def plotted_points(ax) -> np.ndarray:
 
 def test_every_plotted_op_point_lies_under_its_roof(reference, tmp_path):
     """The TPU traces credit a `while` loop with its body's FLOPs (up to 100x the peak): left out."""
-    from paradnn import plots
+    from paradnn.analysis import plots
     from paradnn.analysis.roofline import Ceilings
-    from paradnn.legacy import import_files
     from paradnn.store import Store
+    from paradnn.store.legacy import import_files
 
     with Store(tmp_path / "r.sqlite") as s:
         import_files(s, [reference / "fc_trace_10sec.json", reference / "fc_trace_10sec_opbreakdown.json"])

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from paradnn import counting
+from paradnn.engine.graphcount import count_graph_flops
 from paradnn.families import parse_label
 
 SPREAD = [
@@ -175,10 +176,10 @@ def test_rnn_flops_scale_with_cell_gates():
 
 
 def test_flops_graph_counts_the_executed_fc_matmuls():
-    from paradnn.training import Trainer
+    from paradnn.engine.training import Trainer
 
     config = parse_label("fc", "layer_3-node_128-input_300-output_50-bs_16")
-    graph = counting.count_graph_flops(Trainer(config, xla=False).trace().graph)
+    graph = count_graph_flops(Trainer(config, xla=False).trace().graph)
     assert graph.by_op_type["MatMul"] == fc_executed_matmul_flops(config)
     # The first layer's input gradient is skipped, so the matmuls stay below 6 x params x batch.
     assert fc_executed_matmul_flops(config) < counting.flops_model(config)
@@ -188,10 +189,10 @@ def test_flops_graph_counts_the_executed_fc_matmuls():
 
 
 def test_flops_graph_reports_what_it_cannot_see():
-    from paradnn.training import Trainer
+    from paradnn.engine.training import Trainer
 
     config = parse_label("rnn", "layer_1-maxlength_4-vocab_30-embedding_8-bs_2-lstm")
-    graph = counting.count_graph_flops(Trainer(config, xla=False).trace().graph)
+    graph = count_graph_flops(Trainer(config, xla=False).trace().graph)
     assert any("While" in op for op in graph.uncounted_ops)
     assert graph.flops < counting.flops_model(config)
 

@@ -7,9 +7,10 @@ import time
 import pandas as pd
 import pytest
 
-from paradnn import energy, scorecard
-from paradnn.harness import RunSettings, run_protocol
-from paradnn.record import derived
+from paradnn.analysis import scorecard
+from paradnn.engine import energy
+from paradnn.engine.protocol import RunSettings, run_protocol
+from paradnn.engine.record import derived
 
 
 def _domain(root, name: str, uj: int, max_uj: int = 1_000_000) -> None:

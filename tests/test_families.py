@@ -67,7 +67,7 @@ def test_parameters_equal_keras_and_flops_equal_the_layer_walker(family):
 
 
 def test_a_smoke_configuration_trains_one_step_with_a_finite_loss(family):
-    from paradnn.training import Trainer
+    from paradnn.engine.training import Trainer
 
     assert math.isfinite(Trainer(smallest(family), xla=False).run(1))
 

@@ -13,13 +13,13 @@ from importlib import metadata
 
 import pytest
 
-from paradnn import frameworks
 from paradnn.config import ConfigError
 from paradnn.counting import count_params, flops_model
+from paradnn.engine import frameworks
+from paradnn.engine.protocol import RunSettings
 from paradnn.families import parse_label
-from paradnn.harness import RunSettings
 from paradnn.identity import run_key
-from paradnn.sweeps import SweepOptions, _key
+from paradnn.sweep.driver import SweepOptions, run_key_of
 
 FC = "layer_2-node_64-input_100-output_10-bs_32"
 CNN = "block_1-filter_8-image_32-output_10-bs_8-residual"
@@ -31,7 +31,7 @@ JAX_SCRIPT = (
     import json, os
     os.environ["KERAS_BACKEND"] = "jax"
     from paradnn.families import parse_label
-    from paradnn.jaxtraining import JaxTrainer
+    from paradnn.engine.jaxstep import JaxTrainer
     for family, label in [("fc", "FC"), ("cnn", "CNN")]:
         trainer = JaxTrainer(parse_label(family, label))
         first = trainer.run(1)
@@ -65,7 +65,7 @@ def test_jax_builds_the_same_model_and_trains_it(jax_runs, family, label):
 
 def test_jax_counts_the_fc_step_as_tensorflow_does(jax_runs):
     """XLA's cost analysis of the JAX step and TensorFlow's graph count of the TF step agree for FC."""
-    from paradnn.record import describe_config
+    from paradnn.engine.record import describe_config
 
     tf_graph = describe_config(parse_label("fc", FC))["flops_graph"]
     assert jax_runs["fc"]["flops"] == pytest.approx(tf_graph, rel=0.01)
@@ -104,8 +104,8 @@ def test_installing_jax_changes_no_tensorflow_identity():
     info = {"id": "cpu", "name": "cpu", "cores": 2, "host": "h", "software": software}
     with_jax = {**info, "software": {**info["software"], "jax": "0.10"}}
     tf_options, jax_options = SweepOptions(), SweepOptions(settings=RunSettings(framework="jax"))
-    assert _key(config, tf_options, info) == _key(config, tf_options, with_jax)
-    assert _key(config, jax_options, with_jax) != _key(config, tf_options, with_jax)
+    assert run_key_of(config, tf_options, info) == run_key_of(config, tf_options, with_jax)
+    assert run_key_of(config, jax_options, with_jax) != run_key_of(config, tf_options, with_jax)
 
 
 @pytest.mark.parametrize(

@@ -6,8 +6,9 @@ import math
 
 import pytest
 
+from paradnn.engine.protocol import RunSettings, Stats, run_protocol
+from paradnn.engine.record import measure
 from paradnn.families import parse_label
-from paradnn.harness import RunSettings, Stats, measure, run_protocol
 
 
 class FakeDevice:
@@ -19,7 +20,7 @@ class FakeDevice:
         self.compile_s = compile_s
         self.calls: list[int] = []
         self.losses = losses
-        monkeypatch.setattr("paradnn.harness.time.perf_counter", lambda: self.now)
+        monkeypatch.setattr("paradnn.engine.protocol.time.perf_counter", lambda: self.now)
 
     def __call__(self, k: int) -> float:
         self.now += (self.compile_s if not self.calls else 0.0) + k * self.step
@@ -135,7 +136,7 @@ def test_measure_every_family_dtype_and_xla(family, label, dtype, xla):
 
 
 def test_mixed_float16_uses_loss_scaling():
-    from paradnn.training import Trainer, keras
+    from paradnn.engine.training import Trainer, keras
 
     trainer = Trainer(parse_label("fc", "layer_1-node_8-input_8-output_4-bs_4"), "mixed_float16", xla=False)
     assert isinstance(trainer.optimizer, keras.optimizers.LossScaleOptimizer)
@@ -143,7 +144,7 @@ def test_mixed_float16_uses_loss_scaling():
 
 
 def test_loss_stays_finite_over_many_steps():
-    from paradnn.training import Trainer
+    from paradnn.engine.training import Trainer
 
     trainer = Trainer(parse_label("fc", "layer_8-node_64-input_200-output_100-bs_32"), xla=True)
     assert math.isfinite(trainer.run(500))
@@ -151,7 +152,7 @@ def test_loss_stays_finite_over_many_steps():
 
 def test_embedding_gradients_reach_the_optimizer_dense():
     """Sparse (IndexedSlices) gradients have data-dependent shapes: XLA would recompile every call."""
-    from paradnn.training import Trainer
+    from paradnn.engine.training import Trainer
 
     trainer = Trainer(parse_label("rnn", "layer_1-maxlength_4-vocab_50-embedding_8-bs_2-lstm"), xla=False)
     seen: list[str] = []
@@ -172,8 +173,8 @@ def test_fused_rmsprop_matches_keras_rmsprop(policy, xla):
     """The fused kernel does Keras's arithmetic: same weights after a few steps from one seed."""
     import numpy as np
 
-    from paradnn import training
-    from paradnn.training import RMSPROP, Trainer, keras
+    from paradnn.engine import training
+    from paradnn.engine.training import RMSPROP, Trainer, keras
 
     config = parse_label("fc", "layer_2-node_16-input_20-output_5-bs_8")
     fused = Trainer(config, policy, xla=xla)
@@ -192,8 +193,9 @@ def test_fused_rmsprop_matches_keras_rmsprop(policy, xla):
 
 
 def test_flops_graph_counts_the_fused_optimizer_update():
-    from paradnn.counting import count_graph_flops, count_params
-    from paradnn.training import RMSPROP_FLOPS_PER_WEIGHT, Trainer
+    from paradnn.counting import count_params
+    from paradnn.engine.graphcount import count_graph_flops
+    from paradnn.engine.training import RMSPROP_FLOPS_PER_WEIGHT, Trainer
 
     config = parse_label("fc", "layer_2-node_16-input_20-output_5-bs_8")
     graph = count_graph_flops(Trainer(config, xla=False).trace().graph)
@@ -202,7 +204,7 @@ def test_flops_graph_counts_the_fused_optimizer_update():
 
 def _op_types(trainer) -> set[str]:
     """Op types of the traced step, including the bodies of its conditionals (loss scaling)."""
-    from paradnn.training import tf
+    from paradnn.engine.training import tf
 
     graph_def = tf.function(trainer.step).get_concrete_function(*trainer.specs).graph.as_graph_def()
     nodes = [*graph_def.node, *(n for f in graph_def.library.function for n in f.node_def)]

@@ -11,10 +11,11 @@ import sys
 import numpy as np
 import pytest
 
-from paradnn import inputs
 from paradnn.config import ConfigError
+from paradnn.engine import inputs
+from paradnn.engine.protocol import RunSettings
+from paradnn.engine.record import measure
 from paradnn.families import get, parse_label
-from paradnn.harness import RunSettings, measure
 from paradnn.identity import run_key
 
 FC = "layer_1-node_16-input_32-output_10-bs_8"

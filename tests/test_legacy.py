@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from paradnn.legacy import LegacyError, import_files, load_file, state_of
 from paradnn.store import Store
+from paradnn.store.legacy import LegacyError, import_files, load_file, state_of
 
 LABEL_A = "layer_4-node_512-input_2000-output_1000-bs_8192"
 LABEL_B = "layer_1-node_32-input_100-output_10-bs_64"
@@ -239,7 +239,7 @@ def test_store_file_is_unchanged_after_close(tmp_path):
 
 
 def test_the_shipped_files_are_the_original_release(reference, oracle):
-    from paradnn.legacy import BUNDLED
+    from paradnn.store.legacy import BUNDLED
 
     for name in BUNDLED:
         assert (reference / name).read_bytes() == (oracle / name).read_bytes(), name
@@ -251,7 +251,7 @@ def test_the_shipped_files_are_the_original_release(reference, oracle):
 def test_an_altered_shipped_file_is_refused(tmp_path, monkeypatch):
     import shutil
 
-    from paradnn import legacy
+    from paradnn.store import legacy
 
     copy = tmp_path / "paradnn-2019"
     shutil.copytree(legacy.bundled_dir(), copy)

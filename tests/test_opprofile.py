@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from paradnn.counting import count_params
+from paradnn.engine.profiler import category, op_breakdown
+from paradnn.engine.training import RMSPROP_FLOPS_PER_WEIGHT
 from paradnn.families import parse_label
-from paradnn.opprofile import category, op_breakdown
-from paradnn.training import RMSPROP_FLOPS_PER_WEIGHT
 
 
 def test_categories_of_common_op_types():

@@ -11,14 +11,14 @@ import textwrap
 import psutil
 import pytest
 
-from paradnn import parallel
 from paradnn.config import ConfigError
+from paradnn.engine import replicas as parallel
+from paradnn.engine.protocol import Measurement, RunSettings, Stats
 from paradnn.families import parse_label
-from paradnn.harness import Measurement, RunSettings, Stats
 from paradnn.identity import run_key
 from paradnn.platform import Target
 from paradnn.store import Store
-from paradnn.sweeps import SweepOptions, check_settings, run_sweep
+from paradnn.sweep.driver import SweepOptions, check_settings, run_sweep
 
 FC = "layer_1-node_64-input_32-output_10-bs_16"
 
@@ -26,7 +26,7 @@ FC = "layer_1-node_64-input_32-output_10-bs_16"
 @pytest.mark.parametrize(
     "settings,message",
     [
-        ({"devices": 0}, "--devices: 0 is not valid; allowed: a positive number of replicas"),
+        ({"devices": 0}, "devices: 0 is not valid; allowed: a whole number from 1 to 1024"),
         ({"devices": 2, "framework": "jax"}, "allowed: 1 with --framework jax"),
         ({"devices": 2, "input": "host"}, "allowed: 1 with --input host"),
         ({"devices": 2, "xla": True}, "allowed: off with --devices > 1"),
@@ -89,7 +89,7 @@ def test_a_replicated_measurement_reports_communication_against_one_replica():
 def test_the_leaders_measurement_survives_its_json_round_trip():
     from dataclasses import asdict
 
-    from paradnn.counting import GraphCount
+    from paradnn.engine.graphcount import GraphCount
 
     m = Measurement(state="ok", samples=[0.2, 0.3], reference_samples=[0.1, 0.1], replicas=2, compile_time_s=1.0, final_loss=2.0)
     m.stats, m.graph = Stats.of(m.samples), GraphCount(10, {"MatMul": 10}, ["Einsum"])
@@ -168,9 +168,9 @@ def test_mirrored_replicas_in_one_process_share_the_same_code(tmp_path):
         from paradnn.tfimport import tf
         cpu = tf.config.list_physical_devices("CPU")[0]
         tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-        from paradnn import parallel
+        from paradnn.engine import replicas as parallel
         from paradnn.families import parse_label
-        from paradnn.harness import RunSettings
+        from paradnn.engine.protocol import RunSettings
         m = parallel.measure_mirrored(parse_label("fc", "{FC}"), RunSettings(devices=2, xla=False, max_seconds=0.2,
                                       min_call_seconds=0.02), ["/CPU:0", "/CPU:1"], count_graph=False)
         print(json.dumps(m.as_dict()))

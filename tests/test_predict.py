@@ -10,14 +10,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from paradnn import adaptive, counting, predict
+from paradnn import counting
+from paradnn.analysis import predict
 from paradnn.analysis.roofline import Ceilings
 from paradnn.config import ConfigError
+from paradnn.engine.protocol import RunSettings
 from paradnn.families import parse_label
-from paradnn.harness import RunSettings
 from paradnn.space import expand
 from paradnn.store import Store
-from paradnn.sweeps import SweepOptions
+from paradnn.sweep import adaptive
+from paradnn.sweep.driver import SweepOptions
 
 CEILINGS = Ceilings(peak_flops=1e12, bandwidth=1e11, source="test")
 GRID = {"layers": [1, 2, 4, 8], "nodes": [16, 32, 64, 128], "input": [64], "output": [8], "batch": [8, 16, 32, 64]}
@@ -180,7 +182,7 @@ def test_adaptive_sweep_measures_its_budget_and_predicts_the_rest(tmp_path):
 
 
 def _quiet(*args, **kwargs):
-    from paradnn.sweeps import SilentProgress
+    from paradnn.sweep.driver import SilentProgress
 
     return SilentProgress()
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from paradnn import scorecard
+from paradnn.analysis import scorecard
 
 
 def test_the_version_followed_has_7_principles_12_hardware_and_7_framework_metrics_over_16_frameworks():
@@ -54,17 +54,20 @@ def test_the_principle_audit_reads_numbers_from_the_store():
     assert list(audit.index) == ["relevance", "representativeness", "equity", "repeatability", "cost-effectiveness",
                                  "scalability", "transparency"]  # fmt: skip
     repeat = audit.loc["repeatability", "this store"]
-    assert repeat == "CV 3.0% (2 rows); rerun difference 10.0% (1 configurations measured twice)"
+    # Rows a and a share a label but not their software stack (one lacks provenance): not a rerun.
+    assert repeat == "CV 3.0% (2 rows); no reruns (no run identity measured twice)"
+    same_stack = rows.assign(**{c: "x" for c in scorecard.PROVENANCE})
+    assert scorecard.principles_audit(same_stack).loc["repeatability", "this store"] == (
+        "CV 3.0% (2 rows); rerun difference 10.0% (1 run identities measured more than once)")
     scalability = "2 configurations per hour; 1 platform(s): cpu; framework(s): tensorflow"
     assert audit.loc["scalability", "this store"] == scalability  # imported rows excluded
-    assert audit["shown"].all()
+    assert audit.drop(index="repeatability")["shown"].all()
     assert audit.loc["transparency", "this store"] == "50% of 2 rows"
     assert audit.loc["representativeness", "this store"] == "1e+04 to 1e+04 (2 rows)"
 
 
 def test_every_platform_gets_all_12_hardware_metrics_each_with_a_source(tmp_path):
-    from paradnn import legacy
-    from paradnn.store import Store
+    from paradnn.store import Store, legacy
 
     with Store(tmp_path / "r.sqlite") as store:
         legacy.import_bundled(store)
@@ -139,19 +142,21 @@ def test_framework_speed_pairs_identical_models_on_one_platform():
     assert verdict.verdict == "holds" and "1.00x TensorFlow's throughput" in verdict.evidence
 
 
-def test_framework_speed_takes_tensorflow_as_xla_auto_chose_it():
+def test_framework_speed_holds_xla_and_frees_it_only_where_it_must():
     import pandas as pd
 
-    rows = pd.DataFrame([_pair("a", "tensorflow", 100, xla_auto=1), _pair("a", "tensorflow", 10, xla_auto=0),
-                         _pair("a", "jax", 150)])  # fmt: skip
-    assert scorecard.framework_speed(rows).loc[0, "geomean"] == pytest.approx(1.5)
-    forced = rows.assign(xla_auto=0, xla=[True, False, True])  # no auto choice recorded: TensorFlow with XLA, like JAX
-    assert scorecard.framework_speed(forced).loc[0, "geomean"] == pytest.approx(1.5)
+    # JAX always compiles with XLA: it is compared with TensorFlow's XLA-on row, like with like.
+    rows = pd.DataFrame([_pair("a", "tensorflow", 100, xla=True), _pair("a", "tensorflow", 10, xla=False),
+                         _pair("a", "jax", 150, xla=True)])  # fmt: skip
+    speed = scorecard.framework_speed(rows)
+    assert speed.loc[0, "geomean"] == pytest.approx(1.5) and bool(speed.loc[0, "xla_held"])
+    # TensorFlow measured only without XLA (its --xla auto choice): each at its own setting, and the row says so.
+    off = scorecard.framework_speed(rows.iloc[1:])
+    assert off.loc[0, "geomean"] == pytest.approx(15.0) and not bool(off.loc[0, "xla_held"])
 
 
 def test_the_headline_hardware_claims_are_judged_on_the_original_sweeps(tmp_path):
-    from paradnn import legacy
-    from paradnn.store import Store
+    from paradnn.store import Store, legacy
 
     with Store(tmp_path / "r.sqlite") as store:
         legacy.import_bundled(store)

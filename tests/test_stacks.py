@@ -10,11 +10,11 @@ from importlib import metadata
 import pytest
 from test_sweep_driver import CONFIGS, INFO, FakeWorker
 
-from paradnn import stacks
 from paradnn.config import ConfigError
-from paradnn.harness import RunSettings
+from paradnn.engine.protocol import RunSettings
 from paradnn.store import Store
-from paradnn.sweeps import SweepOptions, run_sweep_stacks
+from paradnn.sweep import stacks
+from paradnn.sweep.driver import SweepOptions, run_sweep_stacks
 
 
 @pytest.fixture

@@ -9,7 +9,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from paradnn.store import SCHEMA_VERSION, STATES, Store, StoreError, export, run_key
+from paradnn.identity import run_key
+from paradnn.store import SCHEMA_VERSION, STATES, Store, StoreError, export
 
 RECORD = {
     "family": "fc", "label": "layer_1-node_2-input_3-output_4-bs_5", "layers": 1, "nodes": 2, "input": 3, "output": 4,

@@ -6,13 +6,13 @@ import signal
 
 import pytest
 
-from paradnn import sweeps as sweep
 from paradnn.config import ConfigError
-from paradnn.harness import RunSettings
+from paradnn.engine.protocol import RunSettings
 from paradnn.platform import Target
 from paradnn.space import expand
 from paradnn.store import Store
-from paradnn.sweeps import ChooseXLA, Describe, Failed, Measure, Result, SweepOptions, run_sweep
+from paradnn.sweep import driver as sweep
+from paradnn.sweep.driver import ChooseXLA, Describe, Failed, Measure, Result, SweepOptions, run_sweep
 
 CONFIGS = expand("fc", "smoke", {"layers": [1], "nodes": [8, 16, 32], "input": [16], "output": [4], "batch": [8]})
 INFO = {"id": "cpu", "name": "Fake CPU", "host": "fake-host", "cores": 2,
@@ -141,7 +141,7 @@ def test_a_configuration_claimed_by_another_live_sweep_is_skipped(tmp_path):
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         with Store(path) as store:
-            key = sweep._key(CONFIGS[1], SweepOptions(), INFO)
+            key = sweep.run_key_of(CONFIGS[1], SweepOptions(), INFO)
             store.claim(key, label(1), (), 60)
             # Hand the claim to the other (live) process, as if it were measuring it.
             store.conn.execute("UPDATE claims SET pid = ?, pid_started = NULL WHERE run_key = ?", (other.pid, key))
@@ -203,7 +203,7 @@ def test_xla_auto_chooses_per_family_and_records_it(tmp_path):
 
 
 def test_xla_choice_is_probed_once_and_cached(tmp_path, monkeypatch):
-    from paradnn import ceilings as ceil
+    from paradnn.engine import ceilings as ceil
 
     monkeypatch.setenv("PARADNN_CACHE_DIR", str(tmp_path))
     ceil._write(INFO, {"matmul_flops": {}})  # ceilings already measured for this platform

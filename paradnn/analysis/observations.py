@@ -108,7 +108,7 @@ def trend(df: pd.DataFrame, axis: str, family: str, metric: str = "utilization",
     if plateau is not None:
         evidence += f"; the medians stop {'rising' if rising else 'falling'} from {axis} {plateau:g} on (a plateau)"
     numbers = {"groups": len(groups), "median_ratio": overall, "share_along": along, "share_against": against,
-               "plateau_from": plateau, "median_by_value": {_key(k): float(v) for k, v in medians.items()}}  # fmt: skip
+               "plateau_from": plateau, "median_by_value": {_json_key(k): float(v) for k, v in medians.items()}}  # fmt: skip
     return Verdict(name, paper, verdict, evidence, numbers, id=id, platform=platform)
 
 
@@ -128,7 +128,7 @@ def _plateau(medians: pd.Series, sign: int) -> float | None:
     return float(medians.index[start])
 
 
-def _key(value) -> str:
+def _json_key(value) -> str:
     return f"{value:g}" if isinstance(value, (int, float, np.integer, np.floating)) else str(value)
 
 
@@ -257,7 +257,7 @@ def bandwidth_wall(tpu: pd.DataFrame, traces: pd.DataFrame, busy: float = 50.0) 
                 f"{at_wall.median():.0f}% of peak (medians by nodes: {_fmt(by_nodes, '.0%')})")  # fmt: skip
     verdict = HOLDS if len(at_wall) and at_wall.median() >= busy else FAILS
     numbers = {"plateau_from": plateau, "utilization_by_nodes": by_nodes,
-               "bandwidth_by_nodes": {_key(k): float(v) for k, v in bandwidth.items()}}  # fmt: skip
+               "bandwidth_by_nodes": {_json_key(k): float(v) for k, v in bandwidth.items()}}  # fmt: skip
     return Verdict(name, paper, verdict, evidence, numbers, id="O2", platform="tpu-v2-8")
 
 
@@ -315,7 +315,7 @@ def _communication_verdict(by_batch: pd.Series, median: float, what: str, neglig
 
 
 def _keys(series: pd.Series) -> dict:
-    return {_key(k): float(v) for k, v in series.items()}
+    return {_json_key(k): float(v) for k, v in series.items()}
 
 
 def infeed_share(traces: pd.DataFrame) -> Verdict:
@@ -502,7 +502,7 @@ def version_chain(df: pd.DataFrame, platform: str = "") -> tuple[Verdict, list[S
     """O12: every TensorFlow version against the one before it, like with like (same dtype and
     XLA setting); holds when no newer version is slower (median speedup below 1 - 5%)."""
     name, paper = "Newer TensorFlow versions speed things up", "software-stack updates sped models up"
-    from paradnn.stacks import version_key
+    from paradnn.analysis.rows import version_key
 
     versions = sorted(df["sw_tensorflow"].dropna().unique(), key=version_key)
     if len(versions) < 2:

@@ -1,21 +1,26 @@
-"""Speedup of one platform or setting over another, matched configuration by configuration.
+"""Speedup of one platform or setting over another, matched run by run.
 
-``compare(df, "v100", "tpu-v2-8")`` pairs every configuration (family and label) that
-finished on both sides and divides the target's throughput by the baseline's. ``by``
-names the column whose values are being compared (``platform``, ``dtype``, ``xla``,
-``sw_tensorflow``, ...); when it is not ``platform`` the pairs must also share the
-platform, so that e.g. an XLA speedup never mixes a GPU with a CPU. Repeated runs of one
-configuration on one side are reduced to their median, which ignores a stray slow run.
+``compare(df, "v100", "tpu-v2-8")`` pairs every run that finished on both sides and
+divides the target's throughput by the baseline's. ``by`` names the column whose values
+are being compared (``platform``, ``dtype``, ``xla``, ``sw_tensorflow``, ...); a pair is
+equal in every other part of the run identity (:func:`paradnn.analysis.results.comparison_key`:
+the configuration with its family version, every declared run setting, the platform's
+fingerprint and software stack), except what varies with ``by`` and what ``free`` lets go
+on purpose, so e.g. a precision speedup never mixes XLA settings and a framework speedup
+never mixes input modes. The result says what it held (``held_fixed``) and freed.
+Repeated runs of one identity on one side are reduced to their median, which ignores a
+stray slow run. Analyses reach this through :meth:`paradnn.analysis.results.Results.matched`.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
+from paradnn.analysis.rows import MISSING, comparison_key, held_fixed
 from paradnn.store import hyperparameter_names
 
 VALUE_COLUMNS = ("baseline", "target", "speedup")
@@ -40,6 +45,9 @@ class SpeedupResult:
     family: str | None
     metric: str
     carried: tuple[str, ...] = ()  # columns of the target's rows kept beside the speedup (see compare)
+    key: tuple[str, ...] = ("family", "label")  # the identity columns each pair agrees in
+    held_fixed: dict = field(default_factory=dict)  # run settings held equal: one value, or "matched per pair"
+    free: tuple[str, ...] = ()  # identity columns let go on purpose (e.g. each platform's own best precision)
 
     @property
     def n(self) -> int:
@@ -78,6 +86,8 @@ class SpeedupResult:
             "by": self.by,
             "family": self.family,
             "metric": self.metric,
+            "held_fixed": self.held_fixed,
+            "free": list(self.free),
             **{f"median_{c}": float(self.table[c].median()) if self.n else math.nan for c in self.carried},
         }
 
@@ -97,8 +107,14 @@ def _check_columns(df: pd.DataFrame, needed: list[str]) -> None:
 
 
 def _medians(rows: pd.DataFrame, key: list[str], metric: str) -> pd.Series:
-    """The median ``metric`` per key: repeated runs of one configuration count once."""
-    return rows.groupby(key, sort=True, dropna=False)[metric].median()
+    """The median ``metric`` per key: repeated runs of one identity count once."""
+    return rows.groupby(key, sort=True)[metric].median()
+
+
+def _keyed(rows: pd.DataFrame, key: list[str]) -> pd.DataFrame:
+    """``rows`` with missing values of the key columns made comparable (NaN never equals NaN)."""
+    filled = {c: rows[c].astype(object).where(rows[c].notna(), MISSING) for c in key}
+    return rows.assign(**filled)
 
 
 def compare(
@@ -109,23 +125,24 @@ def compare(
     family: str | None = None,
     metric: str = "examples_per_sec",
     carry: tuple[str, ...] = (),
+    free: tuple[str, ...] = (),
 ) -> SpeedupResult:
-    """Speedup (target / baseline) of ``metric`` over the configurations both sides finished.
+    """Speedup (target / baseline) of ``metric`` over the runs both sides finished, like with like.
 
-    Only rows in state ``ok`` with a positive ``metric`` count. Pairs match on family and
-    label, plus platform when ``by`` is another column. Nothing in common gives n = 0 and
-    NaN statistics, not an error. ``carry``: columns kept beside the speedup, the median per
-    configuration of the side that has them (the target's, else the baseline's), e.g.
-    ``comm_share`` when comparing replica counts.
+    Only rows in state ``ok`` with a positive ``metric`` count. A pair agrees in every
+    identity column of ``df`` but ``by``, what varies with it and ``free``. Nothing in
+    common gives n = 0 and NaN statistics, not an error. ``carry``: columns kept beside the
+    speedup, the median per pair of the side that has them (the target's, else the
+    baseline's), e.g. ``comm_share`` when comparing replica counts.
     """
-    key = ["family", "label"] + (["platform"] if by != "platform" else [])
-    _check_columns(df, [*key, "state", by, metric])
+    _check_columns(df, ["family", "label", "state", by, metric])
     if _same(baseline, target):
         raise ValueError(f"baseline and target are both {baseline!r}; compare two different values of {by}")
+    key = comparison_key(df, by, free)
     rows = df[(df["state"] == "ok") & (pd.to_numeric(df[metric], errors="coerce") > 0)]
     if family is not None:
         rows = rows[rows["family"] == family]
-    rows = rows.assign(**{metric: pd.to_numeric(rows[metric])})
+    rows = _keyed(rows.assign(**{metric: pd.to_numeric(rows[metric])}), key)
     base = _medians(rows[_side(rows, by, baseline)], key, metric).rename("baseline")
     targ = _medians(rows[_side(rows, by, target)], key, metric).rename("target")
     paired = pd.concat([base, targ], axis=1, join="inner")
@@ -137,9 +154,11 @@ def compare(
         values = rows.assign(**{column: pd.to_numeric(rows[column], errors="coerce")})
         side = values[_side(values, by, target)]
         side = side if side[column].notna().any() else values[_side(values, by, baseline)]
-        table = table.merge(side.groupby(key, dropna=False)[column].median().reset_index(), on=key, how="left")
+        table = table.merge(side.groupby(key)[column].median().reset_index(), on=key, how="left")
+    held = held_fixed(table.replace({MISSING: None}), key)
+    table = table.replace({MISSING: None})
     carry = tuple(c for c in carry if c in table)
-    return SpeedupResult(table, baseline, target, by, family, metric, carry)
+    return SpeedupResult(table, baseline, target, by, family, metric, carry, tuple(key), held, tuple(free))
 
 
 def _same(a: object, b: object) -> bool:
@@ -147,7 +166,8 @@ def _same(a: object, b: object) -> bool:
 
 
 def _with_hyperparameters(paired: pd.DataFrame, rows: pd.DataFrame, key: list[str]) -> pd.DataFrame:
-    """Add the hyperparameter columns of the matched configurations (empty ones dropped)."""
+    """Add the hyperparameter columns of the matched configurations (empty ones dropped);
+    the key columns (what each pair agrees in) come first."""
     hyper = [h for h in hyperparameter_names() if h in rows.columns]
     sizes = [c for c in SIZE_COLUMNS if c in rows.columns]
     configs = rows[["family", "label", *hyper, *sizes]].drop_duplicates(["family", "label"])
@@ -157,7 +177,7 @@ def _with_hyperparameters(paired: pd.DataFrame, rows: pd.DataFrame, key: list[st
         if pd.api.types.is_float_dtype(table[h]) and (table[h].dropna() % 1 == 0).all():
             table[h] = table[h].astype("Int64")
     table = table[[*key, *hyper, *sizes, *VALUE_COLUMNS]]
-    return table.sort_values(key, kind="stable").reset_index(drop=True)
+    return table.sort_values(key, kind="stable", key=lambda column: column.astype(str)).reset_index(drop=True)
 
 
 def bootstrap_interval(df: pd.DataFrame, result: SpeedupResult, n_boot: int = 2000, seed: int = 0,
@@ -172,11 +192,11 @@ def bootstrap_interval(df: pd.DataFrame, result: SpeedupResult, n_boot: int = 20
     if not result.n:
         return math.nan, math.nan
     rng = np.random.default_rng(seed)
-    key = ["family", "label"] + (["platform"] if result.by != "platform" else [])
-    rows = df[df["state"] == "ok"]
+    key = list(result.key)
+    rows = _keyed(df[df["state"] == "ok"], key)
     logs = []
     for _, pair in result.table.iterrows():
-        same = np.logical_and.reduce([rows[k] == pair[k] for k in key])
+        same = np.logical_and.reduce([rows[k] == (MISSING if pair[k] is None else pair[k]) for k in key])
         sides = [_boot_medians(rows[same & _side(rows, result.by, v)], rng, n_boot) for v in (result.baseline, result.target)]
         logs.append(np.log(sides[0] / sides[1]))  # step time baseline / target = speedup
     logs = np.array(logs)  # configurations x draws
@@ -211,7 +231,7 @@ def version_speedups(df: pd.DataFrame, column: str = "sw_tensorflow") -> pd.Data
     (:func:`bootstrap_interval`) and whether the difference is within the noise (the
     interval holds 1).
     """
-    from paradnn.stacks import version_key
+    from paradnn.analysis.rows import version_key
 
     versions = sorted(df[column].dropna().unique(), key=version_key)
     out = []

@@ -168,7 +168,7 @@ class Family:
     order: int = 100  # position in listings: the paper's families first
     notes: str = ""  # where the model departs from its reference, and why
     # Frameworks whose training step this family's builder, data and loss run under
-    # (see paradnn.frameworks); a builder made of Keras layers alone runs under every backend.
+    # (see paradnn.engine.frameworks); a builder made of Keras layers alone runs under every backend.
     frameworks: tuple[str, ...] = ("tensorflow",)
 
     def __post_init__(self) -> None:

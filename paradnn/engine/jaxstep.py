@@ -10,7 +10,7 @@ Python nor host transfers are inside the timer. K is an argument, not a constant
 calibration compiles once.
 
 Only a process whose Keras runs the JAX backend can import this module; see
-:func:`paradnn.frameworks.activate` and the sweep's worker.
+:func:`paradnn.engine.frameworks.activate` and the sweep's worker.
 """
 
 from __future__ import annotations
@@ -23,15 +23,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from paradnn.energy import meter_for
+from paradnn.engine.energy import meter_for
+from paradnn.engine.frameworks import check_policy
+from paradnn.engine.protocol import Measurement, RunSettings, first_line, host_rss, run_protocol
+from paradnn.engine.training import RMSPROP, sparse_cross_entropy
 from paradnn.families import Config, family_of
-from paradnn.frameworks import check_policy
-from paradnn.harness import Measurement, RunSettings, first_line, host_rss, run_protocol
 from paradnn.tfimport import keras, tf
-from paradnn.training import RMSPROP, sparse_cross_entropy
 
 if keras.backend.backend() != "jax":  # the model would be built for another backend's arrays
-    raise ImportError(f"paradnn.jaxtraining needs Keras's JAX backend; this process runs {keras.backend.backend()}")
+    raise ImportError(f"paradnn.engine.jaxstep needs Keras's JAX backend; this process runs {keras.backend.backend()}")
 
 State = tuple[list[Any], list[Any], list[Any]]  # trainable, non-trainable and optimizer values
 
@@ -127,11 +127,11 @@ class JaxTrainer:
 def measure(config: Config, settings: RunSettings, count_graph: bool = True) -> Measurement:
     """Build ``config`` under JAX on ``settings.device``, count its step's FLOPs and time it.
 
-    The JAX twin of :func:`paradnn.harness.measure`: the same protocol and record; the
+    The JAX twin of :func:`paradnn.engine.training.measure`: the same protocol and record; the
     graph count is XLA's (``flops_graph``), so it can be checked against TensorFlow's.
     Out-of-memory is a result (state ``oom``).
     """
-    from paradnn.counting import GraphCount
+    from paradnn.engine.graphcount import GraphCount
 
     start = time.perf_counter()
     rss_before = host_rss()

@@ -87,7 +87,8 @@ def principles_audit(results: pd.DataFrame) -> pd.DataFrame:
         ("relevance", "families and real workloads measured (ok rows)", ", ".join(sorted(ok["family"].unique())) or "none"),
         ("representativeness", "trainable parameters covered, ok rows", _range(ok["params"])),
         ("equity", "platforms measured under one protocol (same dtype set, XLA choice recorded per row)", _equity(measured)),
-        ("repeatability", "median within-run CV of step time; median rerun difference", _repeatability(ok)),
+        ("repeatability", "median within-run CV of step time; median difference of true reruns (same run identity)",
+         _repeatability(results)),
         ("cost-effectiveness", "median device seconds per configuration (incl. compile)", _median(measured["wall_time_s"], "s")),
         ("scalability", "configurations per device-hour; platforms; frameworks", _rate(measured)),
         ("transparency", "share of measured rows with complete provenance", _provenance(measured)),
@@ -114,13 +115,18 @@ def _equity(measured: pd.DataFrame) -> str:
     return "; ".join(f"{p}: {d}" for p, d in dtypes.items())
 
 
-def _repeatability(ok: pd.DataFrame) -> str:
-    cv = ok["step_time_cv"].dropna()
-    key = ["platform", "label", "dtype", "xla"]
-    repeated = ok.dropna(subset=["step_time_s"]).groupby(key, dropna=False)["step_time_s"]
-    diffs = repeated.apply(lambda s: abs(s.iloc[-1] / s.iloc[-2] - 1) if len(s) > 1 else float("nan")).dropna()
+def _repeatability(results: pd.DataFrame) -> str:
+    """Within-run spread, and the spread between true reruns: rows of one run identity (the
+    configuration, family version, every run setting, platform and stack), never rows that
+    merely share a label."""
+    from paradnn.analysis.results import Results
+
+    measured = Results(results).where(state="ok").frame
+    cv = measured.loc[~measured["source"].fillna("").str.startswith("legacy"), "step_time_cv"].dropna()
+    reruns = Results(results).reruns()
     within = f"CV {cv.median():.1%} ({len(cv)} rows)" if len(cv) else "no samples"
-    rerun = f"rerun difference {diffs.median():.1%} ({len(diffs)} configurations measured twice)" if len(diffs) else "no reruns"
+    rerun = (f"rerun difference {reruns['difference'].median():.1%} ({len(reruns)} run identities measured more than once)"
+             if len(reruns) else "no reruns (no run identity measured twice)")  # fmt: skip
     return f"{within}; {rerun}"
 
 
@@ -162,14 +168,16 @@ def hardware_metrics(results: pd.DataFrame, platforms: pd.DataFrame) -> pd.DataF
     paper's rating of the platform's class, each with its source (long form: metric, platform, value,
     source, ``evidence`` (measured, datasheet, paper's class rating, not measurable here) and ``short``,
     a few words for a chart cell)."""
+    from paradnn.analysis.results import Results
+
     rows = []
     for platform in sorted(results["platform"].unique()):
-        everything = results[results["platform"] == platform]
+        everything = Results(results).where(platform=platform)
         kind = device_class(platform)
         for metric in paper()["hardware_metrics"]:
             name = metric["name"]
             # Scalability reads the data-parallel rows; the rest the device's own speed (one device, data on it).
-            mine = everything if name == "Scalability" else _one_device(everything)
+            mine = everything.frame if name == "Scalability" else everything.for_settings(input="device", devices=1).frame
             value, source = _hardware_cell(name, platform, mine, platforms)
             rating = metric["table"].get(kind, "")
             evidence = _evidence(source)
@@ -264,7 +272,7 @@ def _scaling(rows: pd.DataFrame) -> str | None:
 
 
 def _energy(rows: pd.DataFrame) -> str | None:
-    """Examples per joule from the rows with an energy reading (paradnn.energy), or None if no row has one."""
+    """Examples per joule from the rows with an energy reading (paradnn.engine.energy), or None if no row has one."""
     if "examples_per_joule" not in rows:
         return None
     read = rows[(rows["state"] == "ok") & rows["examples_per_joule"].notna()]
@@ -301,19 +309,11 @@ TITLES = {"tensorflow": "TensorFlow", "jax": "JAX"}
 
 def measured_rows(results: pd.DataFrame) -> pd.DataFrame:
     """The store's rows measured here (not imported from the original study), framework filled in."""
-    from paradnn.stacks import newest_rows
+    from paradnn.analysis.results import Results
 
-    rows = newest_rows(results[~results["source"].fillna("").str.startswith("legacy")]).copy()
-    rows["framework"] = rows["framework"].fillna("tensorflow") if "framework" in rows else "tensorflow"
-    return _one_device(rows)  # data resident on one device: the frameworks' own speed
-
-
-def _one_device(rows: pd.DataFrame) -> pd.DataFrame:
-    """The rows run on one device with data resident on it (not host-fed, not data-parallel)."""
-    for column, default in (("input_mode", "device"), ("devices", 1)):
-        if column in rows:
-            rows = rows[rows[column].fillna(default) == default]
-    return rows
+    measured = Results(results[~results["source"].fillna("").str.startswith("legacy")])
+    # Data resident on one device (not host-fed, not data-parallel): the frameworks' own speed.
+    return measured.newest_stack().for_settings(input="device", devices=1).frame
 
 
 def framework_rows(results: pd.DataFrame) -> pd.DataFrame:
@@ -356,21 +356,18 @@ def framework_speed(results: pd.DataFrame, baseline: str = "tensorflow", target:
     minimum and maximum of the examples/s ratio target / baseline, and the median compile
     time of each side.
     """
-    from paradnn.analysis.speedup import compare
+    from paradnn.analysis.results import Results
 
     rows = measured_rows(results)
-    if "xla_auto" in rows:  # TensorFlow as a user gets it: its --xla auto choice; else with XLA, like JAX
-        tf = rows["framework"] == "tensorflow"
-        auto = tf & (rows["xla_auto"] == 1)
-        if auto.any():
-            rows = rows[~tf | auto]
-        elif "xla" in rows:
-            rows = rows[~tf | (rows["xla"] == 1)]
     out = []
     for (platform, family, dtype), group in rows.groupby(["platform", "family", "dtype"]):
         if not {baseline, target} <= set(group["framework"]):
             continue
-        result = compare(group, baseline, target, by="framework", family=family)
+        # Like with like: TensorFlow with XLA on, as JAX always runs; where TensorFlow ran only
+        # without it (its --xla auto choice), each framework at its own setting, and the row says so.
+        result = Results(group).matched("framework", baseline, target, family=family)
+        if not result.n:
+            result = Results(group).matched("framework", baseline, target, family=family, free=("xla",))
         if not result.n:
             continue
         ok = group[group["state"] == "ok"]
@@ -378,9 +375,10 @@ def framework_speed(results: pd.DataFrame, baseline: str = "tensorflow", target:
         xla = ok.loc[ok["framework"] == baseline, "xla"].dropna().astype(bool).unique() if "xla" in ok else []
         out.append({"platform": platform, "family": family, "dtype": dtype, "n": result.n, "geomean": result.geomean,
                     "min": result.min, "max": result.max, f"{baseline}_xla": _on_off(xla),
+                    "xla_held": "xla" in result.held_fixed,
                     f"compile_s_{baseline}": compile_s.get(baseline), f"compile_s_{target}": compile_s.get(target)})  # fmt: skip
     return pd.DataFrame(out, columns=["platform", "family", "dtype", "n", "geomean", "min", "max", f"{baseline}_xla",
-                                      f"compile_s_{baseline}", f"compile_s_{target}"])  # fmt: skip
+                                      "xla_held", f"compile_s_{baseline}", f"compile_s_{target}"])  # fmt: skip
 
 
 def _on_off(settings) -> str:
@@ -413,10 +411,12 @@ def claims(results: pd.DataFrame) -> list:
     need readings no store row has and say so.
     """
     from paradnn.analysis.observations import FAILS, HOLDS, UNKNOWN, Verdict
-    from paradnn.analysis.speedup import compare
+    from paradnn.analysis.results import Results
 
-    fc = results[results["family"] == "fc"]
-    speed = compare(fc, GPU, ASIC, family="fc") if {ASIC, GPU} <= set(fc["platform"]) else None
+    fc = Results(results).where(family="fc")
+    # Each platform at the precision the study ran it (TPU mixed bfloat16, V100 mixed float16).
+    speed = fc.matched("platform", GPU, ASIC, family="fc", free=("dtype", "xla")) if {ASIC, GPU} <= set(fc.frame["platform"]) \
+        else None
     verdicts = []
     if speed is not None and speed.n:
         median = speed.median

@@ -10,10 +10,11 @@ import math
 
 from paradnn import counting
 from paradnn.config import compute_dtype
+from paradnn.engine.frameworks import check_family
+from paradnn.engine.protocol import RUN_FIELDS, Measurement, RunSettings
 from paradnn.families import Config, family_of
-from paradnn.frameworks import check_family
-from paradnn.harness import Measurement, RunSettings, measure
 from paradnn.platform import Target, peak
+from paradnn.settings import columns
 
 
 def describe_config(config: Config, policy: str = "float32", graph=None, trace: bool = True,
@@ -21,7 +22,7 @@ def describe_config(config: Config, policy: str = "float32", graph=None, trace: 
     """Sizes and FLOP counts of one training step (whole batch) of ``config``.
 
     Everything but ``flops_graph`` is analytic: nothing is built or allocated. ``graph``
-    is a :class:`paradnn.counting.GraphCount`; when it is omitted and ``trace`` is set, the
+    is a :class:`paradnn.engine.graphcount.GraphCount`; when it is omitted and ``trace`` is set, the
     model is built and its step traced with symbolic data (the batch is never allocated),
     unless its weights and optimizer slots alone would exceed ``memory_budget`` bytes, in
     which case ``flops_graph`` is None and ``flops_graph_note`` says why.
@@ -34,9 +35,10 @@ def describe_config(config: Config, policy: str = "float32", graph=None, trace: 
         if memory_budget is not None and weights > memory_budget:
             note = f"not traced: weights and optimizer slots need {weights / 1e9:.1f} GB > budget {memory_budget / 1e9:.1f} GB"
         else:
-            from paradnn.training import Trainer
+            from paradnn.engine.graphcount import count_graph_flops
+            from paradnn.engine.training import Trainer
 
-            graph = counting.count_graph_flops(Trainer(config, policy, xla=False).trace().graph)
+            graph = count_graph_flops(Trainer(config, policy, xla=False).trace().graph)
     record = {
         "family": family.name,
         "family_version": family.version,
@@ -72,9 +74,25 @@ def derived(record: dict, peak_flops: float) -> dict:
 def settings_fields(settings: RunSettings, config: Config) -> dict:
     """The run settings every record of ``config`` carries (part of its identity, see :mod:`paradnn.identity`),
     and each replica's share of the batch."""
-    return {"dtype": settings.dtype, "compute_dtype": compute_dtype(settings.dtype), "xla": settings.xla,
-            "framework": settings.framework, "input_mode": settings.input, "devices": settings.devices,
-            "replica_batch": config.batch // settings.devices, "max_seconds": settings.max_seconds}  # fmt: skip
+    declared = columns({name: getattr(settings, name) for name in RUN_FIELDS})  # by store column
+    return {**declared, "compute_dtype": compute_dtype(settings.dtype), "replica_batch": config.batch // settings.devices,
+            "max_seconds": settings.max_seconds}  # fmt: skip
+
+
+def measure(config: Config, settings: RunSettings, count_graph: bool = True) -> Measurement:
+    """Time ``config`` under ``settings`` with the backend they call for.
+
+    JAX runs go to :mod:`paradnn.engine.jaxstep`, data-parallel runs (``devices`` above 1)
+    to :mod:`paradnn.engine.replicas`, everything else to TensorFlow's single-device step
+    (:mod:`paradnn.engine.training`). The timing protocol itself knows none of them.
+    """
+    if settings.framework == "jax":
+        from paradnn.engine import jaxstep as backend
+    elif settings.devices > 1:
+        from paradnn.engine import replicas as backend
+    else:
+        from paradnn.engine import training as backend
+    return backend.measure(config, settings, count_graph)
 
 
 def measure_config(config: Config, settings: RunSettings, target: Target, info: dict, ceilings: dict) -> dict:
@@ -88,7 +106,7 @@ def measure_config(config: Config, settings: RunSettings, target: Target, info: 
     if auto:
         from dataclasses import replace
 
-        from paradnn.ceilings import xla_choice
+        from paradnn.engine.ceilings import xla_choice
 
         settings = replace(settings, xla=xla_choice(target, info, config.family, settings.dtype)["xla"])
     m: Measurement = measure(config, settings)

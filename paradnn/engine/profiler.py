@@ -45,7 +45,7 @@ def category(op_type: str) -> str:
 
 def _graph_counts(trainer) -> tuple[Counter, Counter]:
     """FLOPs and bytes per category of one step's graph."""
-    from paradnn.counting import count_graph_flops
+    from paradnn.engine.graphcount import count_graph_flops
 
     graph_count = count_graph_flops(trainer.trace().graph)
     flops: Counter[str] = Counter()
@@ -67,7 +67,7 @@ def _graph_counts(trainer) -> tuple[Counter, Counter]:
     return flops, moved
 
 
-def _op_times(logdir: str) -> pd.DataFrame:
+def op_times(logdir: str) -> pd.DataFrame:
     from xprof.convert import raw_to_tool_data
 
     paths = glob.glob(f"{logdir}/**/*.xplane.pb", recursive=True)
@@ -85,7 +85,7 @@ def op_breakdown(config: Config, policy: str = "float32", steps: int = 5) -> pd.
     Columns: category, time_share, time_s (per step), flops, bytes (per step), intensity
     (FLOPs/byte), flops_per_sec.
     """
-    from paradnn.training import Trainer, tf
+    from paradnn.engine.training import Trainer, tf
 
     trainer = Trainer(config, policy, xla=False)
     trainer.run(2)  # trace and warm up outside the profile
@@ -93,7 +93,7 @@ def op_breakdown(config: Config, policy: str = "float32", steps: int = 5) -> pd.
         tf.profiler.experimental.start(logdir)
         trainer.run(steps)
         tf.profiler.experimental.stop()
-        times = _op_times(logdir)
+        times = op_times(logdir)
     times = times[~times["type"].astype(str).str.match(_IGNORED.pattern)]
     times["category"] = times["type"].map(category)
     seconds = times.groupby("category")["total_self_time"].sum() / 1e6 / steps

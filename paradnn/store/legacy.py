@@ -402,7 +402,7 @@ def import_files(store: Store, paths: Iterable[str | Path], platform: str | None
 
 def bundled_dir() -> Path:
     """The folder of the original study's files shipped with the package."""
-    return Path(__file__).resolve().parent / "data" / "paradnn-2019"
+    return Path(__file__).resolve().parents[1] / "data" / "paradnn-2019"
 
 
 def bundled_files() -> list[Path]:

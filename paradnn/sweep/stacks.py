@@ -6,7 +6,7 @@ separated) or ``current`` (the environment paradnn runs in). Each is built once 
 dependencies plus what a sweep worker imports, and reused whenever it is complete; a build
 that fails leaves nothing behind (it is built in a scratch folder and renamed into place
 only when complete) and is reported with the installer's reason, so the other stacks can
-go on. :func:`paradnn.sweeps.run_sweep_stacks` runs one worker per stack and measures each
+go on. :func:`paradnn.sweep.driver.run_sweep_stacks` runs one worker per stack and measures each
 configuration on every stack in turn.
 """
 
@@ -27,7 +27,7 @@ from paradnn.config import ConfigError, cache_dir
 CURRENT = "current"
 # What a sweep worker imports besides TensorFlow (and the Keras it brings).
 WORKER_REQUIREMENTS = ("numpy", "pandas", "psutil", "PyYAML")
-SOURCE = Path(__file__).resolve().parents[1]  # the paradnn checkout installed into every stack
+SOURCE = Path(__file__).resolve().parents[2]  # the paradnn checkout installed into every stack
 
 
 @dataclass(frozen=True)
@@ -120,23 +120,3 @@ def _uv(*args: str) -> None:
         lines = [line.strip() for line in result.stderr.splitlines() if line.strip()]
         reason = " ".join(lines[-3:]) if lines else f"uv exited with status {result.returncode}"
         raise StackFailed(reason)
-
-
-def newest_rows(df):
-    """The rows of ``df`` measured under the newest TensorFlow version of their platform, plus imported
-    ones (no version recorded).
-
-    Rows of other stacks in the same store serve version comparisons only; every other
-    analysis reads one version per platform, so an older version's rows never mix into it.
-    """
-    if "sw_tensorflow" not in df or df["sw_tensorflow"].isna().all():
-        return df
-    measured = df.dropna(subset=["sw_tensorflow"])
-    newest = measured.groupby("platform")["sw_tensorflow"].agg(lambda v: max(v.unique(), key=version_key))
-    keep = df["sw_tensorflow"].isna() | (df["sw_tensorflow"] == df["platform"].map(newest))
-    return df[keep]
-
-
-def version_key(version: str) -> tuple:
-    """Sorts versions numerically (2.9 before 2.16; a part that is not a number sorts first)."""
-    return tuple(int(p) if p.isdigit() else -1 for p in str(version).split(".")[:3])

@@ -7,10 +7,14 @@ TPUEstimator's iterations per loop, so Python overhead vanishes from the timings
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from paradnn.config import policy as check_policy
+from paradnn.engine.energy import meter_for
+from paradnn.engine.graphcount import count_graph_flops
+from paradnn.engine.protocol import Measurement, RunSettings, first_line, host_rss, run_protocol
 from paradnn.families import Config, family_of
 from paradnn.tfimport import keras, tf
 
@@ -91,7 +95,7 @@ class Trainer:
     policy: str = "float32"
     xla: bool = True
     seed: int = 0
-    input: str = "device"  # or host / host-prep: run_host() feeds each step from paradnn.inputs' pipeline
+    input: str = "device"  # or host / host-prep: run_host() feeds each step from paradnn.engine.inputs' pipeline
     model: keras.Model = field(init=False)
     optimizer: keras.optimizers.Optimizer = field(init=False)
 
@@ -160,7 +164,7 @@ class Trainer:
 
     def run_host(self, k: int) -> float:
         """Execute ``k`` steps, each on the next batch of the input mode's ``tf.data`` pipeline; returns the last loss."""
-        from paradnn.inputs import dataset
+        from paradnn.engine.inputs import dataset
 
         if self._iterator is None:
             self._iterator = iter(dataset(self.input, self.family, self.config, self.seed))
@@ -175,3 +179,43 @@ class Trainer:
         x, y = self.data
         loss = self._run(x, y, tf.constant(k, tf.int32))
         return float(loss.numpy())  # copies to the host, so the device has finished
+
+
+def measure(config: Config, settings: RunSettings, count_graph: bool = True) -> Measurement:
+    """Build ``config`` on ``settings.device`` under TensorFlow, count its graph FLOPs and time its step.
+
+    Out-of-memory is a result (state ``oom``), not a crash. One device, one process: the
+    JAX and data-parallel backends are :mod:`paradnn.engine.jaxstep` and
+    :mod:`paradnn.engine.replicas`; :func:`paradnn.engine.record.measure` picks one.
+    """
+    if settings.xla is None:
+        raise ValueError("settings.xla is None (auto): resolve it with paradnn.engine.ceilings.xla_choice first")
+    start = time.perf_counter()
+    rss_before = host_rss()
+    gpu = settings.device.upper().startswith("/GPU")
+    if gpu:
+        tf.config.experimental.reset_memory_stats(settings.device.strip("/"))
+    try:
+        with tf.device(settings.device):
+            trainer = Trainer(config, settings.dtype, settings.xla, input=settings.input)
+            built = time.perf_counter()
+            step_graph = trainer.trace().graph  # part of compiling; reused by the FLOP count and the first call
+            traced = time.perf_counter()
+            graph = count_graph_flops(step_graph) if count_graph else None
+            counted = time.perf_counter()
+            host = settings.input != "device"
+            m = run_protocol(trainer.run_host if host else trainer.run, settings, meter_for(settings.device),
+                             reference=trainer.run if host else None)  # fmt: skip
+            m.graph = graph
+            m.compile_time_s += traced - built
+            m.phases.update(build_s=built - start, trace_s=traced - built, count_s=counted - traced)
+    except tf.errors.ResourceExhaustedError as exc:
+        m = Measurement(state="oom", error=first_line(exc))
+    except MemoryError as exc:
+        m = Measurement(state="oom", error=f"MemoryError: {exc}")
+    if gpu:
+        m.peak_memory_bytes = int(tf.config.experimental.get_memory_info(settings.device.strip("/"))["peak"])
+    else:
+        m.peak_memory_bytes = max(0, host_rss() - rss_before)
+    m.wall_time_s = time.perf_counter() - start
+    return m

@@ -35,8 +35,8 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from paradnn.config import ConfigError
+from paradnn.engine.protocol import Measurement, RunSettings, Stats, run_protocol
 from paradnn.families import Config, parse_label
-from paradnn.harness import Measurement, RunSettings, Stats, run_protocol
 
 REPLICA_TIMEOUT_ENV = "PARADNN_REPLICA_TIMEOUT_S"  # seconds the replicas of one configuration may take
 FAULT_ENV = "PARADNN_FAULT_REPLICA"  # fault injection for tests: "hang:I" (replica I never joins) or "die:I" (it exits 3)
@@ -111,9 +111,9 @@ class Replicated:
     """
 
     def __init__(self, strategy, config: Config, settings: RunSettings, local_device: str) -> None:
-        from paradnn.harness import host_rss
+        from paradnn.engine.protocol import host_rss
+        from paradnn.engine.training import Trainer
         from paradnn.tfimport import tf
-        from paradnn.training import Trainer
 
         self.rss_before = host_rss()
         self.strategy = strategy
@@ -165,8 +165,8 @@ class Replicated:
         ``leads_others``: other processes follow this one (:meth:`follow`), told what to run
         before every call and to stop at the end.
         """
-        from paradnn.counting import GraphCount, count_graph_flops
-        from paradnn.harness import host_rss
+        from paradnn.engine.graphcount import GraphCount, count_graph_flops
+        from paradnn.engine.protocol import host_rss
         from paradnn.tfimport import tf
 
         announce = (lambda k: self.announce(PARALLEL, k), lambda k: self.announce(REFERENCE, k)) if leads_others else None
@@ -176,7 +176,7 @@ class Replicated:
             if m.state == "ok":
                 m.allreduce_share = self.profile(m.steps_per_call, announce)
         except tf.errors.ResourceExhaustedError as exc:
-            from paradnn.harness import first_line
+            from paradnn.engine.protocol import first_line
 
             m, graph = Measurement(state="oom", error=first_line(exc)), None
         finally:
@@ -196,7 +196,7 @@ class Replicated:
 
     def profile(self, k: int, announce) -> float | None:
         """The all-reduce ops' share of one profiled call of the parallel step (None if unreadable)."""
-        from paradnn.opprofile import _op_times
+        from paradnn.engine.profiler import op_times
         from paradnn.tfimport import tf
 
         if announce:
@@ -208,7 +208,7 @@ class Replicated:
             seconds = time.perf_counter() - start
             tf.profiler.experimental.stop()
             try:
-                times = _op_times(logdir)
+                times = op_times(logdir)
             except Exception:  # noqa: BLE001 - the profile is a second opinion; the timing stands without it
                 return None
         reduce = times[times["type"].astype(str).str.contains(ALLREDUCE_OPS)]["total_self_time"].sum() / 1e6
@@ -274,8 +274,8 @@ def _spawn(index: int, ports: list[int], cores: list[int], job: dict, tmp: Path)
     log = tmp / f"replica-{index}.log"
     with open(log, "wb") as err:
         argument = json.dumps({**job, "index": index, "cores": cores})
-        process = subprocess.Popen([sys.executable, "-m", "paradnn.parallel", argument], env=env, stdout=subprocess.DEVNULL,
-                                   stderr=err)  # fmt: skip
+        process = subprocess.Popen([sys.executable, "-m", "paradnn.engine.replicas", argument], env=env,
+                                   stdout=subprocess.DEVNULL, stderr=err)  # fmt: skip
     return process, log
 
 
@@ -315,7 +315,7 @@ def _last_line(log: Path) -> str:
 
 def _measurement(data: dict) -> Measurement:
     """A Measurement from the leader's JSON (``dataclasses.asdict`` of one)."""
-    from paradnn.counting import GraphCount
+    from paradnn.engine.graphcount import GraphCount
 
     stats, graph = data.pop("stats"), data.pop("graph")
     m = Measurement(**data)
@@ -326,10 +326,10 @@ def _measurement(data: dict) -> Measurement:
 
 def _replica(job: dict) -> None:
     """One replica process: join the others, then lead (replica 0) or follow."""
-    from paradnn.sweeps import _die_with_parent
+    from paradnn.engine.machine import die_with_parent
 
     os.sched_setaffinity(0, job["cores"])
-    _die_with_parent()
+    die_with_parent()
     fault = os.environ.get(FAULT_ENV, "")
     if fault == f"hang:{job['index']}":
         time.sleep(1e6)

@@ -20,8 +20,9 @@ import os
 from pathlib import Path
 
 from paradnn.config import cache_dir
+from paradnn.engine.machine import describe
 from paradnn.identity import fingerprint
-from paradnn.platform import Target, describe
+from paradnn.platform import Target
 
 
 def _matmul_runner(n: int, dtype: str, xla: bool):
@@ -55,7 +56,7 @@ def _copy_runner(n_bytes: int, xla: bool):
 
 def measure_ceilings(target: Target, seconds: float = 1.5) -> dict:
     """Measure matmul FLOP/s per dtype (XLA on and off) and copy bandwidth on ``target``."""
-    from paradnn.harness import RunSettings, run_protocol
+    from paradnn.engine.protocol import RunSettings, run_protocol
     from paradnn.tfimport import tf
 
     settings = RunSettings(max_seconds=seconds, min_call_seconds=0.05, max_steps_per_call=200, max_warmup_calls=3)
@@ -88,7 +89,8 @@ def probe_config(family: str):
 
 def probe_xla(target: Target, family: str, dtype: str, seconds: float = 1.0) -> dict:
     """Time the probe configuration with XLA off, then on; the faster setting wins."""
-    from paradnn.harness import RunSettings, measure
+    from paradnn.engine.protocol import RunSettings
+    from paradnn.engine.training import measure
 
     config = probe_config(family)
     medians = {}

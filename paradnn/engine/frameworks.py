@@ -14,10 +14,11 @@ import sys
 from importlib import metadata
 
 from paradnn.config import ConfigError, check_choice
+from paradnn.settings import setting
 
 # The frameworks paradnn can drive, the default first; each is also Keras's backend name.
-FRAMEWORKS = ("tensorflow", "jax")
-DEFAULT = FRAMEWORKS[0]
+FRAMEWORKS = setting("framework").choices
+DEFAULT = setting("framework").default
 # Dtype policies each framework's training step supports (float16 loss scaling is TensorFlow's).
 JAX_POLICIES = ("float32", "bfloat16", "mixed_bfloat16")
 

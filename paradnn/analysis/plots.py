@@ -467,7 +467,7 @@ def version_speedups(table: pd.DataFrame, title: str) -> plt.Figure:
     """Paper Fig. 12a: each version's geometric-mean speedup over the oldest (and the one before it),
     with 95% bootstrap intervals; one colour per family, dtype and XLA setting (log2 scale)."""
     fig, ax = plt.subplots(figsize=(max(6, 1.3 * table["target"].nunique() + 3), 4))
-    from paradnn.stacks import version_key
+    from paradnn.analysis.rows import version_key
 
     versions = sorted(set(table["baseline"]) | set(table["target"]), key=version_key)
     groups = list(table.groupby(["family", "dtype", "xla"]))

@@ -21,8 +21,9 @@ from typing import Any
 import numpy as np
 
 from paradnn.config import ConfigError, check_choice
+from paradnn.settings import setting
 
-MODES = ("device", "host", "host-prep")
+MODES = setting("input").choices
 POOL = 4  # distinct batches in host memory: each step reads another one
 CROP_MARGIN = 16  # stored images are this many pixels larger than the crop
 

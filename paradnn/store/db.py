@@ -39,6 +39,7 @@ import pandas as pd
 
 from paradnn.families import hyperparameter_columns
 from paradnn.identity import LATER_IDENTITY, SOFTWARE, run_key
+from paradnn.settings import SETTINGS
 
 __all__ = ["STATES", "SCHEMA_VERSION", "Store", "StoreError", "export", "run_key"]
 
@@ -57,17 +58,12 @@ CORE_COLUMNS: tuple[tuple[str, str], ...] = (
 )
 RESULT_COLUMNS: tuple[tuple[str, str], ...] = (
     ("family_version", "INTEGER"),
-    ("dtype", "TEXT"),
+    *((s.column, s.sql) for s in SETTINGS),  # the declared run settings (paradnn.settings)
     ("compute_dtype", "TEXT"),
-    ("xla", "INTEGER"),
     ("xla_auto", "INTEGER"),  # 1: the XLA setting was chosen by --xla auto's probe
-    ("framework", "TEXT"),  # tensorflow or jax (Keras 3's backend)
-    ("input_mode", "TEXT"),  # device, host or host-prep (paradnn.inputs; "input" is FC's input width)
-    ("devices", "INTEGER"),  # data-parallel replicas (paradnn.parallel); the batch is global
     ("replica_batch", "INTEGER"),  # batch / devices: each replica's share
     ("steps_per_call", "INTEGER"),
     ("max_seconds", "REAL"),
-    ("platform", "TEXT NOT NULL"),
     ("platform_fingerprint", "TEXT"),
     ("device_name", "TEXT"),
     ("host", "TEXT"),

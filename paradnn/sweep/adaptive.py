@@ -1,12 +1,12 @@
 """Adaptive sweeps: measure a space-filling design, then where the model is least sure, up to a budget.
 
 The budget is a number of configurations (``40``) or minutes (``30m``). Half of a
-configuration budget (at least :data:`paradnn.predict.MIN_ROWS`) goes to a maximin design
+configuration budget (at least :data:`paradnn.analysis.predict.MIN_ROWS`) goes to a maximin design
 over the grid's log axes; the rest is spent in rounds, each refitting the model on what
 the store holds and measuring where it is least certain (the cells whose measurement
-would narrow the most intervals, see :func:`paradnn.predict.most_informative`). A
+would narrow the most intervals, see :func:`paradnn.analysis.predict.most_informative`). A
 minutes budget measures the design, then rounds of a twentieth of the grid until the
-time is spent. Every measurement goes through :func:`paradnn.sweeps.run_sweep`,
+time is spent. Every measurement goes through :func:`paradnn.sweep.driver.run_sweep`,
 so claims, failures as results and resuming work as in a full sweep.
 
 Outlier guard: a configuration whose measured step falls outside its predicted interval
@@ -26,12 +26,13 @@ from dataclasses import dataclass, field, replace
 
 import pandas as pd
 
-from paradnn import predict
+from paradnn.analysis import predict
+from paradnn.analysis.results import Results
 from paradnn.config import ConfigError
 from paradnn.families import Config
 from paradnn.platform import Target
 from paradnn.store import Store
-from paradnn.sweeps import SweepOptions, SweepSummary, Worker, run_sweep
+from paradnn.sweep.driver import SweepOptions, SweepSummary, Worker, run_sweep
 
 OUTLIER_WIDTHS = 1.0  # a result this many interval widths outside its interval is measured again,
 OUTLIER_MIN = math.log(1.25)  # and at least 25% outside it (a model sure to 1% must not chase 2% noise)
@@ -127,10 +128,17 @@ def _time_left(deadline: float | None) -> bool:
     return deadline is None or time.monotonic() < deadline
 
 
+def _mine(store: Store, options: SweepOptions) -> pd.DataFrame:
+    """The store's rows of this sweep's run: its platform and every run setting (XLA auto: any XLA)."""
+    s = options.settings
+    run = {"platform": options.target.id, "dtype": s.dtype, "framework": s.framework, "input": s.input, "devices": s.devices}
+    if s.xla is not None:
+        run["xla"] = s.xla
+    return Results(store.results(platform=options.target.id)).for_settings(**run).frame
+
+
 def _rows(store: Store, options: SweepOptions, grid: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    ok, failed = predict.training_rows(store.results(platform=options.target.id), _family(grid))
-    dtype = options.settings.dtype
-    return ok[ok["dtype"] == dtype], failed[failed["dtype"] == dtype]
+    return predict.training_rows(_mine(store, options), _family(grid), options.settings.framework)
 
 
 def _family(grid: pd.DataFrame) -> str:
@@ -138,10 +146,9 @@ def _family(grid: pd.DataFrame) -> str:
 
 
 def _tried(store: Store, options: SweepOptions, grid: pd.DataFrame) -> set[str]:
-    """Grid labels the store already has a result for (any state) under this sweep's dtype."""
-    df = store.results(platform=options.target.id)
-    df = df[df["label"].isin(grid.index) & (df["dtype"] == options.settings.dtype)]
-    return set(df["label"])
+    """Grid labels the store already has a result for (any state) under this sweep's run settings."""
+    df = _mine(store, options)
+    return set(df.loc[df["label"].isin(grid.index), "label"])
 
 
 def _fit(store: Store, options: SweepOptions, grid: pd.DataFrame, seed: int):

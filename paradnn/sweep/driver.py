@@ -28,7 +28,6 @@ value in proportion, instead of only the first values of the first axes.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import platform as pyplatform
 import random
@@ -50,13 +49,15 @@ from typing import Protocol
 
 import psutil
 
-from paradnn import __version__, frameworks
+from paradnn import __version__
 from paradnn.config import ConfigError
+from paradnn.engine import frameworks
+from paradnn.engine.machine import die_with_parent
+from paradnn.engine.protocol import RunSettings
+from paradnn.engine.record import describe_config, settings_fields
 from paradnn.families import Config, family_of, parse_label
-from paradnn.harness import RunSettings
 from paradnn.identity import fingerprint, run_key
 from paradnn.platform import Target
-from paradnn.record import describe_config, settings_fields
 from paradnn.store import CLAIM_MARGIN_S, STATES, Store
 
 FAULT_CRASH_ENV = "PARADNN_FAULT_CRASH_ON"  # fault injection for tests: a label whose worker aborts
@@ -213,33 +214,21 @@ def oom_kills() -> int:
 # ---------------------------------------------------------------------------- the worker process
 
 
-def _die_with_parent() -> None:
-    """Ask Linux to kill this worker when the driver dies, and to pick it first on OOM."""
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-    try:
-        Path("/proc/self/oom_score_adj").write_text("1000")
-    except OSError:
-        pass
-
-
 def _worker_main(conn, target: Target) -> None:
     """Worker main loop: import TensorFlow once, then measure what the driver sends."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the driver's business
-    _die_with_parent()
-    from paradnn import ceilings as ceil
-    from paradnn import platform as plat
+    die_with_parent()
+    from paradnn.engine import ceilings as ceil
+    from paradnn.engine import machine
 
     try:
-        plat.apply_threads(target)
-        info = plat.describe(target)
+        machine.apply_threads(target)
+        info = machine.describe(target)
         ceilings = ceil.ceilings(target, info)
     except ConfigError as exc:
         conn.send(StartFailed(str(exc)))
         os._exit(0)
-    from paradnn.record import measure_config
+    from paradnn.engine.record import measure_config
     from paradnn.tfimport import keras
 
     conn.send(Ready(info, ceilings))
@@ -311,9 +300,9 @@ class ProcessWorker:
 
     def __init__(self, target: Target, framework: str = frameworks.DEFAULT, python: str | None = None) -> None:
         parent, child = socket.socketpair()
-        code = f"from paradnn.sweeps import _worker_entry, Target; _worker_entry({child.fileno()}, {target!r})"
+        code = f"from paradnn.sweep.driver import _worker_entry, Target; _worker_entry({child.fileno()}, {target!r})"
         env = frameworks.worker_environment(framework)  # Keras's backend is chosen when the worker imports it
-        # ``python``: another environment's interpreter (a software stack, see paradnn.stacks). Older
+        # ``python``: another environment's interpreter (a software stack, see paradnn.sweep.stacks). Older
         # TensorFlows log to stderr whatever TF_CPP_MIN_LOG_LEVEL says: their stderr goes to the
         # environment's worker.log, which a failed start names.
         log = open(Path(python).parents[1] / "worker.log", "ab") if python else None  # noqa: SIM115 - closed below
@@ -394,7 +383,7 @@ class ProcessWorker:
 # ---------------------------------------------------------------------------- the driver
 
 
-def _identity_record(config: Config, options: SweepOptions, info: dict) -> dict:
+def identity_record(config: Config, options: SweepOptions, info: dict) -> dict:
     """What a configuration's record holds before any counting: configuration, settings, platform."""
     family = family_of(config)
     record = {"family": family.name, "family_version": family.version, "label": config.label, **config.hyperparameters()}
@@ -411,7 +400,7 @@ def _base_record(config: Config, options: SweepOptions, worker: Worker) -> dict:
     Families counted by walking their Keras model are described by the worker, which has
     TensorFlow (and is idle between configurations); analytic ones here.
     """
-    record = _identity_record(config, options, worker.info)
+    record = identity_record(config, options, worker.info)
     dtype = options.settings.dtype
     if family_of(config).layers is not None:
         return {**describe_config(config, dtype, trace=False), **record}
@@ -437,13 +426,13 @@ def _platform_fields(info: dict, framework: str) -> dict:
     }
 
 
-def _key(config: Config, options: SweepOptions, info: dict) -> str:
-    record = _identity_record(config, options, info)
+def run_key_of(config: Config, options: SweepOptions, info: dict) -> str:
+    record = identity_record(config, options, info)
     record.update({f"sw_{k}": v for k, v in record.pop("software").items()})
     return run_key(record)
 
 
-def _skip_states(options: SweepOptions) -> tuple[str, ...]:
+def skip_states(options: SweepOptions) -> tuple[str, ...]:
     if options.force:
         return ()
     return ("ok",) if options.retry_failed else STATES
@@ -457,13 +446,13 @@ def check_settings(configs: list[Config], options: SweepOptions) -> None:
     for family in sorted({c.family for c in configs}):
         frameworks.check_family(family, framework)
     if options.settings.input == "host-prep":  # a family host-prep cannot feed is bad input, not an error row
-        from paradnn import inputs
+        from paradnn.engine import inputs
 
         for config in {c.family: c for c in configs}.values():
             inputs.check_family("host-prep", family_of(config), config)
     devices = options.settings.devices
     if devices > 1:
-        from paradnn import parallel
+        from paradnn.engine import replicas as parallel
 
         if options.target.kind == "cpu":
             parallel.check_cpu(devices, options.target.threads)
@@ -475,7 +464,7 @@ def check_settings(configs: list[Config], options: SweepOptions) -> None:
 def check_devices_present(options: SweepOptions, info: dict) -> None:
     """ConfigError when a GPU sweep asks for more replicas than the platform has GPUs (known once a worker started)."""
     if options.settings.devices > 1 and options.target.kind == "gpu":
-        from paradnn import parallel
+        from paradnn.engine import replicas as parallel
 
         parallel.check_gpus(options.settings.devices, options.target.index, info.get("devices", {}).get("GPU", 0))
 
@@ -512,8 +501,8 @@ def run_sweep(
         if options.settings.xla is None:  # --xla auto: one setting per family, probed once per platform
             choices, worker = _xla_choices(configs, options, store, info, worker, start_worker)
             options = replace(options, xla_choices=choices)
-        done = store.run_keys(_skip_states(options))
-        todo = [(c, k, "") for c in ordered(configs, options.seed) if (k := _key(c, options, info)) not in done]
+        done = store.run_keys(skip_states(options))
+        todo = [(c, k, "") for c in ordered(configs, options.seed) if (k := run_key_of(c, options, info)) not in done]
         summary.already_done = len(configs) - len(todo)
         summary.left = len(todo)
         bar = (progress or tqdm)(total=len(todo), unit="config", desc=f"sweep {options.target.id}", dynamic_ncols=True)
@@ -548,7 +537,7 @@ def _measure_todo(todo: list[tuple[Config, str, str]], store: Store, summary: Sw
                 summary.out_of_time = True
                 return
             options = options_of(slot)
-            status = store.claim(key, config.label, _skip_states(options), options.timeout_s + CLAIM_MARGIN_S)
+            status = store.claim(key, config.label, skip_states(options), options.timeout_s + CLAIM_MARGIN_S)
             if status != "claimed":  # finished or being measured by another sweep meanwhile
                 summary.already_done += status == "done"
                 summary.busy += status == "busy"
@@ -560,7 +549,7 @@ def _measure_todo(todo: list[tuple[Config, str, str]], store: Store, summary: Sw
             bar.set_postfix_str(f"failed {failed} | {slot + ' | ' if slot else ''}{config.label}")
             if workers.get(slot) is None or not workers[slot].alive():
                 workers[slot] = start(slot)
-            record, reusable = _run_one(config, workers[slot], options, budget, deadline)
+            record, reusable = run_one(config, workers[slot], options, budget, deadline)
             if not reusable:
                 workers[slot].kill()
                 workers[slot] = None
@@ -582,7 +571,7 @@ def _xla_choices(configs: list[Config], options: SweepOptions, store: Store, inf
                  start_worker: Callable[[Target], Worker]) -> tuple[dict[str, bool], Worker | None]:  # fmt: skip
     """The XLA setting per family for ``--xla auto``: from the platform's cached choices, else
     asked of a worker (which probes once and caches). Returns the choices and the worker."""
-    from paradnn.ceilings import cached_ceilings
+    from paradnn.engine.ceilings import cached_ceilings
 
     dtype = options.settings.dtype
     known = (cached_ceilings(info) or {}).get("xla", {})
@@ -628,7 +617,7 @@ def _known_platform(store: Store, target: Target, framework: str = frameworks.DE
     return None
 
 
-def _run_one(
+def run_one(
     config: Config, worker: Worker, options: SweepOptions, budget: float | None, deadline: float | None
 ) -> tuple[dict | None, bool]:
     """Measure one configuration: its record (None if the sweep ran out of time) and whether
@@ -700,7 +689,7 @@ def run_sweep_stacks(
 ) -> tuple[SweepSummary, dict[str, str]]:
     """Measure every configuration the store lacks on every software stack, interleaved.
 
-    One worker per stack (its environment built once by :func:`paradnn.stacks.ensure`)
+    One worker per stack (its environment built once by :func:`paradnn.sweep.stacks.ensure`)
     stays alive; each configuration is measured on every stack in turn, the stacks' order
     reversed every round, so a version ratio is taken side by side and the machine's drift
     reaches every stack alike. A stack that cannot be built or started is skipped with its
@@ -709,7 +698,7 @@ def run_sweep_stacks(
     """
     from tqdm import tqdm
 
-    from paradnn import stacks as stk
+    from paradnn.sweep import stacks as stk
 
     if options.settings.framework != "tensorflow":
         raise ConfigError("--framework", options.settings.framework, "tensorflow with --stack (stacks are TensorFlow versions)")
@@ -743,11 +732,11 @@ def run_sweep_stacks(
             plans[name] = stack_options
         names = list(workers)
         summary.planned = len(configs) * len(names)
-        done = store.run_keys(_skip_states(options))
+        done = store.run_keys(skip_states(options))
         todo = []
         for round_no, config in enumerate(ordered(configs, options.seed)):
             for name in names if round_no % 2 == 0 else names[::-1]:
-                key = _key(config, plans[name], workers[name].info)
+                key = run_key_of(config, plans[name], workers[name].info)
                 if key not in done:
                     todo.append((config, key, name))
         summary.already_done = summary.planned - len(todo)

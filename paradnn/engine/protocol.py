@@ -21,30 +21,38 @@ from __future__ import annotations
 import gc
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from paradnn import frameworks, inputs
-from paradnn.config import ConfigError, policy
-from paradnn.families import Config
+from paradnn.config import ConfigError
+from paradnn.engine import frameworks
+from paradnn.platform import Target
+from paradnn.settings import DEFAULTS
+from paradnn.settings import parse as parse_settings
+
+# The declared run settings a RunSettings carries (the platform is its ``device``).
+RUN_FIELDS = ("dtype", "xla", "framework", "input", "devices")
 
 if TYPE_CHECKING:
-    from paradnn.counting import GraphCount
-    from paradnn.energy import Meter
+    from paradnn.engine.energy import Meter
+    from paradnn.engine.graphcount import GraphCount
 
 
 @dataclass(frozen=True)
 class RunSettings:
-    """How to run a configuration (separate from what it is)."""
+    """How to run a configuration (separate from what it is): the declared run settings
+    (:mod:`paradnn.settings`) the step depends on, the device, and the protocol's knobs."""
 
-    dtype: str = "float32"
-    xla: bool | None = True  # None: --xla auto, resolved per family and platform before measuring
-    framework: str = "tensorflow"  # or "jax": Keras 3's JAX backend (always compiled by XLA)
-    input: str = "device"  # or host / host-prep: each step fed by a tf.data pipeline (paradnn.inputs)
-    devices: int = 1  # data-parallel replicas, the global batch split evenly (paradnn.parallel)
+    dtype: str = DEFAULTS["dtype"]
+    # None is --xla auto (the front ends' default), resolved per family and platform before
+    # measuring; the engine's own default is a resolved setting, on.
+    xla: bool | None = True
+    framework: str = DEFAULTS["framework"]  # jax: Keras 3's JAX backend (always compiled by XLA)
+    input: str = DEFAULTS["input"]  # host / host-prep: each step fed by a tf.data pipeline (paradnn.engine.inputs)
+    devices: int = DEFAULTS["devices"]  # data-parallel replicas, the global batch split evenly (paradnn.engine.replicas)
     device: str = "/CPU:0"
     max_seconds: float = 10.0
     min_call_seconds: float = 0.1
@@ -56,9 +64,9 @@ class RunSettings:
     target_precision: float = 0.01
 
     def __post_init__(self) -> None:
-        policy(self.dtype)  # ConfigError for an unknown policy
-        frameworks.check(self.framework)
-        inputs.check(self.input)
+        for name, value in parse_settings({k: getattr(self, k) for k in RUN_FIELDS}, defaults=False).items():
+            object.__setattr__(self, name, value)  # each through its one parser (ConfigError naming what is allowed)
+        frameworks.check(self.framework)  # installed?
         if self.input != "device" and self.framework != "tensorflow":
             raise ConfigError("input", self.input, "device with --framework jax (host pipelines are tf.data)")
         frameworks.check_policy(self.framework, self.dtype)
@@ -68,8 +76,13 @@ class RunSettings:
             if self.xla is False:
                 raise ConfigError("--xla", "off", "on (JAX always compiles with XLA)")
             object.__setattr__(self, "xla", True)
-        if not self.max_seconds > 0:
+        if not (isinstance(self.max_seconds, (int, float)) and math.isfinite(self.max_seconds) and self.max_seconds > 0):
             raise ConfigError("max_seconds", self.max_seconds, "a positive number of seconds")
+
+    @classmethod
+    def of(cls, run: Mapping[str, object], target: Target, **knobs: object) -> RunSettings:
+        """The settings of a parsed run (:func:`paradnn.settings.parse`) on ``target``, with protocol knobs."""
+        return cls(**{k: run[k] for k in RUN_FIELDS}, device=target.tf_device, **knobs)
 
     def _check_parallel(self) -> None:
         """What data-parallel runs (``devices`` > 1) take; ``--xla auto`` means off.
@@ -155,7 +168,7 @@ class Measurement:
     reference_samples: list[float] = field(default_factory=list)
     replicas: int = 1
     allreduce_share: float | None = None  # data-parallel: the profiler's all-reduce time over the step
-    # Energy per step over the timed calls, where the device has a readable counter (paradnn.energy).
+    # Energy per step over the timed calls, where the device has a readable counter (paradnn.engine.energy).
     energy_per_step_j: float | None = None
     energy_source: str = ""
 
@@ -212,7 +225,7 @@ class _Calls:
     """Times calls of ``run(k)``, counting the steps done and checking every loss.
 
     ``announce(k)``, if given, runs before each call, outside the timer (a data-parallel
-    leader tells the other replicas what to run: see :mod:`paradnn.parallel`).
+    leader tells the other replicas what to run: see :mod:`paradnn.engine.replicas`).
     """
 
     def __init__(self, run: Callable[[int], float], announce: Callable[[int], None] | None = None) -> None:
@@ -334,58 +347,6 @@ def run_protocol(run: Callable[[int], float], settings: RunSettings, meter: Mete
 def _steps_for(step_seconds: float, settings: RunSettings) -> int:
     k = math.ceil(settings.min_call_seconds / max(step_seconds, 1e-9))
     return int(min(max(k, 1), settings.max_steps_per_call))
-
-
-def measure(config: Config, settings: RunSettings, count_graph: bool = True) -> Measurement:
-    """Build ``config`` on ``settings.device``, count its graph FLOPs and time its step.
-
-    Out-of-memory is a result (state ``oom``), not a crash. Under ``settings.framework``
-    jax, :func:`paradnn.jaxtraining.measure` does the same with JAX; with ``settings.devices``
-    above 1, :func:`paradnn.parallel.measure` with that many data-parallel replicas.
-    """
-    if settings.framework == "jax":
-        from paradnn.jaxtraining import measure as measure_jax
-
-        return measure_jax(config, settings, count_graph)
-    if settings.devices > 1:
-        from paradnn.parallel import measure as measure_parallel
-
-        return measure_parallel(config, settings, count_graph)
-    from paradnn.counting import count_graph_flops
-    from paradnn.energy import meter_for
-    from paradnn.training import Trainer, tf
-
-    if settings.xla is None:
-        raise ValueError("settings.xla is None (auto): resolve it with paradnn.ceilings.xla_choice first")
-    start = time.perf_counter()
-    rss_before = host_rss()
-    gpu = settings.device.upper().startswith("/GPU")
-    if gpu:
-        tf.config.experimental.reset_memory_stats(settings.device.strip("/"))
-    try:
-        with tf.device(settings.device):
-            trainer = Trainer(config, settings.dtype, settings.xla, input=settings.input)
-            built = time.perf_counter()
-            step_graph = trainer.trace().graph  # part of compiling; reused by the FLOP count and the first call
-            traced = time.perf_counter()
-            graph = count_graph_flops(step_graph) if count_graph else None
-            counted = time.perf_counter()
-            host = settings.input != "device"
-            m = run_protocol(trainer.run_host if host else trainer.run, settings, meter_for(settings.device),
-                             reference=trainer.run if host else None)  # fmt: skip
-            m.graph = graph
-            m.compile_time_s += traced - built
-            m.phases.update(build_s=built - start, trace_s=traced - built, count_s=counted - traced)
-    except tf.errors.ResourceExhaustedError as exc:
-        m = Measurement(state="oom", error=first_line(exc))
-    except MemoryError as exc:
-        m = Measurement(state="oom", error=f"MemoryError: {exc}")
-    if gpu:
-        m.peak_memory_bytes = int(tf.config.experimental.get_memory_info(settings.device.strip("/"))["peak"])
-    else:
-        m.peak_memory_bytes = max(0, host_rss() - rss_before)
-    m.wall_time_s = time.perf_counter() - start
-    return m
 
 
 def host_rss() -> int:

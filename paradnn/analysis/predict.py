@@ -344,14 +344,10 @@ class PerformanceModel:
 def training_rows(results: pd.DataFrame, family: str, framework: str = "tensorflow") -> tuple[pd.DataFrame, pd.DataFrame]:
     """A family's ``ok`` rows (the last measurement of each configuration and setting) and its oom/skipped
     rows, under one framework (a model learns one framework's timings)."""
-    from paradnn.stacks import newest_rows
+    from paradnn.analysis.results import Results
 
-    results = newest_rows(results)
-    def setting(column: str, default: object) -> pd.Series:
-        return results[column].fillna(default) if column in results else pd.Series(default, index=results.index)
-
-    mine = (results["family"] == family) & (setting("framework", "tensorflow") == framework)
-    df = results[mine & (setting("input_mode", "device") == "device") & (setting("devices", 1) == 1)].copy()
+    mine = Results(results).newest_stack().where(family=family).for_settings(framework=framework, input="device", devices=1)
+    df = mine.frame.copy()
     df["xla"] = df["xla"].map(lambda v: "auto" if v is None else str(bool(v)).lower())
     key = ["label", "dtype", "xla"]
     ok = df[(df["state"] == "ok") & (df["step_time_s"] > 0)].drop_duplicates(key, keep="last")

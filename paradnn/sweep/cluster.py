@@ -4,7 +4,7 @@
 (started with Ray's own ``ray start``) and places one :class:`NodeRunner` actor per device:
 on CPU targets one per node, holding all of the node's CPUs; on GPU targets one per GPU,
 holding that whole GPU. No two benchmarks ever share a device. Each runner keeps the same
-isolated worker process as the local sweep (:class:`paradnn.sweeps.ProcessWorker`), so a
+isolated worker process as the local sweep (:class:`paradnn.sweep.driver.ProcessWorker`), so a
 crash, an out-of-memory or a timeout becomes that configuration's row and the worker is
 replaced; the worker measures its node's ceilings once per node and software stack.
 
@@ -33,17 +33,17 @@ from paradnn.families import Config, parse_label
 from paradnn.identity import fingerprint
 from paradnn.platform import Target
 from paradnn.store import CLAIM_MARGIN_S, Store
-from paradnn.sweeps import (
+from paradnn.sweep.driver import (
     ChooseXLA,
     ProcessWorker,
     Result,
     SweepOptions,
     SweepSummary,
-    _key,
-    _run_one,
-    _skip_states,
     check_settings,
     default_memory_budget,
+    run_key_of,
+    run_one,
+    skip_states,
 )
 
 RAY_INSTALL = "pip install 'paradnn[ray]'"
@@ -78,7 +78,7 @@ class NodeRunner:
         if self.worker is None or not self.worker.alive():
             self.worker = ProcessWorker(self.target, self.framework)
         budget = options.memory_budget_bytes or default_memory_budget(self.target)
-        record, reusable = _run_one(parse_label(family, label), self.worker, options, budget, None)
+        record, reusable = run_one(parse_label(family, label), self.worker, options, budget, None)
         if not reusable:
             self.worker.kill()
             self.worker = None
@@ -191,13 +191,13 @@ def _groups(runners: list[Runner], configs: list[Config], options: SweepOptions,
     """Runners grouped by platform fingerprint, each group's options (XLA auto resolved) and its queue."""
     import ray
 
-    from paradnn.sweeps import ordered
+    from paradnn.sweep.driver import ordered
 
     groups: dict[str, Group] = {}
     for r in runners:
         r.group = fingerprint(r.info)
         groups.setdefault(r.group, Group(options)).runners.append(r)
-    done = store.run_keys(_skip_states(options))
+    done = store.run_keys(skip_states(options))
     for group in groups.values():
         if options.settings.xla is None and options.settings.framework == "tensorflow":
             ask = group.runners[0].actor
@@ -205,7 +205,8 @@ def _groups(runners: list[Runner], configs: list[Config], options: SweepOptions,
             chosen = ray.get([ask.choose_xla.remote(f, options.settings.dtype) for f in families])
             group.options = replace(options, xla_choices=dict(zip(families, chosen)))
         info = group.runners[0].info
-        group.queue.extend(Task(c, k) for c in ordered(configs, options.seed) if (k := _key(c, group.options, info)) not in done)
+        keys = ((c, run_key_of(c, group.options, info)) for c in ordered(configs, options.seed))
+        group.queue.extend(Task(c, k) for c, k in keys if k not in done)
     return groups
 
 
@@ -276,7 +277,7 @@ def _dispatch(groups: dict[str, Group], runners: list[Runner], pending: dict, st
         group = groups[runner.group]
         while group.queue:
             task = group.queue.popleft()
-            status = store.claim(task.key, task.config.label, _skip_states(group.options),
+            status = store.claim(task.key, task.config.label, skip_states(group.options),
                                  group.options.timeout_s + CLAIM_MARGIN_S)  # fmt: skip
             if status == "claimed":
                 future = runner.actor.measure.remote(task.config.family, task.config.label, group.options)
@@ -317,9 +318,9 @@ def _collect(future, runner: Runner, task: Task, groups: dict[str, Group], runne
 
 def _dead_record(task: Task, runner: Runner, options: SweepOptions, failure: dict) -> dict:
     """The record of a configuration whose node died: its identity on that node's platform, and why."""
-    from paradnn.sweeps import _identity_record
+    from paradnn.sweep.driver import identity_record
 
-    record = _identity_record(task.config, options, runner.info)
+    record = identity_record(task.config, options, runner.info)
     return {**record, **failure, "started_at": time.time()}
 
 

@@ -1,0 +1,129 @@
+"""The machine a run is on: its identity and software stack, and its thread settings.
+
+:func:`describe` is what the store keeps per platform and what the run identity's
+fingerprint is computed from. TensorFlow is imported lazily, inside the functions.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import platform as pyplatform
+import signal
+import subprocess
+from pathlib import Path
+
+from paradnn import __version__
+from paradnn.config import ConfigError
+from paradnn.platform import Target, datasheet_for
+
+
+def apply_threads(target: Target) -> None:
+    """Limit TensorFlow's thread pools; must run before TensorFlow executes anything."""
+    if target.threads:
+        from paradnn.tfimport import tf
+
+        tf.config.threading.set_intra_op_parallelism_threads(target.threads)
+        tf.config.threading.set_inter_op_parallelism_threads(1)
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return pyplatform.processor() or pyplatform.machine()
+
+
+def _memory_bytes() -> int:
+    import psutil
+
+    return int(psutil.virtual_memory().total)
+
+
+def git_revision() -> str:
+    """The paradnn source's git revision (``+dirty`` when modified), or '' if unknown."""
+    here = Path(__file__).resolve().parents[1]  # the paradnn package
+
+    def git(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["git", "-C", str(here), *args], capture_output=True, text=True, timeout=5)
+
+    try:
+        rev = git("rev-parse", "--short", "HEAD")
+        if rev.returncode != 0:
+            return ""
+        dirty = git("status", "--porcelain", "--", ".").stdout.strip()
+        return rev.stdout.strip() + ("+dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def software_stack() -> dict[str, str]:
+    """Versions of everything that shapes a timing."""
+    import numpy
+
+    from paradnn.tfimport import keras, tf
+
+    build = tf.sysconfig.get_build_info()
+    stack = {
+        "tensorflow": tf.__version__,
+        "keras": keras.__version__,
+        "python": pyplatform.python_version(),
+        "numpy": numpy.__version__,
+        "cuda": str(build.get("cuda_version", "")),
+        "cudnn": str(build.get("cudnn_version", "")),
+        "paradnn": __version__,
+        "git": git_revision(),
+    }
+    if keras.backend.backend() == "jax":  # Keras runs on JAX in this process: its version shapes timings
+        import jax
+
+        stack["jax"] = jax.__version__
+    return stack
+
+
+def _accelerator_name(target: Target) -> str:
+    from paradnn.tfimport import tf
+
+    devices = tf.config.list_physical_devices(target.kind.upper())
+    if target.index >= len(devices):
+        raise ConfigError("platform", target.id, f"{len(devices)} {target.kind.upper()} device(s) on this machine")
+    details = tf.config.experimental.get_device_details(devices[target.index])
+    return str(details.get("device_name", target.kind.upper()))
+
+
+def describe(target: Target | None = None) -> dict:
+    """Identity and software stack of ``target`` (default: this machine's CPU)."""
+    from paradnn.tfimport import tf
+
+    target = target or Target()
+    info = {
+        "id": target.id,
+        "kind": target.kind,
+        "device": target.tf_device,
+        "name": _cpu_name() if target.kind == "cpu" else _accelerator_name(target),
+        "host": pyplatform.node(),
+        "cpu": _cpu_name(),
+        "cores": os.cpu_count() or 1,
+        "threads": target.threads,
+        "memory_bytes": _memory_bytes(),
+        "devices": {k: len(tf.config.list_physical_devices(k)) for k in ("CPU", "GPU", "TPU")},
+        "software": software_stack(),
+    }
+    sheet = datasheet_for(info["name"]) if target.kind != "cpu" else None
+    info["datasheet"] = sheet.name if sheet else None
+    return info
+
+
+def die_with_parent() -> None:
+    """Ask Linux to kill this process when its parent dies, and to pick it first on OOM (workers, replicas)."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    try:
+        Path("/proc/self/oom_score_adj").write_text("1000")
+    except OSError:
+        pass

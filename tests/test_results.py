@@ -1,0 +1,129 @@
+"""The results object pairs like with like: planted unlike twins are never compared.
+
+Every twin below shares a label with a base row but differs in one part of its run
+identity (framework, software stack, input mode, devices, threads, family). No comparison
+of another axis may pair it with the base, and no rerun may count it; each comparison
+says what it held fixed.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from paradnn import settings
+from paradnn.analysis.results import Results
+from paradnn.config import ConfigError
+from paradnn.identity import BASE_IDENTITY, LATER_IDENTITY
+from paradnn.store import Store
+
+FC = "layer_1-node_8-input_4-output_2-bs_4"
+IMAGE = "image_64-bs_8"  # the label ResNet-50, DenseNet and SqueezeNet all use at this size
+
+
+def row(label: str = FC, family: str = "fc", speed: float = 100.0, **changes: object) -> dict:
+    base = {"family": family, "label": label, "dtype": "float32", "xla": False, "platform": "cpu", "state": "ok",
+            "step_time_s": 4 / speed, "examples_per_sec": speed, "software": {"tensorflow": "2.21.0", "keras": "3.15"},
+            "platform_fingerprint": "cpu|x|2|2.21.0"}  # fmt: skip
+    if family == "fc":
+        base.update(layers=1, nodes=8, input=4, output=2, batch=4)
+    else:
+        base.update(image=64, batch=8)
+    software = changes.pop("software", {})
+    return {**base, **changes, "software": {**base["software"], **software}}
+
+
+BASE = row()
+TWINS = {
+    "framework": row(framework="jax", xla=True, software={"jax": "0.10"}, speed=300),
+    "stack": row(software={"tensorflow": "2.16.2"}, platform_fingerprint="cpu|x|2|2.16.2", speed=400),
+    "input": row(input_mode="host", speed=500),
+    "devices": row(devices=2, speed=600),
+    "threads": row(platform="cpu[threads=1]", platform_fingerprint="cpu[threads=1]|x|2|2.21.0", speed=50),
+}
+# The twins that differ from BASE in exactly one part of the run identity besides xla; the
+# XLA comparison below must pair none of them.
+XLA_ON = row(xla=True, speed=200)
+BF16 = row(dtype="mixed_bfloat16", speed=150)
+WORKLOADS = [row(IMAGE, family, speed) for family, speed in (("resnet50", 10.0), ("densenet", 20.0), ("squeezenet", 30.0))]
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory) -> Results:
+    path = tmp_path_factory.mktemp("twins") / "twins.sqlite"
+    with Store(path) as store:
+        store.add_results([BASE, XLA_ON, BF16, *TWINS.values(), *WORKLOADS])
+    return Results.load(path)
+
+
+def test_every_planted_twin_is_its_own_run(results):
+    assert results.frame["run_key"].is_unique and len(results) == 3 + len(TWINS) + len(WORKLOADS)
+    assert results.reruns().empty  # nothing was measured twice: no rerun, however many labels repeat
+
+
+@pytest.mark.parametrize("vary, baseline, target, speedup", [
+    ("xla", False, True, 2.0),
+    ("dtype", "float32", "mixed_bfloat16", 1.5),
+    ("framework", "tensorflow", "jax", 1.5),  # JAX runs with XLA: paired with TensorFlow's XLA-on row, not the base
+    ("input", "device", "host", 5.0),
+    ("devices", 1, 2, 6.0),
+    ("platform", "cpu", "cpu[threads=1]", 0.5),
+    ("sw_tensorflow", "2.21.0", "2.16.2", 4.0),
+])  # fmt: skip
+def test_a_comparison_pairs_only_rows_that_differ_in_its_axis(results, vary, baseline, target, speedup):
+    result = results.where(family="fc").matched(vary, baseline, target)
+    assert result.n == 1 and result.table["speedup"].iloc[0] == pytest.approx(speedup)
+    column = settings.BY_NAME[vary].column if vary in settings.BY_NAME else vary
+    held = {c for c in settings.identity_columns() if c != column}
+    assert held <= set(result.held_fixed)  # says what it held: every other run setting
+
+
+def test_freeing_a_setting_is_explicit_and_said(results):
+    result = results.where(family="fc").matched("framework", "tensorflow", "jax", free=("xla",))
+    # TensorFlow's side now holds both XLA settings (100 and 200 examples/s): their median, 150.
+    assert result.n == 1 and result.table["speedup"].iloc[0] == pytest.approx(2.0)
+    assert result.free == ("xla",) and "xla" not in result.held_fixed
+    assert result.held_fixed["input_mode"] == "device" and result.held_fixed["devices"] == 1
+
+
+def test_two_families_sharing_a_label_never_pair(results):
+    workloads = results.where(label=IMAGE)
+    assert len(workloads) == 3
+    for vary, a, b in (("xla", False, True), ("dtype", "float32", "mixed_bfloat16"), ("platform", "cpu", "gpu:0")):
+        assert workloads.matched(vary, a, b).n == 0
+    assert workloads.reruns().empty
+
+
+def test_for_settings_reads_the_declaration(results):
+    default = results.for_settings(**{k: v for k, v in settings.DEFAULTS.items() if k not in ("xla",)})
+    assert set(default.frame["label"]) == {FC, IMAGE}
+    assert len(default.where(family="fc")) == 3  # base, XLA on, bfloat16: no framework, input, devices or stack twin
+    assert len(results.for_settings(input="host")) == 1 and len(results.for_settings(platform="cpu[threads:1]")) == 1
+    with pytest.raises(ConfigError, match="input: 'tape' is not valid; allowed: device, host, host-prep"):
+        results.for_settings(input="tape")
+    with pytest.raises(ConfigError, match="run setting"):
+        results.for_settings(colour="red")
+
+
+def test_reruns_are_the_same_identity_measured_again(tmp_path):
+    path = tmp_path / "reruns.sqlite"
+    with Store(path) as store:
+        store.add_results([BASE, row(speed=110), TWINS["stack"]])  # the second BASE row is a --force rerun
+    reruns = Results.load(path).reruns()
+    assert list(reruns["n"]) == [2] and reruns["difference"].iloc[0] == pytest.approx(0.1)
+
+
+def test_newest_stack_keeps_one_tensorflow_per_platform(results):
+    newest = results.where(family="fc").newest_stack().frame
+    assert "2.16.2" not in set(newest["sw_tensorflow"]) and len(newest) == len(results.where(family="fc")) - 1
+
+
+def test_identity_is_built_from_the_declaration():
+    assert BASE_IDENTITY == ("family", "label", "dtype", "xla", "platform", "platform_fingerprint")
+    assert {k: v for k, v in LATER_IDENTITY.items() if k in settings.LEGACY} == {
+        "framework": "tensorflow", "input_mode": "device", "devices": 1}  # fmt: skip
+
+
+def test_results_keep_pandas_inside():
+    frame = pd.DataFrame([{**BASE, "id": 1, "run_key": "a", "source": "measured"}])
+    assert Results(frame).frame is frame and len(Results(frame)) == 1
