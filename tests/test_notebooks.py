@@ -25,3 +25,17 @@ def test_notebooks_are_thin_and_committed_without_outputs(path):
     code = [c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
     assert all(not c["outputs"] and c["execution_count"] is None for c in code)
     assert not any(line.lstrip().startswith(("def ", "class ")) for c in code for line in c["source"])
+
+
+CALLS_ONLY = ("architecture",)  # notebooks whose analysis lives wholly in paradnn.notebook's section helpers
+
+
+@pytest.mark.parametrize("name", CALLS_ONLY)
+def test_code_cells_are_calls_without_row_logic(name):
+    """No filters, loops over rows or figure building in the notebook: only printing a helper's lines may loop."""
+    cells = json.loads((NOTEBOOKS[0].parent / f"{name}.ipynb").read_text())["cells"]
+    code = [line for c in cells if c["cell_type"] == "code" and "parameters" not in c["metadata"].get("tags", [])
+            for line in c["source"]]  # fmt: skip
+    loops = [line for line in code if line.lstrip().startswith("for ") and not line.lstrip().startswith("for line in ")]
+    logic = [line for line in code if any(s in line for s in ('"] ==', "].isin(", ".assign(", ".dropna(", "show(", "plots."))]
+    assert not loops and not logic, loops + logic

@@ -1,0 +1,142 @@
+"""The architecture report's section helpers (paradnn.notebook) on small synthetic frames."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import pytest
+
+from paradnn import notebook as nb
+from paradnn.analysis.observations import HOLDS, UNKNOWN, Verdict
+from paradnn.analysis.roofline import Ceilings
+
+
+def rows(**columns) -> pd.DataFrame:
+    return pd.DataFrame(columns)
+
+
+@pytest.fixture
+def shown(monkeypatch) -> dict:
+    """What a section puts into the report: figure titles, captions and displayed tables."""
+    seen: dict = {"figures": [], "captions": [], "tables": []}
+
+    def show(fig) -> None:
+        seen["figures"].append(nb.figure_title(fig))
+        plt.close(fig)
+
+    monkeypatch.setattr(nb, "show", show)
+    monkeypatch.setattr(nb, "caption", lambda text: seen["captions"].append(text))
+    monkeypatch.setattr("IPython.display.display", lambda obj, **kw: seen["tables"].append(obj))
+    return seen
+
+
+def test_state_counts_names_every_state_most_common_first():
+    df = rows(state=["ok", "ok", "oom", "ok", "timeout"])
+    assert nb.state_counts(df, "cpu") == "5 configurations of cpu in the store: 3 ok, 1 oom, 1 timeout"
+
+
+def test_roofline_caption_counts_models_left_of_the_ridge_and_the_best_share_of_the_roof():
+    ceilings = Ceilings(peak_flops=1e12, bandwidth=1e10, source="measured")  # ridge at 100 FLOPs/byte
+    points = rows(intensity=[10.0, 50.0, 200.0, 400.0], achieved_flops=[1e10, 1e11, 4e11, 2e11])
+    text = nb.roofline_caption(points, ceilings)
+    assert text.startswith("The paper found FC and CNN models span")
+    assert text.endswith("here 50% of the 4 models lie left of the ridge point (100 FLOPs/byte), "
+                         "reaching up to 40% of the compute roof.")
+
+
+@pytest.mark.parametrize(("count", "expected"), [(0, []), (1, ["big"]), (2, ["small", "big"]), (5, ["small", "big"])])
+def test_profile_picks_are_the_smallest_and_largest_finished_fc_models(count, expected):
+    df = rows(family=["fc", "fc", "fc", "cnn", "fc"], label=["mid", "big", "small", "conv", "huge"],
+              state=["ok", "ok", "ok", "ok", "oom"], flops_model=[5.0, 9.0, 1.0, 100.0, 50.0])  # fmt: skip
+    assert list(nb.profile_picks(df, count)["label"]) == expected
+
+
+def test_profile_picks_of_a_single_model_profiles_it_once():
+    df = rows(family=["fc"], label=["only"], state=["ok"], flops_model=[1.0])
+    assert list(nb.profile_picks(df, 2)["label"]) == ["only"]
+    assert nb.profile_picks(df.iloc[0:0], 2).empty
+
+
+def test_replicated_rows_and_the_communication_table():
+    df = rows(family=["fc", "fc", "fc"], label=["fc_bs_64", "fc_bs_128", "fc_bs_64"], devices=[2, 2, 1],
+              replica_batch=[32, 64, 64], step_time_s=[0.012345, 0.02, 0.01], replica_step_time_s=[0.01, 0.015, None],
+              comm_share=[0.19, 0.25, None], allreduce_share=[0.1, 0.2, None], scaling_efficiency=[0.81, 0.75, None],
+              state=["ok", "ok", "ok"])  # fmt: skip
+    replicated = nb.replicated_rows(df)
+    assert list(replicated["devices"]) == [2, 2]  # the single-device row has no communication share
+    table = nb.communication_table(replicated)
+    assert list(table.columns) == nb.COMMUNICATION_COLUMNS and "state" not in table
+    assert table["step_time_s"].iloc[0] == 0.0123
+
+
+def test_fed_rows_keep_the_requested_pipelines_with_a_measured_share():
+    df = rows(family=["fc", "fc", "fc", "cnn"], input_mode=["host", "host-prep", "device", "host-prep"],
+              infeed_share=[0.3, 0.5, None, 0.2])  # fmt: skip
+    assert list(nb.fed_rows(df, ["host", "host-prep"])["input_mode"]) == ["host", "host-prep", "host-prep"]
+    assert list(nb.fed_rows(df, ["host-prep"])["family"]) == ["fc", "cnn"]
+    assert nb.fed_rows(df, []).empty
+
+
+def test_infeed_plot_rows_group_by_family_and_pipeline_in_percent():
+    df = rows(family=["fc", "cnn"], input_mode=["host", "host-prep"], infeed_share=[0.25, 0.5])
+    plotted = nb.infeed_plot_rows(df)
+    assert list(plotted["pipeline"]) == ["fc, host", "cnn, host-prep"]
+    assert list(plotted["infeed_percent"]) == [25.0, 50.0]
+
+
+def test_collect_keeps_the_order_spreads_lists_and_drops_skipped_sections():
+    a, b, c = (Verdict(n, "p", UNKNOWN, "e") for n in "abc")
+    assert nb.collect([a], None, b, [], (c,)) == [a, b, c]
+
+
+def test_measuring_replicas_and_inputs_needs_a_local_platform_and_measure_missing(monkeypatch):
+    calls = []
+    monkeypatch.setattr(nb, "ensure_measured", lambda store, families, **kw: calls.append(kw) or [f"{kw.get('input')}"])
+    common = {"preset": "smoke", "overrides": {}, "budget_minutes": 4.0, "max_seconds": 0.5}
+    assert nb.measure_replicas("s", ["fc"], 1, platform="cpu", measure_missing=True, **common) == []
+    assert nb.measure_replicas("s", ["fc"], 2, platform="tpu-v2-8", measure_missing=True, **common) == []
+    assert nb.measure_replicas("s", ["fc"], 2, platform="cpu", measure_missing=False, **common) == []
+    assert nb.measure_inputs("s", ["fc"], ["host"], platform="v100", measure_missing=True, **common) == []
+    assert nb.measure_inputs("s", ["fc"], [], platform="cpu", measure_missing=True, **common) == []
+    assert not calls
+    assert nb.measure_inputs("s", ["fc"], ["host", "host-prep"], platform="cpu", measure_missing=True, **common) == [
+        "host", "host-prep"]  # fmt: skip
+    assert [c["budget_minutes"] for c in calls] == [2.0, 2.0]  # the budget split between the pipelines
+    nb.measure_replicas("s", ["fc"], 2, platform="cpu", measure_missing=True, **common)
+    assert calls[-1]["devices"] == 2 and calls[-1]["budget_minutes"] == 4.0
+
+
+def test_replica_and_infeed_sections_without_rows_say_what_they_need(shown):
+    empty = rows(family=[], label=[], state=[], comm_share=[], infeed_share=[], input_mode=[], batch=[])
+    assert nb.replica_section(empty, "cpu").verdict == UNKNOWN
+    assert nb.infeed_section(empty, "cpu").verdict == UNKNOWN
+    assert shown["figures"] == [] and shown["tables"] == []
+    assert "needs data-parallel measurements" in shown["captions"][0]
+    assert "needs host-fed measurements" in shown["captions"][1]
+
+
+def test_replica_section_shows_the_share_by_batch_and_the_table(shown):
+    batches = [64, 64, 128, 128, 256, 256]
+    replicated = rows(family=["fc"] * 6, label=[f"fc_bs_{b}_n{i}" for i, b in enumerate(batches)], batch=batches,
+                      devices=[2] * 6, replica_batch=[b // 2 for b in batches], step_time_s=[0.01] * 6,
+                      replica_step_time_s=[0.008] * 6, comm_share=[0.4, 0.3, 0.2, 0.2, 0.1, 0.05],
+                      allreduce_share=[0.1] * 6, scaling_efficiency=[0.8] * 6, state=["ok"] * 6)  # fmt: skip
+    verdict = nb.replica_section(replicated, "cpu")
+    assert verdict.id == "O3" and verdict.verdict == HOLDS
+    assert shown["figures"] == ["cpu: communication share of the data-parallel step (all-reduce and waiting)"]
+    assert list(shown["tables"][0].columns) == nb.COMMUNICATION_COLUMNS
+    assert shown["captions"] == [verdict.sentence]
+
+
+def test_infeed_section_shows_one_box_per_family_and_pipeline(shown):
+    fed = rows(family=["fc"] * 6, label=[f"fc_bs_{b}" for b in (64, 128, 256, 64, 128, 256)], batch=[64, 128, 256] * 2,
+               input_mode=["host"] * 3 + ["host-prep"] * 3, flops_model=[1e6, 4e6, 16e6, 2e6, 8e6, 32e6],
+               infeed_share=[0.6, 0.4, 0.1, 0.7, 0.5, 0.2], state=["ok"] * 6)  # fmt: skip
+    verdict = nb.infeed_section(fed, "cpu")
+    assert verdict.id == "O4" and verdict.platform == "cpu"
+    assert shown["figures"] == ["cpu: share of step time waiting for the input pipeline, by family and pipeline"]
+    assert shown["captions"] == [verdict.sentence]
