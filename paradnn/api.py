@@ -80,7 +80,8 @@ def sweep(family: str, *, preset: str = "smoke", store: str | Path = "outputs/re
     from paradnn.analysis.results import Results
     from paradnn.space import expand
     from paradnn.store import Store
-    from paradnn.sweep.driver import SilentProgress, SweepOptions, run_sweep
+    from paradnn.sweep.backends import run_sweep
+    from paradnn.sweep.driver import SilentProgress, SweepOptions
 
     configs = expand(family, preset, overrides)
     parsed, target, settings_with = _run(run)

@@ -305,7 +305,8 @@ def sweep(family: str, preset: str, overrides: tuple[str, ...], store_path: str,
     "predicted"); see `paradnn predict`.
     """
     from paradnn.space import expand, parse_override
-    from paradnn.sweep.driver import SweepOptions, check_settings, run_sweep
+    from paradnn.sweep.backends import run_sweep
+    from paradnn.sweep.driver import SweepOptions, check_settings
 
     configs = expand(_family(family), preset, dict(parse_override(family, o) for o in overrides))
     parsed, target, settings = _run_settings(run, max_seconds=max_seconds)
@@ -341,16 +342,9 @@ def sweep(family: str, preset: str, overrides: tuple[str, ...], store_path: str,
         if adaptive:
             outcome = adaptive_sweep(configs, store, options, parsed_budget, echo=lambda t: click.echo(t, err=True))
             summary, predicted = outcome.summary, outcome.predicted
-        elif stacks:
-            from paradnn.sweep.driver import run_sweep_stacks
-
-            summary, _ = run_sweep_stacks(configs, store, options, stacks, echo=lambda t: click.echo(t, err=True))
-        elif backend == "ray":
-            from paradnn.sweep.cluster import run_sweep_ray
-
-            summary = run_sweep_ray(configs, store, options, address or "")
         else:
-            summary = run_sweep(configs, store, options)
+            summary = run_sweep(configs, store, options, stacks=stacks, address=(address or "") if backend == "ray" else "",
+                                echo=lambda t: click.echo(t, err=True))  # fmt: skip
     from paradnn.analysis.results import Results
 
     mine = Results.load(store_path).where(family=family, label=[c.label for c in configs]).for_settings(**parsed)

@@ -119,7 +119,8 @@ def ensure_measured(
     from paradnn.platform import parse_target
     from paradnn.settings import describe, parse
     from paradnn.space import expand
-    from paradnn.sweep.driver import SweepOptions, run_sweep
+    from paradnn.sweep.backends import run_sweep
+    from paradnn.sweep.driver import SweepOptions
 
     parsed = parse(run)
     platform, devices = str(parsed["platform"]), parsed["devices"]
@@ -133,25 +134,17 @@ def ensure_measured(
         progress = ProgressFile
     else:  # a notebook opened by hand: a progress bar in the notebook itself
         from tqdm.auto import tqdm as progress
-    address = ray_address(os.environ.get("PARADNN_BACKEND", "local"))
-    if stacks:
-        from paradnn.sweep import stacks as stk
-        from paradnn.sweep.driver import run_sweep_stacks
+    from paradnn.sweep import stacks as stk
 
-        with Store(store) as s:
-            summary, skipped = run_sweep_stacks(configs, s, options, [stk.parse(t) for t in stacks], progress=progress)
-        lines = [f"{', '.join(families)} on {target.id}, {describe(parsed)}, stacks {', '.join(stacks)}: {summary.line()}"]
-        return lines + [f"stack {name}: skipped: {why}" for name, why in skipped.items()]
+    stack_list = [stk.parse(text) for text in stacks or []]
+    # Replicas and software stacks are measured on this machine (its cores or GPUs, its environments).
+    address = ray_address(os.environ.get("PARADNN_BACKEND", "local")) if devices == 1 and not stack_list else ""
     with Store(store) as s:
-        if address and devices == 1:  # replicas are measured on this machine (its cores or GPUs)
-            from paradnn.sweep.cluster import run_sweep_ray
-
-            summary = run_sweep_ray(configs, s, options, address, progress=progress)
-        else:
-            summary = run_sweep(configs, s, options, progress=progress)
+        summary = run_sweep(configs, s, options, stacks=stack_list, address=address, progress=progress)
     words = describe({**parsed, "xla": options.settings.xla})
     if parsed["xla"] is None and parsed["framework"] == "tensorflow" and devices == 1:
         words = words.replace("XLA auto", "XLA " + xla_words(store, target.id, str(parsed["dtype"]), None))
+    words += f", stacks {', '.join(stacks)}" if stack_list else ""
     return [f"{', '.join(families)} on {target.id}, {words}: {summary.line()}"]
 
 

@@ -57,14 +57,18 @@ class Target:
 
 
 def parse_target(text: str) -> Target:
-    """Parse a platform id: ``cpu``, ``cpu[threads=N]``, ``gpu:0`` or ``tpu:0``.
+    """Parse a platform this machine can run on: ``cpu``, ``cpu[threads=N]`` or ``gpu:N``.
 
     ``cpu[threads:N]`` is accepted as well: papermill cannot read a notebook parameter whose
-    line holds a second ``=``.
+    line holds a second ``=``. ``tpu:N`` is refused: nothing here initialises a TPU, and no
+    TPU path has been run on one (the original study's TPU rows are imported, not measured).
     """
-    m = re.fullmatch(r"(cpu|gpu|tpu)(?::(\d+))?(?:\[threads[=:](\d+)\])?", text.strip())
+    if re.fullmatch(r"tpu(:\d+)?", text.strip()):
+        raise ConfigError("platform", text, "cpu, cpu[threads=N] or gpu:N (no TPU path exists yet: TPU results come "
+                                            "from imported stores, e.g. the original study's tpu-v2-8)")  # fmt: skip
+    m = re.fullmatch(r"(cpu|gpu)(?::(\d+))?(?:\[threads[=:](\d+)\])?", text.strip())
     if not m or (m.group(3) is not None and int(m.group(3)) < 1):
-        raise ConfigError("platform", text, "cpu, cpu[threads=N], gpu:N or tpu:N")
+        raise ConfigError("platform", text, "cpu, cpu[threads=N] or gpu:N")
     return Target(m.group(1), int(m.group(2) or 0), int(m.group(3)) if m.group(3) else None)
 
 

@@ -36,6 +36,12 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
         (["measure", "fc", "layer_1-node_2-input_3-output_4-bs_5", "--platform", "fpga"], "platform"),
         (["measure", "fc", "layer_1-node_2-input_3-output_4-bs_5", "--max-seconds", "soon"], "max-seconds"),
         (["measure", "fc"], "LABEL"),
+        (["measure", "fc", "layer_1-node_2-input_3-output_4-bs_5", "--platform", "tpu:0"], "no TPU path exists yet"),
+        (["sweep", "fc", "--platform", "tpu"], "no TPU path exists yet"),
+        (["sweep", "fc", "--input", "tape"], "input: 'tape' is not valid; allowed: device, host, host-prep"),
+        (["sweep", "fc", "--devices", "0"], "devices: 0 is not valid; allowed: a whole number from 1 to 1024"),
+        (["compare", "--by", "input", "--baseline", "device", "--target", "tape"], "--target: 'tape'"),
+        (["compare", "--baseline", "cpu", "--target", "gpu:0", "--free", "colour"], "run setting: 'colour'"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args, needle):

@@ -81,6 +81,6 @@ def test_no_private_name_crosses_a_module(path: Path) -> None:
 def test_the_layer_checker_can_fail(tmp_path: Path) -> None:
     """An upward import inside a function is found (the check is not vacuous)."""
     module = tmp_path / "m.py"
-    module.write_text("def f():\n    from paradnn.sweep.driver import run_sweep\n")
-    assert ("paradnn.sweep.driver", 2, ["run_sweep"]) in imports(module)
+    module.write_text("def f():\n    from paradnn.sweep.driver import run_local\n")
+    assert ("paradnn.sweep.driver", 2, ["run_local"]) in imports(module)
     assert layer_of("paradnn.sweep.driver") > layer_of("paradnn.engine.protocol")

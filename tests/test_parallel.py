@@ -18,7 +18,7 @@ from paradnn.families import parse_label
 from paradnn.identity import run_key
 from paradnn.platform import Target
 from paradnn.store import Store
-from paradnn.sweep.driver import SweepOptions, check_settings, run_sweep
+from paradnn.sweep.driver import SweepOptions, check_settings, run_local
 
 FC = "layer_1-node_64-input_32-output_10-bs_16"
 
@@ -144,7 +144,7 @@ def test_a_two_replica_sweep_stores_its_scaling_and_compare_gives_the_scaling_ta
     assert "comm_share" in swept.stdout.splitlines()[0] and "1 ok" in swept.stderr
     one = RunSettings(xla=False, max_seconds=0.3, min_call_seconds=0.02)
     with Store(store_path) as store:
-        run_sweep([parse_label("fc", FC)], store, SweepOptions(settings=one))
+        run_local([parse_label("fc", FC)], store, SweepOptions(settings=one))
         rows = store.results().set_index("devices")
     two = rows.loc[2]
     assert two["replica_batch"] == 8 and rows.loc[1, "replica_batch"] == 16

@@ -12,7 +12,7 @@ from paradnn.platform import Target
 from paradnn.space import expand
 from paradnn.store import Store
 from paradnn.sweep import driver as sweep
-from paradnn.sweep.driver import ChooseXLA, Describe, Failed, Measure, Result, SweepOptions, run_sweep
+from paradnn.sweep.driver import ChooseXLA, Describe, Failed, Measure, Result, SweepOptions, run_local
 
 CONFIGS = expand("fc", "smoke", {"layers": [1], "nodes": [8, 16, 32], "input": [16], "output": [4], "batch": [8]})
 INFO = {"id": "cpu", "name": "Fake CPU", "host": "fake-host", "cores": 2,
@@ -88,7 +88,7 @@ def sweep_with(tmp_path, script: dict[str, str], **options):
     FakeWorker.started = []
     opts = SweepOptions(settings=RunSettings(max_seconds=0.1), timeout_s=0.2, memory_budget_bytes=1e12, **options)
     with Store(tmp_path / "r.sqlite") as store:
-        summary = run_sweep(CONFIGS, store, opts, start_worker=lambda target: FakeWorker(target, script))
+        summary = run_local(CONFIGS, store, opts, start_worker=lambda target: FakeWorker(target, script))
         df = store.results().set_index("label")
         claims = store.claims()
     return summary, df, claims
@@ -167,7 +167,7 @@ def test_an_unusable_platform_is_a_config_error_and_nothing_is_written(tmp_path)
         raise ConfigError("--platform", target.id, "1 GPU device(s) on this machine")
 
     with Store(path) as store, pytest.raises(ConfigError, match="GPU"):
-        run_sweep(CONFIGS, store, SweepOptions(target=Target("gpu", 7)), start_worker=absent)
+        run_local(CONFIGS, store, SweepOptions(target=Target("gpu", 7)), start_worker=absent)
     assert path.read_bytes() == before
 
 
@@ -184,7 +184,7 @@ def test_a_family_counted_by_its_keras_model_is_described_by_the_worker(tmp_path
     FakeWorker.started = []
     configs = expand("squeezenet", "smoke")
     with Store(tmp_path / "r.sqlite") as store:
-        run_sweep(configs, store, SweepOptions(memory_budget_bytes=1e12, timeout_s=0.2),
+        run_local(configs, store, SweepOptions(memory_budget_bytes=1e12, timeout_s=0.2),
                   start_worker=lambda target: FakeWorker(target, {configs[0].label: "hang"}))  # fmt: skip
         row = store.results().iloc[0]
     assert row["state"] == "timeout" and row["params"] == 1234 and row["flops_model"] == 5e9
@@ -195,7 +195,7 @@ def test_xla_auto_chooses_per_family_and_records_it(tmp_path):
     configs = CONFIGS + expand("squeezenet", "smoke")
     options = SweepOptions(settings=RunSettings(xla=None, max_seconds=0.1), memory_budget_bytes=1e12, timeout_s=5)
     with Store(tmp_path / "r.sqlite") as store:
-        run_sweep(configs, store, options, start_worker=lambda target: FakeWorker(target, {}))
+        run_local(configs, store, options, start_worker=lambda target: FakeWorker(target, {}))
         df = store.results().set_index("family")
     assert FakeWorker.started[0].chosen == ["fc", "squeezenet"]  # asked once per family
     assert set(df.loc["fc", "xla"]) == {True} and not df.loc["squeezenet", "xla"]
@@ -219,3 +219,13 @@ def test_xla_choice_is_probed_once_and_cached(tmp_path, monkeypatch):
 
     quick = sorted(expand("fc", "quick"), key=flops_model)
     assert ceil.probe_config("fc") == quick[len(quick) // 2]  # the quick grid's median by model FLOPs
+
+
+def test_one_door_refuses_stacks_on_a_cluster_before_anything_runs(tmp_path):
+    from paradnn.sweep import stacks as stk
+    from paradnn.sweep.backends import run_sweep
+
+    with Store(tmp_path / "r.sqlite") as store, pytest.raises(ConfigError, match="a local sweep"):
+        run_sweep(CONFIGS, store, SweepOptions(), stacks=[stk.parse("current")], address="127.0.0.1:1")
+    with Store(tmp_path / "r.sqlite") as store:
+        assert store.count() == 0

@@ -54,28 +54,58 @@ def _copy_runner(n_bytes: int, xla: bool):
     return lambda k: float(stream(x, tf.constant(k)).numpy())
 
 
-def measure_ceilings(target: Target, seconds: float = 1.5) -> dict:
-    """Measure matmul FLOP/s per dtype (XLA on and off) and copy bandwidth on ``target``."""
+TRIALS = 3  # a peak is a maximum: the best of this many trials, spread over the measurement
+
+
+def measure_ceilings(target: Target, seconds: float = 0.5, trials: int = TRIALS, dtypes: list[str] | None = None,
+                     copy: bool = True) -> dict:  # fmt: skip
+    """Matmul FLOP/s per dtype (XLA on and off) and copy bandwidth on ``target``, each the best of
+    ``trials`` rounds; every round times every dtype and XLA setting in turn, so a disturbance
+    (another process, a frequency dip) spoils one trial of each at most, never a whole ceiling.
+    The spread (worst and best trial) is kept beside each ceiling."""
     from paradnn.engine.protocol import RunSettings, run_protocol
     from paradnn.tfimport import tf
 
     settings = RunSettings(max_seconds=seconds, min_call_seconds=0.05, max_steps_per_call=200, max_warmup_calls=3)
     n = 2048 if target.kind == "cpu" else 8192
-    dtypes = ["float32", "bfloat16"] + ([] if target.kind == "cpu" else ["float16"])
-    matmul: dict[str, dict[str, float]] = {}
+    dtypes = dtypes or ["float32", "bfloat16"] + ([] if target.kind == "cpu" else ["float16"])
+    n_bytes = 256 * 2**20 if target.kind == "cpu" else 2 * 2**30
+    trials_of: dict[tuple[str, str, str], list[float]] = {}
     with tf.device(target.tf_device):
-        for dtype in dtypes:
-            for xla in (True, False):
-                m = run_protocol(_matmul_runner(n, dtype, xla), settings)
+        runs = {("matmul_flops", d, _key(x)): (_matmul_runner(n, d, x), 2 * n**3) for d in dtypes for x in (True, False)}
+        if copy:
+            runs.update({("copy_bandwidth", "", _key(x)): (_copy_runner(n_bytes, x), 2 * n_bytes) for x in (True, False)})
+        for _ in range(trials):
+            for key, (run, work) in runs.items():
+                m = run_protocol(run, settings)
                 if m.stats:
-                    matmul.setdefault(dtype, {})["xla" if xla else "no_xla"] = 2 * n**3 / m.stats.median
-        n_bytes = 256 * 2**20 if target.kind == "cpu" else 2 * 2**30
-        bandwidth = {}
-        for xla in (True, False):
-            m = run_protocol(_copy_runner(n_bytes, xla), settings)
-            if m.stats:
-                bandwidth["xla" if xla else "no_xla"] = 2 * n_bytes / m.stats.median
-    return {"matmul_size": n, "matmul_flops": matmul, "copy_bandwidth": bandwidth}
+                    trials_of.setdefault(key, []).append(work / m.stats.median)
+    result: dict = {"matmul_size": n, "trials": trials, "matmul_flops": {}, "matmul_spread": {}}
+    if copy:
+        result.update(copy_bandwidth={}, copy_spread={})
+    for (kind, dtype, xla), values in trials_of.items():
+        spread = kind.split("_")[0] + "_spread"  # matmul_spread, copy_spread: [worst, best] trial
+        best_of, spread_of = (result[kind].setdefault(dtype, {}), result[spread].setdefault(dtype, {})) if dtype else \
+            (result[kind], result[spread])
+        best_of[xla], spread_of[xla] = max(values), [min(values), max(values)]
+    return result
+
+
+def _key(xla: bool) -> str:
+    return "xla" if xla else "no_xla"
+
+
+def remeasure(target: Target, info: dict, ceilings: dict, dtype: str) -> dict:
+    """Measure the matmul ceiling of ``dtype`` again, now (a configuration beat it): each setting's
+    ceiling becomes the best of the old and the new trials. ``ceilings`` is updated in place (the
+    worker keeps using it) and written back to the cache; returns it."""
+    fresh = measure_ceilings(target, dtypes=[dtype], copy=False)
+    old = ceilings.setdefault("matmul_flops", {}).setdefault(dtype, {})
+    for xla, value in fresh["matmul_flops"].get(dtype, {}).items():
+        old[xla] = max(old.get(xla, 0.0), value)
+    ceilings.setdefault("remeasured", []).append({"dtype": dtype, "matmul_flops": fresh["matmul_flops"].get(dtype, {})})
+    _write(info, ceilings)
+    return ceilings
 
 
 def probe_config(family: str):

@@ -54,7 +54,7 @@ def check_policy(framework: str, policy: str) -> None:
 def check_target(framework: str, target) -> None:
     """ConfigError when ``framework`` cannot honour the platform's settings (a CPU thread limit is TensorFlow's)."""
     if framework == "jax" and getattr(target, "threads", None):
-        raise ConfigError("platform", target.id, "cpu, gpu:N or tpu:N with --framework jax (thread limits are TensorFlow's)")
+        raise ConfigError("platform", target.id, "cpu or gpu:N with --framework jax (thread limits are TensorFlow's)")
 
 
 def version(framework: str) -> str:

@@ -40,6 +40,7 @@ import pandas as pd
 from paradnn.families import hyperparameter_columns
 from paradnn.identity import LATER_IDENTITY, SOFTWARE, run_key
 from paradnn.settings import SETTINGS
+from paradnn.store.peaks import PEAK_COLUMNS, current_peaks, current_utilisation, platform_ceilings
 
 __all__ = ["STATES", "SCHEMA_VERSION", "Store", "StoreError", "export", "run_key"]
 
@@ -404,7 +405,8 @@ class Store:
         return [r[0] for r in self.conn.execute("SELECT DISTINCT platform FROM results ORDER BY platform")]
 
     def results(self, family: str | None = None, platform: str | None = None, state: str | None = None) -> pd.DataFrame:
-        """Result rows as a DataFrame, JSON columns decoded, optionally filtered."""
+        """Result rows as a DataFrame, JSON columns decoded, optionally filtered; utilisation derived
+        against each platform's peak as it stands now (:mod:`paradnn.store.peaks`)."""
         where, args = [], []
         for column, value in (("family", family), ("platform", platform), ("state", state)):
             if value is not None:
@@ -421,7 +423,14 @@ class Store:
         for column in _JSON_COLUMNS:
             df[column] = [json.loads(v) if isinstance(v, str) and v else None for v in df[column]]
         df["xla"] = df["xla"].map(lambda v: None if v is None or (isinstance(v, float) and math.isnan(v)) else bool(v))
-        return df
+        return current_utilisation(df, self.peaks())  # against the peak as it stands now
+
+    def peaks(self) -> dict[tuple[str, str], tuple[float, str]]:
+        """Every platform's peak per compute dtype as it stands now (:func:`paradnn.store.peaks.current_peaks`)."""
+        if not set(PEAK_COLUMNS) <= self._columns():  # an older store opened read-only: as stored
+            return {}
+        rows = pd.read_sql_query(f"SELECT {', '.join(PEAK_COLUMNS)} FROM results WHERE state = 'ok'", self.conn)
+        return current_peaks(rows, platform_ceilings(self.platforms()))
 
     def traces(self) -> pd.DataFrame:
         return pd.read_sql_query("SELECT * FROM traces", self.conn)

@@ -6,7 +6,7 @@ over the grid's log axes; the rest is spent in rounds, each refitting the model 
 the store holds and measuring where it is least certain (the cells whose measurement
 would narrow the most intervals, see :func:`paradnn.analysis.predict.most_informative`). A
 minutes budget measures the design, then rounds of a twentieth of the grid until the
-time is spent. Every measurement goes through :func:`paradnn.sweep.driver.run_sweep`,
+time is spent. Every measurement goes through :func:`paradnn.sweep.driver.run_local`,
 so claims, failures as results and resuming work as in a full sweep.
 
 Outlier guard: a configuration whose measured step falls outside its predicted interval
@@ -32,7 +32,7 @@ from paradnn.config import ConfigError
 from paradnn.families import Config
 from paradnn.platform import Target
 from paradnn.store import Store
-from paradnn.sweep.driver import SweepOptions, SweepSummary, Worker, run_sweep
+from paradnn.sweep.driver import SweepOptions, SweepSummary, Worker, run_local
 
 OUTLIER_WIDTHS = 1.0  # a result this many interval widths outside its interval is measured again,
 OUTLIER_MIN = math.log(1.25)  # and at least 25% outside it (a model sure to 1% must not chase 2% noise)
@@ -98,7 +98,7 @@ def adaptive_sweep(configs: list[Config], store: Store, options: SweepOptions, b
             return
         limits = [x for x in (left, options.max_minutes) if x]
         opts = replace(options, max_minutes=min(limits) if limits else None, force=force)
-        part = run_sweep([by_label[x] for x in labels], store, opts, progress=progress, start_worker=start_worker)
+        part = run_local([by_label[x] for x in labels], store, opts, progress=progress, start_worker=start_worker)
         result.summary.states.update(part.states)
         result.summary.interrupted |= part.interrupted
         result.measured += 0 if force else sum(part.states.values())

@@ -5,7 +5,7 @@ TensorFlow's import is paid once) and replaced after a crash, a timeout or an
 out-of-memory failure. The driver (this process) never imports TensorFlow; it writes every
 result to the store in its own transaction the moment it arrives, so ``kill -9`` loses
 nothing that had finished and a rerun resumes. Driver and worker speak in the small
-typed messages below; :func:`run_sweep` takes any worker factory, so the driver's
+typed messages below; :func:`run_local` takes any worker factory, so the driver's
 handling of timeouts, crashes and kills is tested in-process with a fake worker.
 
 Failures are results:
@@ -160,6 +160,7 @@ class SweepSummary:
     out_of_time: bool = False
     left: int = 0
     stranded: int = 0  # left because no worker of their platform is alive (a cluster that lost its nodes)
+    skipped_stacks: dict[str, str] = field(default_factory=dict)  # software stacks that could not be built or started
 
     def line(self) -> str:
         done = ", ".join(f"{n} {s}" for s, n in sorted(self.states.items())) or "nothing measured"
@@ -171,7 +172,7 @@ class SweepSummary:
             text += f"; {why}, {self.left} left (rerun to resume)"
         elif self.stranded:
             text += f"; {self.stranded} left: no node of their platform is alive (rerun to resume)"
-        return text
+        return text + "".join(f"; stack {name} skipped: {why}" for name, why in self.skipped_stacks.items())
 
 
 class SilentProgress:
@@ -469,7 +470,7 @@ def check_devices_present(options: SweepOptions, info: dict) -> None:
         parallel.check_gpus(options.settings.devices, options.target.index, info.get("devices", {}).get("GPU", 0))
 
 
-def run_sweep(
+def run_local(
     configs: list[Config],
     store: Store,
     options: SweepOptions,
@@ -755,6 +756,7 @@ def run_sweep_stacks(
         for worker in workers.values():
             if worker is not None:
                 worker.stop()
+    summary.skipped_stacks = skipped
     return summary, skipped
 
 

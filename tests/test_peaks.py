@@ -1,0 +1,80 @@
+"""Ceilings are maxima: no measured utilisation above 100%, a beaten ceiling measured again."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from paradnn.engine.record import settle_peak
+from paradnn.store import Store
+from paradnn.store.peaks import current_peaks, current_utilisation
+
+FP = "cpu|x|2|2.21.0"
+
+
+def row(label: str, rate: float, peak: float = 100e9, source: str = "measured", dtype: str = "float32", **extra) -> dict:
+    return {"family": "fc", "label": label, "platform": "cpu", "platform_fingerprint": FP, "dtype": dtype,
+            "compute_dtype": dtype, "xla": True, "state": "ok", "step_time_s": 1.0, "flops_per_sec": rate,
+            "peak_flops": peak, "peak_source": source, "utilization": rate / peak, **extra}  # fmt: skip
+
+
+def test_a_row_that_beats_a_stale_ceiling_raises_the_peak_for_every_row():
+    rows = pd.DataFrame([row("a", 50e9), row("b", 130e9), row("c", 60e9, dtype="bfloat16")])
+    peaks = current_peaks(rows, {FP: {"matmul_flops": {"float32": {"xla": 100e9, "no_xla": 90e9}}}})
+    assert peaks[(FP, "float32")] == (130e9, "achieved:b")
+    out = current_utilisation(rows, peaks)
+    assert list(out["utilization"]) == pytest.approx([50 / 130, 1.0, 0.6])  # bfloat16 keeps its own peak
+    assert out["utilization"].max() <= 1.0 and list(out["peak_source"])[:2] == ["achieved:b", "achieved:b"]
+
+
+def test_a_ceiling_measured_again_later_lowers_every_utilisation_with_it():
+    rows = pd.DataFrame([row("a", 50e9), row("b", 90e9)])
+    peaks = current_peaks(rows, {FP: {"matmul_flops": {"float32": {"xla": 200e9}}}})
+    out = current_utilisation(rows, peaks)
+    assert list(out["utilization"]) == pytest.approx([0.25, 0.45]) and set(out["peak_source"]) == {"measured"}
+
+
+def test_datasheet_peaks_are_left_as_stored():
+    rows = pd.DataFrame([row("a", 5e12, peak=15.7e12, source="datasheet:v100", platform_fingerprint="legacy:v100")])
+    out = current_utilisation(rows, current_peaks(rows, {}))
+    assert out["peak_source"].iloc[0] == "datasheet:v100" and out["utilization"].iloc[0] == pytest.approx(5 / 15.7)
+
+
+def test_the_store_derives_utilisation_when_rows_are_read(tmp_path):
+    with Store(tmp_path / "r.sqlite") as store:
+        store.put_platform(FP, "cpu", {"id": "cpu"}, {"matmul_flops": {"float32": {"xla": 100e9}}}, "measured")
+        store.add_results([row("a", 50e9), row("b", 150e9)])  # b was stored at 150%: a disturbed ceiling
+        everything = store.results()
+        only_a = store.results(family="fc").query("label == 'a'")
+    assert everything["utilization"].max() == pytest.approx(1.0)
+    assert only_a["utilization"].iloc[0] == pytest.approx(50 / 150)  # a filter never changes the peak
+
+
+def test_a_beaten_ceiling_is_measured_again_before_the_peak_rises():
+    info, calls = {"datasheet": None}, []
+
+    def remeasure(dtype: str) -> dict:
+        calls.append(dtype)
+        return {"matmul_flops": {dtype: {"xla": 300e9}}}
+
+    record = {"label": "b", "state": "ok", "batch": 8, "step_time_s": 1.0, "flops_model": 200e9, "flops_per_sec": 200e9,
+              "peak_flops": 150e9, "peak_source": "measured", "utilization": 200 / 150}  # fmt: skip
+    settled = settle_peak(dict(record), info, {}, "mixed_bfloat16", remeasure)
+    assert calls == ["bfloat16"] and settled["peak_flops"] == 300e9 and settled["utilization"] == pytest.approx(2 / 3)
+    still = settle_peak(dict(record), info, {}, "float32", lambda dtype: {"matmul_flops": {dtype: {"xla": 160e9}}})
+    assert still["peak_source"] == "achieved:b" and still["utilization"] == pytest.approx(1.0)
+    below = settle_peak({**record, "flops_per_sec": 100e9}, info, {}, "float32", lambda d: pytest.fail("measured again"))
+    assert below["peak_flops"] == 150e9
+
+
+def test_ceilings_keep_their_trials_spread(monkeypatch, tmp_path):
+    from paradnn.engine import ceilings
+
+    monkeypatch.setenv("PARADNN_CACHE_DIR", str(tmp_path))
+    result = json.loads(json.dumps(ceilings.measure_ceilings(ceilings.Target(), seconds=0.05, trials=2,
+                                                             dtypes=["float32"], copy=False)))  # fmt: skip
+    assert result["trials"] == 2 and set(result["matmul_flops"]) == {"float32"}
+    for xla, (worst, best) in result["matmul_spread"]["float32"].items():
+        assert worst <= best == result["matmul_flops"]["float32"][xla]
