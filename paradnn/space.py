@@ -1,48 +1,32 @@
-"""Hyperparameter grids: the presets (``presets.yaml``) and per-axis overrides.
+"""Hyperparameter grids: the presets every family declares, and per-axis overrides.
 
-Presets are data: a mapping preset -> family -> axis -> list of values. A grid is the
-Cartesian product of its axes; users override any axis with a list of their own.
+Presets are data on each family's declaration (``Family.grids``: preset -> axis -> list
+of values). A grid is the Cartesian product of its axes; users override any axis with a
+list of their own.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Mapping
-from functools import cache
-from importlib import resources
-
-import yaml
 
 from paradnn import families
 from paradnn.config import ConfigError
 from paradnn.families import Config
-
-Grid = dict[str, list]
-
-
-@cache
-def _presets() -> dict[str, dict[str, Grid]]:
-    text = resources.files("paradnn").joinpath("presets.yaml").read_text()
-    return yaml.safe_load(text)
+from paradnn.families.base import PRESETS, Grid
 
 
 def preset_names() -> tuple[str, ...]:
-    """The preset names, in file order (``paper``, ``quick``, ``smoke``)."""
-    return tuple(_presets())
+    """The preset names, smallest first (``smoke``, ``quick``, ``paper``)."""
+    return PRESETS
 
 
 def grid(family: str, preset: str = "smoke", overrides: Mapping[str, Iterable] | None = None) -> Grid:
     """The axes of ``preset`` for ``family``, with ``overrides`` replacing whole axes."""
     fam = families.get(family)
-    if preset not in _presets():
-        raise ConfigError("preset", preset, ", ".join(preset_names()))
-    declared = (_presets()[preset] or {}).get(family)
-    if declared is None:
-        raise ConfigError("preset", preset, f"a preset with a grid for {family} (add one to paradnn/presets.yaml)")
-    result = {a.name: list(declared[a.name]) for a in fam.axes if a.name in declared}
-    missing = [a.name for a in fam.axes if a.name not in declared and a.name not in (overrides or {})]
-    if missing:
-        raise ConfigError("preset", preset, f"a grid for {family} with every axis; missing {', '.join(missing)}")
+    if preset not in PRESETS:
+        raise ConfigError("preset", preset, ", ".join(PRESETS))
+    result = {a.name: list(fam.grids[preset][a.name]) for a in fam.axes}
     for name, values in (overrides or {}).items():
         fam.axis(name)  # an unknown axis is a ConfigError naming the family's axes
         values = list(values)

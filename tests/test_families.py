@@ -1,4 +1,4 @@
-"""Conformance of every registered family (in the spirit of scikit-learn's check_estimator).
+"""Conformance of every registered family (``paradnn.check_family``), and the checks' teeth.
 
 Parametrised over the registry: a new family is tested by adding it, nothing else.
 """
@@ -6,87 +6,30 @@ Parametrised over the registry: a new family is tested by adding it, nothing els
 from __future__ import annotations
 
 import dataclasses
-import math
 
-import numpy as np
 import pytest
 
 from paradnn import counting, families
+from paradnn.checks import check_family
 from paradnn.config import ConfigError
-from paradnn.space import expand, grid, preset_names
-from paradnn.store import Store
+from paradnn.families.fc import FAMILY as FC
+from paradnn.space import grid
 
 FAMILIES = families.all_families()
 
 
-def smallest(family) -> families.Config:
-    """The smoke preset's smallest configuration of ``family`` (by analytic FLOPs)."""
-    return min(expand(family.name, "smoke"), key=counting.flops_model)
+@pytest.mark.parametrize("family", FAMILIES, ids=lambda f: f.name)
+def test_every_family_conforms(family):
+    check_family(family)
 
 
-@pytest.fixture(params=FAMILIES, ids=lambda f: f.name)
-def family(request):
-    return request.param
-
-
-def test_the_paper_families_are_registered_in_order():
+def test_the_paper_families_are_registered_in_order_with_their_roles():
     assert families.names()[:3] == ("fc", "cnn", "rnn")
-
-
-def test_declaration_is_complete(family):
-    names = family.config.axes()
-    assert "batch" in names and family.width in (*names, None) and set(family.heatmap) - {None} <= set(names)
-    assert family.depth in (*names, None)
-    assert isinstance(family.version, int) and family.version >= 1
-    assert family.title and family.description
-    assert families.get(family.name) is family and family.config.family == family.name
-
-
-def test_labels_round_trip(family):
-    for config in expand(family.name, "smoke"):
-        assert family.parse_label(config.label) == config
-        assert families.family_of(config) is family
-    with pytest.raises(ConfigError, match=family.label_format.split("_")[0]):
-        family.parse_label("not-a-label")
-
-
-def test_every_preset_has_a_complete_grid(family):
-    for preset in preset_names():
-        axes = grid(family.name, preset)
-        assert set(axes) == set(family.config.axes()), preset
-        assert expand(family.name, preset)
-
-
-def test_parameters_equal_keras_and_flops_equal_the_layer_walker(family):
-    config = smallest(family)
-    model = family.build(config, "float32")
-    keras_params = sum(int(np.prod(w.shape)) for w in model.trainable_weights)
-    assert counting.count_params(config) == keras_params
-    walked = counting._walked(dataclasses.replace(config, batch=1))
-    assert 2 * 3 * sum(x.macs for x in walked) * config.batch == counting.flops_model(config)
-
-
-def test_a_smoke_configuration_trains_one_step_with_a_finite_loss(family):
-    from paradnn.engine.training import Trainer
-
-    assert math.isfinite(Trainer(smallest(family), xla=False).run(1))
-
-
-def test_the_store_keeps_every_axis(family, tmp_path):
-    config = smallest(family)
-    record = {"family": family.name, "family_version": family.version, "label": config.label, **config.hyperparameters(),
-              "platform": "p", "state": "ok"}  # fmt: skip
-    with Store(tmp_path / "r.sqlite") as store:
-        store.add_results([record])
-        row = store.results().iloc[0]
-    assert {name: row[name] for name in family.config.axes()} == config.hyperparameters()
-
-
-def test_the_family_version_is_part_of_run_identity(family):
-    from paradnn.identity import run_key
-
-    record = {"family": family.name, "label": smallest(family).label, "platform": "cpu", "family_version": family.version}
-    assert run_key(record) != run_key({**record, "family_version": family.version + 1})
+    assert families.of_role("model") == ("fc", "cnn", "rnn")
+    assert set(families.of_role("workload")) == {"transformer", "resnet50", "retinanet", "densenet", "mobilenet",
+                                                 "squeezenet"}  # fmt: skip
+    with pytest.raises(ConfigError, match="role: 'real'.*model, workload"):
+        families.of_role("real")
 
 
 def test_unknown_families_and_configs_are_clear_errors():
@@ -94,42 +37,104 @@ def test_unknown_families_and_configs_are_clear_errors():
         families.get("mlp")
     with pytest.raises(ConfigError, match="configuration"):
         counting.count_params(object())  # type: ignore[arg-type]
-    with pytest.raises(ConfigError, match="preset"):
+    with pytest.raises(ConfigError, match="preset: 'huge'.*smoke, quick, paper"):
         grid("fc", "huge")
 
 
-def test_a_family_missing_from_a_preset_is_a_clear_error(monkeypatch):
-    from paradnn import space
-
-    monkeypatch.setattr(space, "_presets", lambda: {"smoke": {"fc": {"layers": [1]}}})
-    with pytest.raises(ConfigError, match="presets.yaml"):
-        grid("cnn", "smoke")
-    with pytest.raises(ConfigError, match="missing nodes"):
-        grid("fc", "smoke")
+@dataclasses.dataclass(frozen=True)
+class WideConfig(families.Config):
+    width: int = families.axis("width", "width", log2=True)
+    batch: int = families.axis("bs", "batch size", "examples", log2=True)
+    family = "toy-wide"
 
 
-def test_a_family_from_outside_registers_and_conforms():
-    from paradnn.families.fc import FAMILY as FC
+def _fc(config: WideConfig):
+    return FC.config(1, config.width, 4, 3, config.batch)
 
-    @dataclasses.dataclass(frozen=True)
-    class WideConfig(families.Config):
-        width: int = families.axis("width", "width", log2=True)
-        batch: int = families.axis("bs", "batch size", "examples", log2=True)
-        family = "toy-wide"
 
-    def build(config, policy):
-        return FC.build(FC.config(1, config.width, 4, 3, config.batch), policy)
+GRIDS = {preset: {"width": [8], "batch": [2]} for preset in families.PRESETS}
+TOY = families.Family("toy-wide", "Toy", "one hidden layer", WideConfig, 1, "width", None, ("width", "batch", None),
+                      lambda config, policy: FC.build(_fc(config), policy), lambda config, seed: FC.data(_fc(config), seed),
+                      "model", GRIDS)  # fmt: skip
 
-    def data(config, seed):
-        return FC.data(FC.config(1, config.width, 4, 3, config.batch), seed)
 
-    toy = families.Family("toy-wide", "Toy", "one hidden layer", WideConfig, 1, "width", None, ("width", "batch", None),
-                          build, data)  # fmt: skip
-    families.register(toy)
-    try:
-        config = toy.parse_label("width_8-bs_2")
-        assert families.parse_label("toy-wide", "width_8-bs_2") == config
-        assert counting.count_params(config) == 4 * 8 + 8 + 8 * 3 + 3  # counted by the layer walker
-        assert "toy-wide" in families.names() and "width" in families.hyperparameter_columns()
-    finally:
-        families._EXTRA.pop("toy-wide")
+@pytest.fixture
+def registered():
+    """Register a toy family (or a broken variant of it) for the duration of a test."""
+    added = []
+
+    def add(family: families.Family) -> families.Family:
+        added.append(families.register(family))
+        return family
+
+    yield add
+    for family in added:
+        families._EXTRA.pop(family.name)
+
+
+def test_a_family_from_outside_registers_and_conforms(registered):
+    registered(TOY)
+    config = TOY.parse_label("width_8-bs_2")
+    assert families.parse_label("toy-wide", "width_8-bs_2") == config
+    assert counting.count_params(config) == 4 * 8 + 8 + 8 * 3 + 3  # counted by the layer walker
+    assert "toy-wide" in families.of_role("model") and "width" in families.hyperparameter_columns()
+    check_family(TOY)
+
+
+def _nan_data(config, seed):
+    x, y = FC.data(_fc(config), seed)
+    return x * float("nan"), y
+
+
+def _layers(params_extra: int, macs_extra: int):
+    """An analytic counter of the toy that is off by ``params_extra`` parameters and ``macs_extra`` multiply-adds."""
+
+    def layers(config):
+        sizes = [(4, config.width), (config.width, 3)]
+        return [families.Layer("input", 0, 0, 4)] + [
+            families.Layer(f"dense_{i}", a * b + b + params_extra, a * b + b + macs_extra, b) for i, (a, b) in enumerate(sizes)
+        ]
+
+    return layers
+
+
+BROKEN = [
+    ("declaration", {"title": ""}),
+    ("grids", {"grids": {**GRIDS, "quick": {"width": [8], "batch": [0]}}}),
+    ("parameters", {"layers": _layers(1, 0)}),
+    ("flops", {"layers": _layers(0, 1)}),
+    ("training", {"data": _nan_data}),
+]
+
+
+@pytest.mark.parametrize("check,change", BROKEN, ids=[b[0] for b in BROKEN])
+def test_a_broken_family_fails_the_check_it_breaks(registered, check, change):
+    broken = registered(dataclasses.replace(TOY, **change))
+    with pytest.raises(AssertionError, match=f"family 'toy-wide' fails check '{check}'"):
+        check_family(broken)
+
+
+def test_the_label_store_and_identity_checks_can_fail(registered, monkeypatch):
+    with pytest.raises(AssertionError, match="fails check 'registered'"):
+        check_family(TOY)  # not registered
+    registered(TOY)
+    monkeypatch.setattr(TOY.config, "label", property(lambda self: f"width_{self.width}x-bs_{self.batch}"))
+    with pytest.raises(AssertionError, match="fails check 'labels'"):
+        check_family(TOY, train=False)
+    monkeypatch.undo()
+    monkeypatch.setattr(families, "hyperparameter_columns", lambda: {})
+    with pytest.raises(AssertionError, match="fails check 'store'.*axis 'width' has no int column"):
+        check_family(TOY, train=False)
+    monkeypatch.undo()
+    monkeypatch.setattr("paradnn.identity.run_key", lambda record: record["label"])
+    with pytest.raises(AssertionError, match="fails check 'identity'"):
+        check_family(TOY, train=False)
+
+
+def test_an_incomplete_declaration_is_refused_when_declared():
+    with pytest.raises(TypeError, match="role 'real'"):
+        dataclasses.replace(TOY, role="real")
+    with pytest.raises(TypeError, match="grids for presets"):
+        dataclasses.replace(TOY, grids={"smoke": GRIDS["smoke"]})
+    with pytest.raises(TypeError, match="the quick grid must give values for exactly the axes"):
+        dataclasses.replace(TOY, grids={**GRIDS, "quick": {"width": [8]}})

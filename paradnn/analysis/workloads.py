@@ -22,11 +22,6 @@ from paradnn.config import ConfigError
 from paradnn.space import expand, grid
 
 
-def is_workload(family: str) -> bool:
-    """A real workload (counted by walking its model) rather than a parameterized family."""
-    return families.get(family).layers is None
-
-
 def parameter_ranges(preset: str = "paper") -> pd.DataFrame:
     """One row per family: kind (``range`` or ``model``), min, max and median parameters.
 
@@ -37,10 +32,11 @@ def parameter_ranges(preset: str = "paper") -> pd.DataFrame:
     for family in families.all_families():
         axes = grid(family.name, preset, {"batch": grid(family.name, preset)["batch"][:1]})
         configs = expand(family.name, preset, axes)
-        if is_workload(family.name):
+        workload = family.role == "workload"
+        if workload:
             configs = configs[:1]
         params = pd.Series([counting.count_params(c) for c in configs], dtype=float)
-        kind = "model" if is_workload(family.name) else "range"
+        kind = "model" if workload else "range"
         rows.append({"family": family.name, "title": family.title, "kind": kind, "configurations": len(configs),
                      "min": params.min(), "median": params.median(), "max": params.max()})  # fmt: skip
     return pd.DataFrame(rows)

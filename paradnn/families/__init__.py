@@ -2,9 +2,12 @@
 
 Every module in this package that defines ``FAMILY`` (a :class:`Family`) is a family;
 :func:`register` adds one from elsewhere. Everything else in paradnn asks this registry
-(:func:`get`, :func:`family_of`, :func:`parse_label`, :func:`hyperparameter_columns`), so
-no other module keeps a per-family table, and an unknown family or configuration type is
-one clear :class:`~paradnn.config.ConfigError` wherever it turns up.
+(:func:`get`, :func:`family_of`, :func:`of_role`, :func:`parse_label`,
+:func:`hyperparameter_columns`), so no other module keeps a per-family table, and an
+unknown family or configuration type is one clear :class:`~paradnn.config.ConfigError`
+wherever it turns up. :func:`application` declares a ``keras.applications`` model as a
+workload family. The conformance suite every family passes is :func:`paradnn.checks.check_family`
+(above the engine and the store, which it exercises; the registry never imports it).
 """
 
 from __future__ import annotations
@@ -14,11 +17,13 @@ import pkgutil
 from functools import cache
 
 from paradnn.config import ConfigError
-from paradnn.families.base import Axis, Config, Family, Layer, axis, choice
+from paradnn.families._common import application
+from paradnn.families.base import PRESETS, ROLES, Axis, Config, Family, Layer, axis, choice
 
 __all__ = [
-    "Axis", "Config", "Family", "Layer", "axis", "choice", "all_families", "family_of", "get", "hyperparameter_columns",
-    "label_format", "make_config", "names", "parse_label", "register",
+    "PRESETS", "ROLES", "Axis", "Config", "Family", "Layer", "application", "axis", "choice",
+    "all_families", "family_of", "get", "hyperparameter_columns", "label_format", "make_config", "names", "of_role",
+    "parse_label", "register",
 ]  # fmt: skip
 
 _EXTRA: dict[str, Family] = {}
@@ -28,7 +33,7 @@ _EXTRA: dict[str, Family] = {}
 def _discovered() -> dict[str, Family]:
     found = {}
     for module in pkgutil.iter_modules(__path__):
-        if module.name == "base" or module.name.startswith("_"):  # declarations and helpers, not families
+        if module.name == "base" or module.name.startswith("_"):  # declarations and helpers
             continue
         family = getattr(importlib.import_module(f"{__name__}.{module.name}"), "FAMILY", None)
         if isinstance(family, Family):
@@ -57,6 +62,13 @@ def all_families() -> tuple[Family, ...]:
 
 def names() -> tuple[str, ...]:
     return tuple(_registry())
+
+
+def of_role(role: str) -> tuple[str, ...]:
+    """The names of every registered family of ``role`` (``model`` or ``workload``), in listing order."""
+    if role not in ROLES:
+        raise ConfigError("role", role, ", ".join(ROLES))
+    return tuple(name for name, family in _registry().items() if family.role == role)
 
 
 def get(name: str) -> Family:

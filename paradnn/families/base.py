@@ -1,10 +1,11 @@
-"""What a model family declares: its configuration, axes, builder, data and counter.
+"""What a model family declares: configuration, axes, builder, data, counter, grids and role.
 
 A family module (``fc.py``, ``cnn.py``, ...) holds a frozen configuration dataclass whose
 fields are its *axes*, declared with :func:`axis` or :func:`choice`, and one
-:class:`Family` value with everything else the package needs to know about it. Every
+:class:`Family` value with everything else the package needs to know about it, its
+grids for every preset (:data:`PRESETS`) and its role (:data:`ROLES`) included. Every
 other module reads these declarations generically, so adding a family touches its own
-module, ``presets.yaml`` and the docs, nothing else.
+module and the docs, nothing else (docs/adding-a-family.md).
 
 Labels follow the original ParaDnn format: numeric axes as ``key_value`` in field order,
 then text axes as bare values, joined by ``-``
@@ -21,6 +22,14 @@ from functools import cache
 from typing import Any, ClassVar
 
 from paradnn.config import MAX_INT, ConfigError, check_choice, check_positive
+
+# The grid presets every family declares: ``smoke`` (seconds per family; CI), ``quick``
+# (minutes on a 2-core CPU) and ``paper`` (the paper's Table 2 grids and workload sizes).
+PRESETS = ("smoke", "quick", "paper")
+# What a family is in the study: a parameterized ``model`` swept over its axes (FC, CNN,
+# RNN) or a real ``workload`` (ResNet-50, Transformer, ...) measured at a few sizes.
+ROLES = ("model", "workload")
+Grid = dict[str, list]
 
 
 @dataclass(frozen=True)
@@ -150,7 +159,9 @@ class Family:
     is softmax cross-entropy on integer labels. ``layers(config)`` is the analytic
     counter; a family without one is counted by walking its built Keras model.
     ``version`` changes whenever the model's definition changes, so stored results of
-    the old definition are never mistaken for the new one.
+    the old definition are never mistaken for the new one. ``role`` is one of
+    :data:`ROLES`; ``grids`` maps every preset of :data:`PRESETS` to a list of values
+    for every axis (the grid is their Cartesian product).
     """
 
     name: str
@@ -163,6 +174,8 @@ class Family:
     heatmap: tuple[str, str, str | None]  # axes of heatmap rows, columns and panels (None: one panel)
     build: Callable[[Any, str], Any]
     data: Callable[[Any, int], tuple]
+    role: str  # "model" (parameterized) or "workload" (a real model)
+    grids: dict[str, Grid] = field(hash=False)  # preset -> axis -> values (a dict: kept out of the hash)
     layers: Callable[[Any], list[Layer]] | None = None
     loss: Callable[[Any], Callable] | None = None
     order: int = 100  # position in listings: the paper's families first
@@ -177,6 +190,14 @@ class Family:
             raise TypeError(f"family {self.name!r}: its config class says family {self.config.family!r}")
         if self.version < 1:
             raise TypeError(f"family {self.name!r}: version must be a positive integer")
+        if self.role not in ROLES:
+            raise TypeError(f"family {self.name!r}: role {self.role!r} is not one of {ROLES}")
+        if set(self.grids) != set(PRESETS):
+            raise TypeError(f"family {self.name!r}: grids for presets {sorted(self.grids)}; declare exactly {PRESETS}")
+        for preset, grid in self.grids.items():
+            if set(grid) != set(names) or not all(grid.values()):
+                raise TypeError(f"family {self.name!r}: the {preset} grid must give values for exactly the axes {names}; "
+                                f"it gives {', '.join(grid) or 'none'}")  # fmt: skip
         heatmap_roles = ("heatmap rows", "heatmap columns", "heatmap panels")
         roles = [("width", self.width), ("depth", self.depth), *zip(heatmap_roles, self.heatmap)]
         for role, name in roles:

@@ -124,6 +124,28 @@ FAMILY = Family(
     heatmap=("filters", "batch", "blocks"),
     build=build,
     data=data,
+    role="model",
+    # paper: Table 2. quick is scaled down from the paper's values: with XLA a 100-pixel
+    # CNN step takes seconds on 2 CPU cores.
+    grids={
+        "smoke": {"blocks": [1], "filters": [8], "image": [32], "output": [100], "batch": [16, 32], "block": ["residual"]},
+        "quick": {
+            "blocks": [1, 2],
+            "filters": [8, 16],
+            "image": [64],
+            "output": [1000],
+            "batch": [16, 64],
+            "block": ["residual"],
+        },
+        "paper": {
+            "blocks": [1, 2, 3, 4, 5, 6, 7, 8],
+            "filters": [16, 32, 64],
+            "image": [200, 250, 300],
+            "output": [500, 1000, 1500],
+            "batch": [64, 128, 256, 512, 1024],
+            "block": ["residual", "bottleneck"],
+        },
+    },
     layers=layers,
     frameworks=("tensorflow", "jax"),
     order=2,

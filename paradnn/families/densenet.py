@@ -8,52 +8,22 @@ Published compute: 2.9 G multiply-adds at 224 (timm's model card for the torchvi
 weights; Huang et al. draw FLOPs only in a figure).
 """
 
-from __future__ import annotations
+from paradnn.families._common import application
 
-from dataclasses import dataclass
-from typing import ClassVar
-
-from paradnn.families.base import Config, Family, axis
-
-CLASSES = 1000
-
-
-@dataclass(frozen=True)
-class DenseNetConfig(Config):
-    """DenseNet-121 on square ``image``-pixel images."""
-
-    image: int = axis("image", "image side", "pixels")
-    batch: int = axis("bs", "batch size", "examples", log2=True)
-
-    family: ClassVar[str] = "densenet"
-
-
-def build(config: DenseNetConfig, policy: str):
-    from paradnn.families._common import policy_scope
-    from paradnn.tfimport import keras
-
-    with policy_scope(policy):
-        return keras.applications.DenseNet121(weights=None, input_shape=(config.image, config.image, 3), classes=CLASSES,
-                                              classifier_activation=None)  # fmt: skip
-
-
-def data(config: DenseNetConfig, seed: int):
-    from paradnn.families._common import image_data
-
-    return image_data(config.batch, config.image, CLASSES, seed)
-
-
-FAMILY = Family(
-    name="densenet",
+FAMILY = application(
+    "densenet",
+    "DenseNet121",
     title="DenseNet-121",
     description="DenseNet-BC-121 image classifier (keras.applications, random weights), 1000 classes",
-    config=DenseNetConfig,
+    # smoke and quick: seconds on a 2-core CPU (with XLA off, compiling takes 1-20 s);
+    # paper: the size of the study's reference code (tensorflow/tpu), batch up to 1024,
+    # the TPU v2-8 board's global batch.
+    grids={
+        "smoke": {"image": [32], "batch": [2]},
+        "quick": {"image": [64], "batch": [8]},
+        "paper": {"image": [224], "batch": [64, 128, 256, 512, 1024]},
+    },
     version=1,
-    width=None,
-    depth=None,
-    heatmap=("image", "batch", None),
-    build=build,
-    data=data,
     order=14,
     notes="bottleneck layers (DenseNet-BC, as the paper and Keras); the study's TPU code defaults to 3x3-only layers",
 )

@@ -62,6 +62,20 @@ FAMILY = Family(
     heatmap=("nodes", "batch", "layers"),
     build=build,
     data=data,
+    role="model",
+    # paper: Table 2 of Wang, Wei, Brooks (2019); quick: minutes on a 2-core CPU; smoke: CI,
+    # seconds per configuration.
+    grids={
+        "smoke": {"layers": [2], "nodes": [64, 256], "input": [2000], "output": [1000], "batch": [64, 256]},
+        "quick": {"layers": [4, 8], "nodes": [64, 256, 1024], "input": [2000], "output": [1000], "batch": [64, 256, 1024]},
+        "paper": {
+            "layers": [4, 8, 16, 32, 64, 128],
+            "nodes": [32, 64, 128, 256, 512, 1024, 2048, 4096, 8192],
+            "input": [2000, 4000, 6000, 8000],
+            "output": [200, 400, 600, 800, 1000],
+            "batch": [64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384],
+        },
+    },
     layers=layers,
     frameworks=("tensorflow", "jax"),
     order=1,

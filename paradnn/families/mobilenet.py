@@ -1,57 +1,30 @@
 """MobileNet v1 (Howard et al. 2017), from ``keras.applications`` with random weights.
 
 A 3x3/2 convolution then 13 depthwise-separable blocks, global average pool, dropout and
-a 1x1 convolution to 1000 classes. ``width`` is the width multiplier (alpha): every layer
-has ``alpha`` times the channels. Published: 569 M multiply-adds and 4.2 M parameters
-for 1.0-224 (Howard et al. 2017, Table 6).
+a 1x1 convolution to 1000 classes. ``alpha`` is the width multiplier: every layer has
+``alpha`` times the channels. Published: 569 M multiply-adds and 4.2 M parameters for
+1.0-224 (Howard et al. 2017, Table 6).
 """
 
-from __future__ import annotations
+from paradnn.families._common import application
+from paradnn.families.base import axis
 
-from dataclasses import dataclass
-from typing import ClassVar
-
-from paradnn.families.base import Config, Family, axis
-
-CLASSES = 1000
-
-
-@dataclass(frozen=True)
-class MobileNetConfig(Config):
-    """MobileNet v1 with width multiplier ``alpha`` on square ``image``-pixel images."""
-
-    image: int = axis("image", "image side", "pixels")
-    alpha: float = axis("alpha", "width multiplier", kind=float)
-    batch: int = axis("bs", "batch size", "examples", log2=True)
-
-    family: ClassVar[str] = "mobilenet"
-
-
-def build(config: MobileNetConfig, policy: str):
-    from paradnn.families._common import policy_scope
-    from paradnn.tfimport import keras
-
-    with policy_scope(policy):
-        return keras.applications.MobileNet(weights=None, input_shape=(config.image, config.image, 3), alpha=config.alpha,
-                                            classes=CLASSES, classifier_activation=None)  # fmt: skip
-
-
-def data(config: MobileNetConfig, seed: int):
-    from paradnn.families._common import image_data
-
-    return image_data(config.batch, config.image, CLASSES, seed)
-
-
-FAMILY = Family(
-    name="mobilenet",
+FAMILY = application(
+    "mobilenet",
+    "MobileNet",
     title="MobileNet",
     description="MobileNet v1 image classifier with a width multiplier (keras.applications, random weights)",
-    config=MobileNetConfig,
-    version=1,
+    axes={"alpha": axis("alpha", "width multiplier", kind=float)},
     width="alpha",
-    depth=None,
     heatmap=("alpha", "batch", "image"),
-    build=build,
-    data=data,
+    # smoke and quick: seconds on a 2-core CPU (with XLA off, compiling takes 1-20 s);
+    # paper: the size of the study's reference code (tensorflow/tpu), batch up to 1024,
+    # the TPU v2-8 board's global batch.
+    grids={
+        "smoke": {"image": [32], "alpha": [0.25], "batch": [2]},
+        "quick": {"image": [64], "alpha": [1.0], "batch": [8]},
+        "paper": {"image": [224], "alpha": [1.0], "batch": [64, 128, 256, 512, 1024]},
+    },
+    version=1,
     order=15,
 )

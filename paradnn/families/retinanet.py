@@ -148,6 +148,14 @@ FAMILY = Family(
     heatmap=("image", "batch", None),
     build=build,
     data=data,
+    role="workload",
+    # paper: 640 pixels, the size of the study's reference code (tensorflow/tpu); quick and
+    # smoke: the smallest image every pyramid level halves exactly, seconds on a 2-core CPU.
+    grids={
+        "smoke": {"image": [128], "batch": [1]},
+        "quick": {"image": [128], "batch": [2]},
+        "paper": {"image": [640], "batch": [8, 16, 32, 64]},
+    },
     loss=loss,
     order=12,
     notes="ResNet-50 v1 backbone (Keras) instead of v1.5; the stem is trained (the reference freezes it)",

@@ -76,6 +76,29 @@ FAMILY = Family(
     heatmap=("embedding", "batch", "layers"),
     build=build,
     data=data,
+    role="model",
+    # paper: Table 2, with vocab read as thousands (the original scripts pass 1, 5, 9) so
+    # that the output projection matters. quick is scaled down from the paper's values:
+    # each RNN configuration compiles for ~10 s.
+    grids={
+        "smoke": {"layers": [1], "maxlength": [10], "vocab": [1000], "embedding": [64], "batch": [32, 64], "cell": ["lstm"]},
+        "quick": {
+            "layers": [1, 2],
+            "maxlength": [10],
+            "vocab": [1000],
+            "embedding": [100, 200],
+            "batch": [32, 128],
+            "cell": ["lstm"],
+        },
+        "paper": {
+            "layers": [1, 5, 9, 13],
+            "maxlength": [10, 50, 90],
+            "vocab": [1000, 5000, 9000],
+            "embedding": [100, 500, 900],
+            "batch": [64, 128, 256, 512, 1024],
+            "cell": ["rnn", "lstm", "gru"],
+        },
+    },
     layers=layers,
     order=3,
 )

@@ -12,25 +12,13 @@ parameters, as in the SqueezeNet paper's Table 1; 0.83 G multiply-adds at 224
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any
 
-from paradnn.families.base import Config, Family, axis
+from paradnn.families._common import CLASSES, image_family, policy_scope
 
-CLASSES = 1000
 # Fire modules: (squeeze, expand) filters; a max-pool follows the ones marked True.
 FIRES = ((16, 64, False), (16, 64, False), (32, 128, True), (32, 128, False), (48, 192, False), (48, 192, False),
          (64, 256, True), (64, 256, False))  # fmt: skip
-
-
-@dataclass(frozen=True)
-class SqueezeNetConfig(Config):
-    """SqueezeNet v1.0 on square ``image``-pixel images."""
-
-    image: int = axis("image", "image side", "pixels")
-    batch: int = axis("bs", "batch size", "examples", log2=True)
-
-    family: ClassVar[str] = "squeezenet"
 
 
 def _conv(x, filters: int, kernel: int, stride: int = 1):
@@ -39,8 +27,7 @@ def _conv(x, filters: int, kernel: int, stride: int = 1):
     return keras.layers.Conv2D(filters, kernel, strides=stride, padding="same", activation="relu")(x)
 
 
-def build(config: SqueezeNetConfig, policy: str):
-    from paradnn.families._common import policy_scope
+def build(config: Any, policy: str):
     from paradnn.tfimport import keras
 
     with policy_scope(policy):
@@ -58,23 +45,20 @@ def build(config: SqueezeNetConfig, policy: str):
         return keras.Model(inputs, logits, name="squeezenet")
 
 
-def data(config: SqueezeNetConfig, seed: int):
-    from paradnn.families._common import image_data
-
-    return image_data(config.batch, config.image, CLASSES, seed)
-
-
-FAMILY = Family(
-    name="squeezenet",
+FAMILY = image_family(
+    "squeezenet",
+    build,
     title="SqueezeNet",
     description="SqueezeNet v1.0 image classifier (fire modules, no batch norm), built in-package, 1000 classes",
-    config=SqueezeNetConfig,
+    # smoke and quick: seconds on a 2-core CPU (with XLA off, compiling takes 1-20 s);
+    # paper: the size of the study's reference code (tensorflow/tpu), batch up to 1024,
+    # the TPU v2-8 board's global batch.
+    grids={
+        "smoke": {"image": [32], "batch": [2]},
+        "quick": {"image": [64], "batch": [8]},
+        "paper": {"image": [224], "batch": [64, 128, 256, 512, 1024]},
+    },
     version=1,
-    width=None,
-    depth=None,
-    heatmap=("image", "batch", None),
-    build=build,
-    data=data,
     order=16,
     notes="global average pool instead of the reference's fixed 13x13 pool (the same at 224 pixels)",
 )

@@ -164,6 +164,15 @@ FAMILY = Family(
     heatmap=("length", "batch", "width"),
     build=build,
     data=data,
+    role="workload",
+    # paper: the sizes of the study's reference code (tensor2tensor's transformer_tpu);
+    # batch 64 x 64 tokens is the paper's "4k batch size". quick: a 2-layer, 128-wide
+    # Transformer a 2-core CPU measures in seconds (with XLA off, compiling takes 1-20 s).
+    grids={
+        "smoke": {"layers": [1], "width": [64], "vocab": [1000], "length": [16], "batch": [4]},
+        "quick": {"layers": [2], "width": [128], "vocab": [8192], "length": [32], "batch": [16]},
+        "paper": {"layers": [6], "width": [512], "vocab": [32768], "length": [64], "batch": [32, 64, 128, 256]},
+    },
     loss=loss,
     order=10,
     notes="pre-layer-norm sublayers as in tensor2tensor; no padding mask (synthetic sequences are full length); "
