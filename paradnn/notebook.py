@@ -564,13 +564,17 @@ def traced_communication_section(traces: pd.DataFrame) -> Verdict:
     """Fig. 4 from the TPU v2 traces: the all-reduce (``cross-replica-sum``) share of step time by
     batch; returns O3's verdict on it (not enough data without traces)."""
     from paradnn.analysis import observations as obs
+
+    return _traced_share(traces, obs.communication_share(traces), "cross-replica-sum", "time_perc",
+                         "TPU v2-8: all-reduce (cross-replica-sum) share of step time (original traces)")  # fmt: skip
+
+
+def _traced_share(traces: pd.DataFrame, verdict: Verdict, category: str, column: str, title: str) -> Verdict:
+    """A share of step time by batch from the TPU v2 traces' ``category`` rows, with its verdict's sentence."""
     from paradnn.analysis import plots
 
-    verdict = obs.communication_share(traces)
     if len(traces):
-        show(plots.share_by_batch(traces[traces["category"] == "cross-replica-sum"], "time_perc",
-                                  "TPU v2-8: all-reduce (cross-replica-sum) share of step time (original traces)",
-                                  "share of step time (%)"))  # fmt: skip
+        show(plots.share_by_batch(traces[traces["category"] == category], column, title, "share of step time (%)"))
         caption(verdict.sentence)
     return verdict
 
@@ -622,15 +626,9 @@ def traced_infeed_section(traces: pd.DataFrame) -> Verdict:
     """Fig. 5 (bottom) from the TPU v2 traces: the share of each FC step spent waiting for infeed,
     by batch; returns O4's verdict on it (not enough data without traces)."""
     from paradnn.analysis import observations as obs
-    from paradnn.analysis import plots
 
-    verdict = obs.infeed_share(traces)
-    if len(traces):
-        show(plots.share_by_batch(traces[traces["category"] == "all"], "infeed",
-                                  "TPU v2-8: share of step time waiting for infeed, FC (original traces)",
-                                  "share of step time (%)"))  # fmt: skip
-        caption(verdict.sentence)
-    return verdict
+    return _traced_share(traces, obs.infeed_share(traces), "all", "infeed",
+                         "TPU v2-8: share of step time waiting for infeed, FC (original traces)")  # fmt: skip
 
 
 def measure_inputs(store: str | Path, families: list[str], inputs: list[str], *, preset: str, overrides: dict,
