@@ -315,8 +315,9 @@ def platform_section(df: pd.DataFrame, baseline: str, target: str, families: lis
         if paper_pair and family == "fc":
             paper7 = "large batches favour the TPU: its speedup over the GPU grows with batch"
             paper8 = "small FC models favour the TPU and large ones the GPU: its speedup shrinks with width"
-            found = [obs.speedup_direction(table, family, "batch", True, "O7", pair, paper7),
-                     obs.speedup_direction(table, family, "nodes", False, "O8", pair, paper8)]  # fmt: skip
+            held = {**result.held_fixed, "free": list(result.free)}  # each platform at the precision the study ran it
+            found = [obs.speedup_direction(table, family, "batch", True, "O7", pair, paper7, held),
+                     obs.speedup_direction(table, family, "nodes", False, "O8", pair, paper8, held)]  # fmt: skip
         else:
             found = [obs.speedup_depends_on(table, family, platform=f"{pair} (a local pair, not the paper's TPU and GPU)")]
         where_base_wins = int((table["speedup"] < 1).sum())

@@ -10,6 +10,7 @@ import pytest
 
 from paradnn.analysis import observations as obs
 from paradnn.analysis.regression import regress
+from paradnn.analysis.results import Results
 from paradnn.analysis.roofline import ceilings_for, model_points
 from paradnn.analysis.speedup import compare
 
@@ -147,12 +148,20 @@ def test_memory_bound_time_checks_the_premise_on_the_roofline():
     assert obs.compute_bound_memory_time(pd.DataFrame(), 10.0, points).verdict == obs.UNKNOWN
 
 
-def test_utilisation_ratio_needs_both_platforms():
-    table = pd.DataFrame({"tpu-v2-8": [0.3, 0.6], "v100": [0.1, 0.3]}, index=["fc", "cnn"])
-    verdict = obs.utilisation_ratio(table)
-    assert verdict.verdict == obs.HOLDS and verdict.numbers["ratios"]["fc"] == pytest.approx(3.0)
-    assert obs.utilisation_ratio(table.assign(v100=[0.1, 0.9])).verdict == obs.FAILS
-    assert "needs measurements on v100" in obs.utilisation_ratio(table.drop(columns="v100")).evidence
+def test_utilisation_ratio_is_judged_on_matched_configurations():
+    rows = []
+    for family, label, tpu, v100 in (("fc", "a", 0.3, 0.1), ("fc", "b", 0.6, 0.2), ("cnn", "c", 0.4, 0.2)):
+        for platform, util, dtype in (("tpu-v2-8", tpu, "mixed_bfloat16"), ("v100", v100, "mixed_float16")):
+            rows.append({"family": family, "label": label, "platform": platform, "dtype": dtype, "state": "ok",
+                         "utilization": util})  # fmt: skip
+    rows.append({"family": "fc", "label": "only-tpu", "platform": "tpu-v2-8", "dtype": "mixed_bfloat16", "state": "ok",
+                 "utilization": 0.99})  # unmatched: never counted
+    results = Results(pd.DataFrame(rows))
+    verdict = obs.utilisation_ratio(results.matched("platform", "v100", "tpu-v2-8", metric="utilization", free=("dtype",)))
+    assert verdict.verdict == obs.HOLDS and verdict.numbers["ratios"]["fc"] == pytest.approx(3.0) and verdict.n == 3
+    assert verdict.held_fixed["free"] == ["dtype"]
+    held = results.matched("platform", "v100", "tpu-v2-8", metric="utilization")  # precisions held: nothing pairs
+    assert obs.utilisation_ratio(held).verdict == obs.UNKNOWN
 
 
 def test_batch_and_width_matter_and_depth_much_less():
@@ -248,6 +257,7 @@ def test_version_chain_compares_like_with_like():
     df = pd.concat(rows, ignore_index=True)
     verdict, results = obs.version_chain(df, "cpu")
     assert verdict.verdict == obs.HOLDS and verdict.id == "O12" and len(results) == 4
+    assert verdict.held_fixed["platform"] == "cpu" and verdict.n == sum(r.n for r in results)
     assert all(r.median == pytest.approx(1.1, rel=0.1) for r in results)  # XLA on and off never mixed
     slower = df.assign(examples_per_sec=np.where(df["sw_tensorflow"] == "2.21.0", 50.0, df["examples_per_sec"]))
     assert obs.version_chain(slower)[0].verdict == obs.FAILS

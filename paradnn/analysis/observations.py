@@ -42,6 +42,8 @@ class Verdict:
     numbers: dict = field(default_factory=dict)
     id: str = ""  # the paper's observation (O1..O14); empty for the package's own checks
     platform: str = ""  # the platform (or pair) it was judged on
+    held_fixed: dict | None = None  # a comparison's run settings held equal (paradnn.analysis.results)
+    n: int | None = None  # a comparison's matched pairs
 
     @property
     def sentence(self) -> str:
@@ -365,19 +367,21 @@ def measured_infeed(rows: pd.DataFrame, platform: str) -> Verdict:
 
 
 def speedup_direction(table_: pd.DataFrame, family: str, axis: str, grows: bool, id: str, platform: str,
-                      paper: str) -> Verdict:  # fmt: skip
+                      paper: str, held_fixed: dict | None = None) -> Verdict:  # fmt: skip
     """The sign of ``axis``'s weight in a regression of log2(speedup) on the standardised log2
     hyperparameters: positive (the target's advantage grows with the axis) or negative, with
     its 95% confidence interval excluding zero."""
     way = "grows" if grows else "shrinks"
     name = f"{families.get(family).title}: the target's advantage {way} with {axis}"
     sub = table_[table_["family"] == family] if "family" in table_ else table_
+    pairs = {"held_fixed": held_fixed, "n": len(sub)}
     if len(sub) < 6:
-        return Verdict(name, paper, UNKNOWN, f"{len(sub)} configurations on both platforms (need 6)", id=id, platform=platform)
+        return Verdict(name, paper, UNKNOWN, f"{len(sub)} configurations on both platforms (need 6)", id=id, platform=platform,
+                       **pairs)  # fmt: skip
     reg = regress(sub.assign(log2_speedup=np.log2(sub["speedup"])), "log2_speedup", family=family)
     if axis not in reg.coefficients.index:
         return Verdict(name, paper, UNKNOWN, f"{axis} does not vary in the configurations both platforms ran", id=id,
-                       platform=platform)  # fmt: skip
+                       platform=platform, **pairs)  # fmt: skip
     c = reg.coefficients.loc[axis]
     sign = 1 if grows else -1
     holds = c["ci_low"] * sign > 0 and c["ci_high"] * sign > 0
@@ -385,7 +389,7 @@ def speedup_direction(table_: pd.DataFrame, family: str, axis: str, grows: bool,
                 f"R² {reg.r_squared:.2f}, n {reg.n}); speedup {sub['speedup'].min():.2f}x to "
                 f"{sub['speedup'].max():.2f}x")  # fmt: skip
     numbers = {"coef": float(c["coef"]), "ci_low": float(c["ci_low"]), "ci_high": float(c["ci_high"]), "r_squared": reg.r_squared}
-    return Verdict(name, paper, HOLDS if holds else FAILS, evidence, numbers, id=id, platform=platform)
+    return Verdict(name, paper, HOLDS if holds else FAILS, evidence, numbers, id=id, platform=platform, **pairs)
 
 
 def speedup_depends_on(table_: pd.DataFrame, family: str, axes: tuple[str, ...] = ("nodes", "batch"), platform: str = "",
@@ -452,25 +456,25 @@ def _memory_bytes(platform: str) -> float | None:
     return PLATFORM_MEMORY.get(platform)
 
 
-def utilisation_ratio(table_: pd.DataFrame, target: str = "tpu-v2-8", baseline: str = "v100") -> Verdict:
-    """O10 (Fig. 11): per family measured on both, median FLOPS utilisation of ``target`` over ``baseline``.
-
-    ``table_`` is :func:`paradnn.analysis.workloads.platform_table` (families x platforms).
-    """
+def utilisation_ratio(result: SpeedupResult) -> Verdict:
+    """O10 (Fig. 11): per family, the median over matched configurations of the target's FLOPS
+    utilisation over the baseline's (``result``: a platform comparison of ``utilization``, e.g.
+    ``Results.matched("platform", "v100", "tpu-v2-8", metric="utilization", free=("dtype", "xla"))``)."""
+    target, baseline = result.target, result.baseline
     name = f"{target} reaches higher FLOPS utilisation than {baseline}"
     paper = "the TPU reaches higher FLOPS utilisation than the GPU, up to 3x"
     pair = f"{target} vs {baseline}"
-    if target not in table_ or baseline not in table_:
-        missing = " and ".join(p for p in (target, baseline) if p not in table_)
-        return Verdict(name, paper, UNKNOWN, f"needs measurements on {missing}", id="O10", platform=pair)
-    both = table_[[target, baseline]].dropna()
-    if both.empty:
-        return Verdict(name, paper, UNKNOWN, f"no family measured on both {target} and {baseline}", id="O10", platform=pair)
-    ratios = both[target] / both[baseline]
-    shown = ", ".join(f"{families.get(f).title if f in families.names() else f} {r:.2f}x" for f, r in ratios.items())
+    pairs = {"held_fixed": {**result.held_fixed, "free": list(result.free)}, "n": result.n}
+    if not result.n:
+        return Verdict(name, paper, UNKNOWN, f"no configuration measured on both {target} and {baseline}", id="O10",
+                       platform=pair, **pairs)  # fmt: skip
+    ratios = result.table.groupby("family")["speedup"].median()
+    counts = result.table.groupby("family").size()
+    shown = ", ".join(f"{families.get(f).title if f in families.names() else f} {r:.2f}x (n {counts[f]})"
+                      for f, r in ratios.items())  # fmt: skip
     verdict = HOLDS if (ratios > 1).all() else FAILS
-    return Verdict(name, paper, verdict, f"utilisation ratio per family: {shown}", {"ratios": ratios.to_dict()}, id="O10",
-                   platform=pair)  # fmt: skip
+    return Verdict(name, paper, verdict, f"median utilisation ratio on matched configurations: {shown}",
+                   {"ratios": ratios.to_dict()}, id="O10", platform=pair, **pairs)  # fmt: skip
 
 
 # ------------------------------------------------------------------ software stack (O12-O14)
@@ -490,12 +494,12 @@ def stack_speedup(result, name: str, paper: str, margin: float = 0.05, ridge: fl
         scope = f" right of the ridge ({ridge:.0f} FLOPs/byte)"
     if len(t) < 2:
         return Verdict(name, paper, UNKNOWN, f"{len(t)} configurations{scope} measured both ways (need 2)", id=id,
-                       platform=platform)  # fmt: skip
+                       platform=platform, held_fixed=result.held_fixed, n=len(t))  # fmt: skip
     median = float(t["speedup"].median())
     spread = f"range {t['speedup'].min():.2f}x-{t['speedup'].max():.2f}x"
     evidence = f"median speedup {median:.2f}x over {len(t)} configurations{scope} ({spread})"
     return Verdict(name, paper, HOLDS if median > 1 + margin else FAILS, evidence, {"median": median, "n": len(t)}, id=id,
-                   platform=platform)  # fmt: skip
+                   platform=platform, held_fixed=result.held_fixed, n=len(t))  # fmt: skip
 
 
 def version_chain(df: pd.DataFrame, platform: str = "") -> tuple[Verdict, list[SpeedupResult]]:
@@ -521,4 +525,7 @@ def version_chain(df: pd.DataFrame, platform: str = "") -> tuple[Verdict, list[S
     slower = [r for r in results if r.median < 0.95]
     verdict = FAILS if slower else HOLDS
     numbers = {f"{r.baseline}->{r.target}": r.median for r in results}
-    return Verdict(name, paper, verdict, "; ".join(steps), numbers, id="O12", platform=platform), results
+    held = {k: v for k, v in results[0].held_fixed.items() if k not in ("dtype", "xla")} | {"dtype": "matched per pair",
+                                                                                             "xla": "matched per pair"}
+    return Verdict(name, paper, verdict, "; ".join(steps), numbers, id="O12", platform=platform, held_fixed=held,
+                   n=sum(r.n for r in results)), results

@@ -322,14 +322,16 @@ def parameter_ranges(table: pd.DataFrame, title: str) -> plt.Figure:
     return fig
 
 
-def grouped_bars(table: pd.DataFrame, columns: list[str], title: str, ylabel: str, scale: float = 100.0) -> plt.Figure:
-    """One group of bars per row of ``table`` (indexed by family name), one bar per column."""
+def grouped_bars(table: pd.DataFrame, columns: list[str], title: str, ylabel: str, scale: float = 100.0,
+                 log: bool = False) -> plt.Figure:  # fmt: skip
+    """One group of bars per row of ``table`` (indexed by family name), one bar per column; ``log``
+    draws the values on a log scale, so a platform at 1% and one at 50% are both readable."""
     fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(table) + 2), 4))
     titles = [families.get(f).title if f in families.names() else f for f in table.index]
     data = (table[columns] * scale).set_axis(titles)
-    data.plot.bar(ax=ax, width=0.8, rot=30)
+    data.plot.bar(ax=ax, width=0.8, rot=30, logy=log)
     ax.set_xlabel("")
-    ax.set_ylabel(ylabel)
+    ax.set_ylabel(ylabel + (", log scale" if log else ""))
     ax.set_title(title)
     ax.legend(fontsize=8)
     fig.tight_layout()

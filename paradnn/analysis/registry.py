@@ -96,8 +96,11 @@ def _needs(o: Observation, why: str) -> dict:
 
 def _entry(v: Verdict) -> dict:
     claim = BY_ID[v.id].claim if v.id in BY_ID else v.paper
-    return {"id": v.id, "claim": claim, "platform": v.platform, "verdict": v.verdict, "evidence": v.evidence,
-            "figures": _plain(v.numbers), "check": v.observation}  # fmt: skip
+    entry = {"id": v.id, "claim": claim, "platform": v.platform, "verdict": v.verdict, "evidence": v.evidence,
+             "figures": _plain(v.numbers), "check": v.observation}  # fmt: skip
+    if v.held_fixed is not None:  # a comparison: what it held fixed and how many pairs it rests on
+        entry.update(held_fixed=_plain(v.held_fixed), n=v.n)
+    return entry
 
 
 def _plain(value):

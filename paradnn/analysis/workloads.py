@@ -76,9 +76,10 @@ def pair_speedups(df: pd.DataFrame) -> pd.DataFrame:
     """For each pair of platforms and each family both measured: n, median and geometric-mean speedup.
 
     Each platform at its own precision and XLA setting, as the paper compared its platforms
-    (the rest of the run identity held fixed)."""
+    (the rest of the run identity held fixed), in the paper's orientation: the accelerator
+    over the CPU, the TPU over the GPU (:func:`platform_rank`)."""
     rows = []
-    platforms = sorted(df.loc[df["state"] == "ok", "platform"].unique())
+    platforms = sorted(df.loc[df["state"] == "ok", "platform"].unique(), key=lambda p: (platform_rank(p), p))
     for baseline, target in itertools.combinations(platforms, 2):
         for family in sorted(df["family"].unique(), key=_order):
             result = compare(df, baseline, target, family=family, free=("dtype", "xla"))
@@ -86,6 +87,15 @@ def pair_speedups(df: pd.DataFrame) -> pd.DataFrame:
                 rows.append({"family": family, "baseline": baseline, "target": target, "n": result.n,
                              "median": result.median, "geomean": result.geomean})  # fmt: skip
     return pd.DataFrame(rows, columns=["family", "baseline", "target", "n", "median", "geomean"])
+
+
+def platform_rank(platform: str) -> int:
+    """Where a platform stands in a comparison's orientation: CPUs (0) as baselines of GPUs (1),
+    GPUs of TPUs and other ASICs (2), as the paper sets the TPU over the GPU."""
+    name = platform.lower()
+    if name.startswith("cpu"):
+        return 0
+    return 2 if name.startswith("tpu") else 1
 
 
 def _order(name: str) -> int:
