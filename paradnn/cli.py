@@ -52,6 +52,8 @@ EXAMPLES = {
                 "paradnn predict --store outputs/quick/results.sqlite --platform cpu --family fc --preset quick --json",
                 "paradnn predict --store outputs/quick/results.sqlite --platform tpu-v2-8 --family fc --cv 5",
                 "paradnn predict --store outputs/quick/results.sqlite --platform tpu-v2-8 --family fc --replay 0.05,0.1,0.2"],
+    "scorecard": ["paradnn scorecard --store outputs/quick/results.sqlite",
+                  "paradnn scorecard --store outputs/quick/results.sqlite --json"],
     "lab": ["paradnn lab", "paradnn lab --port 8890 --no-browser"],
     "report": ["paradnn report quick", "paradnn report smoke -p budget_minutes=2",
                "paradnn report paper -p platform=gpu:0 -p target=gpu:0 -p baseline=cpu",
@@ -503,6 +505,31 @@ def _compare_value(declared, option: str, text: str) -> object:
 def _checked_store(path: str) -> str:
     with _open_store(path, create=False, readonly=True):
         return path
+
+
+@main.command(epilog=_epilog("scorecard"))
+@store_option
+@click.option("--json", "as_json", is_flag=True, help="Print JSON: principles, hardware metrics, framework rows.")
+def scorecard(store_path: str, as_json: bool) -> None:
+    """Dai & Berleant's scorecard of a store: the seven principles, each with a rule that can fail,
+    the 12 hardware metrics per platform and the framework rows measured here."""
+    from paradnn.analysis import scorecard as card
+
+    with _open_store(store_path, create=False, readonly=True) as store:
+        results, platforms = store.results(), store.platforms()
+    audit = card.principles_audit(results)
+    cells = card.hardware_metrics(results, platforms)
+    frameworks = card.framework_rows(results).reset_index()
+    if as_json:
+        _emit({"principles": card.principles_json(audit),
+               "hardware": cells[["metric", "platform", "value", "source", "evidence"]].to_dict("records"),
+               "frameworks": frameworks.to_dict("records")}, True)  # fmt: skip
+        return
+    for name, row in audit.iterrows():
+        mark = {True: "pass", False: "FAIL"}.get(row["pass"], "n/a ")
+        click.echo(f"{mark}  {name:<19} {row['this store']}\n      rule: {row['rule']}")
+    click.echo("")
+    _print_table(cells.to_dict("records"), [("metric", "{}"), ("platform", "{}"), ("evidence", "{}"), ("value", "{}")])
 
 
 @main.command(epilog=_epilog("predict", labels=True))

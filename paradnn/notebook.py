@@ -148,6 +148,39 @@ def ensure_measured(
     return [f"{', '.join(families)} on {target.id}, {words}: {summary.line()}"]
 
 
+def rerun_sample(store: str | Path, platform: str = "cpu", count: int = 4, *, measure_missing: bool = True,
+                 max_seconds: float = 1.0, budget_minutes: float = 2.0) -> list[str]:  # fmt: skip
+    """Measure ``count`` of this platform's measured configurations once more, with the same run
+    identity, in a fresh worker (as ``sweep --force`` does), so repeatability rests on true reruns.
+    Picks device-resident single-device TensorFlow rows of the newest stack not yet measured twice,
+    spread over families; returns the sweeps' summary lines."""
+    from paradnn.analysis.results import Results
+    from paradnn.engine.protocol import RunSettings
+    from paradnn.families import parse_label
+    from paradnn.platform import parse_target
+    from paradnn.sweep.backends import run_sweep
+    from paradnn.sweep.driver import SweepOptions
+
+    if not measure_missing or not is_local(platform) or count < 1:
+        return [f"{platform}: no reruns measured (measure_missing={measure_missing})"]
+    target = parse_target(platform)
+    results = Results.load(store)
+    once = set(results.frame["run_key"]) - set(results.reruns()["run_key"])
+    rows = results.where(state="ok", source="measured", run_key=list(once)).newest_stack()
+    rows = rows.for_settings(platform=target.id, framework="tensorflow", input="device", devices=1).frame
+    rows = rows.sort_values("id")
+    picks = rows.assign(turn=rows.groupby("family").cumcount()).sort_values(["turn", "id"]).head(count)  # a family each in turn
+    lines = []
+    for (dtype, xla), group in picks.groupby(["dtype", "xla"]):
+        settings = RunSettings(dtype=dtype, xla=bool(xla), device=target.tf_device, max_seconds=max_seconds)
+        options = SweepOptions(settings=settings, target=target, max_minutes=budget_minutes, force=True)
+        configs = [parse_label(f, label) for f, label in zip(group["family"], group["label"])]
+        with Store(store) as s:
+            summary = run_sweep(configs, s, options, progress=ProgressFile if os.environ.get("PARADNN_PROGRESS_FILE") else None)
+        lines.append(f"reruns on {target.id}, {dtype}, XLA {'on' if xla else 'off'}: {summary.line()}")
+    return lines or [f"{platform}: no measured configuration to rerun"]
+
+
 class ProgressFile:
     """A sweep's progress bar for reports: appends "done/total, failed, time left" lines to the
     file ``paradnn report`` names in ``PARADNN_PROGRESS_FILE``, which it shows on the terminal."""

@@ -53,17 +53,38 @@ def test_the_principle_audit_reads_numbers_from_the_store():
     audit = scorecard.principles_audit(rows)
     assert list(audit.index) == ["relevance", "representativeness", "equity", "repeatability", "cost-effectiveness",
                                  "scalability", "transparency"]  # fmt: skip
+    assert audit["rule"].str.len().min() > 20  # every principle states its rule
     repeat = audit.loc["repeatability", "this store"]
-    # Rows a and a share a label but not their software stack (one lacks provenance): not a rerun.
+    # Rows a and a share a label but not their software stack (one lacks provenance): not a rerun, and
+    # a store in which nothing was measured twice does not pass repeatability.
     assert repeat == "CV 3.0% (2 rows); no reruns (no run identity measured twice)"
+    assert audit.loc["repeatability", "pass"] is False
     same_stack = rows.assign(**{c: "x" for c in scorecard.PROVENANCE})
-    assert scorecard.principles_audit(same_stack).loc["repeatability", "this store"] == (
-        "CV 3.0% (2 rows); rerun difference 10.0% (1 run identities measured more than once)")
-    scalability = "2 configurations per hour; 1 platform(s): cpu; framework(s): tensorflow"
-    assert audit.loc["scalability", "this store"] == scalability  # imported rows excluded
-    assert audit.drop(index="repeatability")["shown"].all()
-    assert audit.loc["transparency", "this store"] == "50% of 2 rows"
-    assert audit.loc["representativeness", "this store"] == "1e+04 to 1e+04 (2 rows)"
+    again = scorecard.principles_audit(same_stack).loc["repeatability"]
+    assert again["this store"] == "CV 3.0% (2 rows); rerun difference 10.0% (1 run identities measured more than once)"
+    assert again["pass"] is False  # 10% apart, and one rerun is not enough
+    scalability = "2 configurations per hour; 1 platform(s): cpu; framework(s): tensorflow; 0 data-parallel rows"
+    assert audit.loc["scalability", "this store"] == scalability and audit.loc["scalability", "pass"] is False
+    assert audit.loc["transparency", "this store"] == "50% of 2 rows" and audit.loc["transparency", "pass"] is False
+    assert audit.loc["representativeness", "pass"] is False  # one size of model (imported rows excluded)
+    assert audit.loc["relevance", "pass"] is False  # no real workload
+    assert audit.loc["cost-effectiveness", "pass"] is False  # half an hour per configuration
+    assert audit.loc["equity", "pass"] is True  # one measured platform: one dtype set, XLA recorded
+    assert "✗" in set(scorecard.checklist(audit)[""]) and "✓" in set(scorecard.checklist(audit)[""])
+
+
+def test_every_principle_can_pass():
+    import pandas as pd
+
+    rows = pd.DataFrame([
+        {"family": family, "label": label, "platform": platform, "dtype": "float32", "xla": False, "state": "ok",
+         "params": params, "step_time_s": step, "step_time_cv": 0.01, "wall_time_s": 3.0, "source": "measured",
+         "devices": 1, **{c: "x" for c in scorecard.PROVENANCE}}
+        for family, label, params in (("fc", "small", 1e4), ("resnet50", "image_32-bs_2", 2.5e7))
+        for platform in ("cpu", "cpu[threads=1]") for step in (1.0, 1.02)
+    ])  # fmt: skip
+    audit = scorecard.principles_audit(rows)
+    assert audit["pass"].tolist() == [True] * 7, audit[["this store", "pass"]]
 
 
 def test_every_platform_gets_all_12_hardware_metrics_each_with_a_source(tmp_path):
@@ -169,3 +190,28 @@ def test_the_headline_hardware_claims_are_judged_on_the_original_sweeps(tmp_path
     assert verdicts["ASICs lead in energy efficiency"].verdict == "not enough data"
     assert verdicts["ASICs scale out best"].verdict == "not enough data"
     assert "Keras runs the same models on several backends at one speed" not in verdicts  # no framework pairs
+
+
+def test_the_scorecard_command_gives_seven_principles_that_can_fail(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from paradnn.cli import main
+    from paradnn.store import Store, legacy
+
+    path = tmp_path / "r.sqlite"
+    with Store(path) as store:
+        legacy.import_bundled(store)
+    result = CliRunner().invoke(main, ["scorecard", "--store", str(path), "--json"])
+    assert result.exit_code == 0, result.output
+    card = json.loads(result.output)
+    names = [p["name"] for p in card["principles"]]
+    assert names == ["relevance", "representativeness", "equity", "repeatability", "cost-effectiveness", "scalability",
+                     "transparency"]  # fmt: skip
+    assert all(p["rule"] and p["pass"] in (True, False, None) for p in card["principles"])
+    repeatability = card["principles"][3]
+    assert repeatability["pass"] is False and "no reruns" in repeatability["value"]  # nothing measured twice
+    assert {h["platform"] for h in card["hardware"]} == {"tpu-v2-8", "v100"} and len(card["hardware"]) == 24
+    missing = CliRunner().invoke(main, ["scorecard", "--store", str(tmp_path / "none.sqlite")])
+    assert missing.exit_code == 2 and missing.output.startswith("paradnn: error:")
