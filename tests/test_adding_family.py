@@ -58,7 +58,7 @@ def test_the_documented_module_is_described_by_the_cli(package_with_vgg16):
 
 def test_the_documented_module_conforms_and_is_a_real_workload(package_with_vgg16):
     code = (
-        "from paradnn import families\n"
+        "from paradnn import check_family, families\n"
         "assert 'vgg16' in families.of_role('workload'), families.of_role('workload')\n"
         "check_family(families.get('vgg16'))\n"
         "print('conforms')\n"
