@@ -82,7 +82,8 @@ def test_the_scorecard_places_every_platform_and_measures_the_framework_row(smok
     checks = {v["check"]: v["verdict"] for v in verdicts}
     assert checks["ASICs lead in computing performance"] == "holds"
     assert checks["ASICs lead in energy efficiency"] == "not enough data"
-    assert checks["Keras runs the same models on several backends at one speed"] in ("holds", "does not hold")
+    assert checks["Keras runs the same models on several backends at one speed (paradnn's check)"] in ("holds",
+                                                                                                      "does not hold")
 
 
 def test_every_observation_is_accounted_for(smoke):
@@ -96,6 +97,25 @@ def test_every_observation_is_accounted_for(smoke):
     assert "2 replicas" in o3["cpu"]["evidence"] or "2 in the store" in o3["cpu"]["evidence"]  # the smoke slice ran
     index = (smoke / "index.html").read_text()
     assert "The paper's 14 observations" in index and all(f"<td>O{i}</td>" in index for i in range(1, 15))
+
+
+def test_every_comparison_says_what_it_held_fixed(smoke):
+    rows = json.loads((smoke / "observations.json").read_text())
+    compared = [r for r in rows if r["id"] in ("O7", "O8", "O10", "O12", "O13") and not r["verdict"].startswith("needs")]
+    assert {r["id"] for r in compared} >= {"O7", "O8", "O10", "O12", "O13"}
+    for r in compared:
+        assert "held_fixed" in r and "n" in r, r
+    assert all("xla" in r["held_fixed"] for r in compared if r["id"] == "O13")
+    paper_pair = [r for r in compared if r["id"] in ("O7", "O10")]
+    assert all(r["held_fixed"]["free"] == ["dtype", "xla"] for r in paper_pair)  # each platform at its own precision
+
+
+def test_no_measured_utilisation_is_above_100_percent(smoke):
+    with Store(smoke / "results.sqlite") as s:
+        rows = s.results()
+    measured = rows[(rows["source"] == "measured") & rows["utilization"].notna()]
+    assert len(measured) > 10 and measured["utilization"].max() <= 1.0 + 1e-9
+    assert set(measured["peak_source"]) <= {"measured"} | {p for p in measured["peak_source"] if p.startswith("achieved:")}
 
 
 def test_index_links_resolve(smoke):

@@ -533,7 +533,7 @@ def version_chain(df: pd.DataFrame, platform: str = "") -> tuple[Verdict, list[S
     versions = sorted(df["sw_tensorflow"].dropna().unique(), key=version_key)
     if len(versions) < 2:
         return Verdict(name, paper, UNKNOWN, f"one TensorFlow version in the store ({', '.join(versions) or 'none'})", id=oid,
-                       platform=platform), []  # fmt: skip
+                       platform=platform, held_fixed={"platform": platform}, n=0), []  # fmt: skip
     results, steps = [], []
     for (dtype, xla), rows in df.groupby(["dtype", "xla"]):
         for older, newer in zip(versions, versions[1:]):
@@ -543,7 +543,7 @@ def version_chain(df: pd.DataFrame, platform: str = "") -> tuple[Verdict, list[S
                 steps.append(f"{older}->{newer} ({dtype}, XLA {'on' if xla else 'off'}) {result.median:.2f}x over {result.n}")
     if not results:
         return Verdict(name, paper, UNKNOWN, "no configuration measured under two versions with the same settings", id=oid,
-                       platform=platform), []  # fmt: skip
+                       platform=platform, held_fixed={"platform": platform}, n=0), []  # fmt: skip
     slower = [r for r in results if r.median < 0.95]
     verdict = FAILS if slower else HOLDS
     numbers = {f"{r.baseline}->{r.target}": r.median for r in results}
