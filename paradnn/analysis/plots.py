@@ -48,7 +48,7 @@ def heatmaps(
     title: str,
     colorbar: str,
     scale: float = 1.0,
-    fmt: str = "{:.2g}",
+    fmt: str = "{:.3g}",  # three digits: a full cell reads 100, not 1e+02
     log_color: bool = False,
     center: float | None = None,
     cmap: str = "viridis",
@@ -183,7 +183,7 @@ def op_breakdown(breakdown: pd.DataFrame, ceilings: Ceilings | None, title: str)
     left.set_xlabel("share of step time (%)")
     left.set_ylabel("")
     left.set_yticks(range(len(shares)), [label.replace("-", "\n", 2) for label in shares.index], fontsize=7)
-    left.legend(fontsize=7, ncol=2, loc="lower right")
+    left.legend(fontsize=7, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.12), frameon=False)  # below the bars
     left.set_title("time share by op category")
     pts = breakdown[(breakdown["flops"] > 0) & (breakdown["bytes"] > 0) & (breakdown["time_s"] > 0)]
     if ceilings is not None:
@@ -199,7 +199,7 @@ def op_breakdown(breakdown: pd.DataFrame, ceilings: Ceilings | None, title: str)
     right.set_xlabel("operational intensity (FLOPs per byte)")
     right.set_ylabel("performance (GFLOP/s)")
     right.set_title("op categories on the roofline")
-    right.legend(fontsize=6, loc="lower right", ncol=2)
+    right.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
     fig.suptitle(title, fontsize=12)
     fig.tight_layout()
     return fig
@@ -260,6 +260,9 @@ def speedup_distributions(tables: dict[str, pd.DataFrame], title: str) -> plt.Fi
                       palette="dark:black")  # fmt: skip
     ax.axhline(1, color="grey", ls="--", lw=1)
     ax.set_yscale("log", base=2)
+    ax.tick_params(axis="x", labelrotation=25)  # long comparison names must not overlap
+    for label in ax.get_xticklabels():
+        label.set_horizontalalignment("right")
     ax.set_xlabel("")
     ax.set_ylabel("speedup (x, log2 scale)")
     ax.set_title(title)
@@ -370,6 +373,10 @@ def share_by_batch(rows: pd.DataFrame, value: str, title: str, ylabel: str, hue:
     if hue:
         fig.set_size_inches(8.5, 3.8)
         ax.legend(title=hue, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
+    if (data[value] < 0).any():  # a share below zero is noise, and the figure says so
+        ax.axhline(0, color="grey", lw=0.8)
+        ax.text(0.01, 0.02, "below 0: the two timings, taken call by call, differ by less than their noise",
+                transform=ax.transAxes, fontsize=7, color="dimgrey")  # fmt: skip
     ax.set_xlabel("batch size (examples, log2 scale)")
     ax.set_ylabel(ylabel)
     ax.set_title(title)
@@ -486,9 +493,13 @@ def version_speedups(table: pd.DataFrame, title: str) -> plt.Figure:
     ax.axhline(1, color="grey", ls="--", lw=1)
     ax.set_xticks(range(len(versions)), versions)
     ax.set_yscale("log", base=2)
+    low, high = min(table["low"].min(), 1.0), max(table["high"].max(), 1.0)
+    ax.set_ylim(low / 1.25, high * 1.25)  # room for more than one tick around 1x
+    ax.yaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:.3g}x"))
+    ax.yaxis.set_minor_formatter(plt.FuncFormatter(lambda v, _: f"{v:.3g}x"))
     ax.set_xlabel("TensorFlow version")
-    ax.set_ylabel("speedup in examples/s (x, log2 scale; 95% interval)")
+    ax.set_ylabel("speedup in examples/s\n(x, log2 scale; 95% interval)")
     ax.set_title(title)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
     fig.tight_layout()
     return fig
