@@ -9,6 +9,7 @@ their worker as a fresh interpreter) and from a notebook::
     paradnn.measure("fc", "layer_2-node_256-input_2000-output_1000-bs_64", max_seconds=2)["examples_per_sec"]
     df = paradnn.sweep("fc", preset="smoke", store="outputs/mine.sqlite")
     paradnn.load("outputs/mine.sqlite", family="fc")
+    paradnn.merge(["laptop.sqlite", "lab.sqlite"], "study.sqlite", rename={"cpu": "xeon-lab"})
 
 Bad input raises :class:`paradnn.config.ConfigError` naming the field and what is allowed.
 """
@@ -38,20 +39,21 @@ def _run_doc(function):
     return function
 
 
-def _run(run: Mapping[str, object]):
-    """The parsed run settings (defaults filled in), the target and the RunSettings they make."""
+def _run(run: Mapping[str, object], name: str | None = None):
+    """The parsed run settings (defaults filled in), the target (called ``name``) and the RunSettings they make."""
     from paradnn.engine.protocol import RunSettings
     from paradnn.platform import parse_target
     from paradnn.settings import parse
 
     parsed = parse(run)
-    target = parse_target(str(parsed["platform"]))
+    target = parse_target(str(parsed["platform"])).named(name)
     return parsed, target, lambda **knobs: RunSettings.of(parsed, target, **knobs)
 
 
 @_run_doc
-def measure(family: str, label: str, *, max_seconds: float = 10.0, **run: object) -> dict:
+def measure(family: str, label: str, *, max_seconds: float = 10.0, name: str | None = None, **run: object) -> dict:
     """Time one configuration's training step in this process; the full record (as ``paradnn measure --json``).
+    ``name``: what to call the platform (the record's ``platform``; see :func:`sweep`).
 
     Keras runs one backend per process: ``framework="jax"`` works in a process that has
     not used TensorFlow's Keras yet (else ConfigError; :func:`sweep` runs any framework).
@@ -63,7 +65,7 @@ def measure(family: str, label: str, *, max_seconds: float = 10.0, **run: object
     from paradnn.sweep.driver import SweepOptions, check_settings
 
     config = parse_label(family, label)
-    parsed, target, settings_with = _run(run)
+    parsed, target, settings_with = _run(run, name)
     settings = settings_with(max_seconds=max_seconds)
     check_settings([config], SweepOptions(settings=settings, target=target))
     frameworks.activate(settings.framework)
@@ -74,9 +76,13 @@ def measure(family: str, label: str, *, max_seconds: float = 10.0, **run: object
 @_run_doc
 def sweep(family: str, *, preset: str = "smoke", store: str | Path = "outputs/results.sqlite",
           overrides: Mapping[str, Iterable] | None = None, max_minutes: float | None = None, max_seconds: float = 3.0,
-          progress: bool = True, **run: object):  # fmt: skip
+          progress: bool = True, name: str | None = None, **run: object):  # fmt: skip
     """Measure a preset's grid (with ``overrides``) that the store lacks; returns the grid's rows
-    under these run settings as a DataFrame (XLA auto: the setting it chose)."""
+    under these run settings as a DataFrame (XLA auto: the setting it chose).
+
+    ``name``: what to call this platform in the store and in reports (``xeon-lab``; default
+    its id, ``cpu``), so two machines' ``cpu`` stay two platforms when their stores are
+    merged (:func:`merge`). A name is not a run setting: it changes no run key."""
     from paradnn.analysis.results import Results
     from paradnn.space import expand
     from paradnn.store import Store
@@ -84,12 +90,12 @@ def sweep(family: str, *, preset: str = "smoke", store: str | Path = "outputs/re
     from paradnn.sweep.driver import SilentProgress, SweepOptions
 
     configs = expand(family, preset, overrides)
-    parsed, target, settings_with = _run(run)
+    parsed, target, settings_with = _run(run, name)
     options = SweepOptions(settings=settings_with(max_seconds=max_seconds), target=target, max_minutes=max_minutes)
     with Store(store) as s:
         run_sweep(configs, s, options, progress=None if progress else SilentProgress)
-    rows = Results.load(store).where(family=family, label=[c.label for c in configs]).for_settings(**parsed)
-    return rows.latest().frame
+    rows = Results.load(store).where(family=family, label=[c.label for c in configs])
+    return rows.for_settings(**{**parsed, "platform": target.platform}).latest().frame
 
 
 def load(store: str | Path):
@@ -99,3 +105,19 @@ def load(store: str | Path):
     from paradnn.analysis.results import Results
 
     return Results.load(store)
+
+
+def merge(sources: Iterable[str | Path], store: str | Path, rename: Mapping[str, str] | None = None) -> dict:
+    """Merge the paradnn stores ``sources`` into ``store`` (created if missing), renaming
+    platforms ``{old: new}`` on the way in (every source); what it added, per platform.
+
+    Sources are only read; the merge is one transaction on ``store``; de-duplicated by run
+    identity (a rerun, the same identity finished at another time, is kept with its origin);
+    two machines under one name are refused (:class:`paradnn.store.StoreError`), saying how
+    to rename. See :mod:`paradnn.store.merge`.
+    """
+    from paradnn.store.merge import merge as merge_stores
+
+    if isinstance(sources, (str, Path)):
+        sources = [sources]
+    return merge_stores(sources, store, rename).as_dict()

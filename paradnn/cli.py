@@ -37,7 +37,8 @@ EXAMPLES = {
               "paradnn sweep fc --preset smoke --input host-prep",
               "paradnn sweep fc --set layers=4 --set nodes=1024 --set batch=64,256,1024 --devices 2",
               "paradnn sweep fc --preset paper --backend ray --address 10.0.0.1:6379",
-              "paradnn sweep fc --preset smoke --stack tensorflow==2.16.2 --stack tensorflow==2.18.1 --stack current"],
+              "paradnn sweep fc --preset smoke --stack tensorflow==2.16.2 --stack tensorflow==2.18.1 --stack current",
+              "paradnn sweep fc --preset quick --platform cpu --name xeon-lab --store xeon-lab.sqlite"],
     "results": ["paradnn results --store outputs/quick/results.sqlite --family fc",
                 "paradnn results --store outputs/quick/results.sqlite --format csv --output results.csv"],
     "import_legacy": ["paradnn import-legacy --store outputs/my.sqlite",
@@ -54,10 +55,14 @@ EXAMPLES = {
                 "paradnn predict --store outputs/quick/results.sqlite --platform tpu-v2-8 --family fc --replay 0.05,0.1,0.2"],
     "scorecard": ["paradnn scorecard --store outputs/quick/results.sqlite",
                   "paradnn scorecard --store outputs/quick/results.sqlite --json"],
+    "merge": ["paradnn merge laptop.sqlite xeon-lab.sqlite --store outputs/study/results.sqlite",
+              "paradnn merge machine-b.sqlite --rename cpu=xeon-lab --store outputs/study/results.sqlite",
+              "paradnn merge a100-vm.sqlite --rename gpu:0=a100-cloud --store outputs/study/results.sqlite --json"],
     "lab": ["paradnn lab", "paradnn lab --port 8890 --no-browser"],
     "report": ["paradnn report quick", "paradnn report smoke -p budget_minutes=2",
                "paradnn report paper -p platform=gpu:0 -p target=gpu:0 -p baseline=cpu",
-               "paradnn report paper --backend ray --address 10.0.0.1:6379"],
+               "paradnn report paper --backend ray --address 10.0.0.1:6379",
+               "paradnn report study --store outputs/study/results.sqlite -p baseline=laptop -p target=xeon-lab"],
 }  # fmt: skip
 
 
@@ -136,15 +141,22 @@ def _memory_budget(memory_gb: float | None, target) -> float | None:
     return memory_gb * 1e9 if memory_gb else default_memory_budget(target)
 
 
-def _run_settings(run: dict, **knobs: object):
-    """The parsed run settings of a command's options, its target and the RunSettings they make."""
+def _run_settings(run: dict, name: str | None = None, **knobs: object):
+    """The parsed run settings of a command's options, its target (called ``name``) and the RunSettings they make."""
     from paradnn.engine.protocol import RunSettings
     from paradnn.platform import parse_target
     from paradnn.settings import parse
 
     parsed = parse(run)
-    target = parse_target(str(parsed["platform"]))
+    target = parse_target(str(parsed["platform"])).named(name)
     return parsed, target, RunSettings.of(parsed, target, **knobs)
+
+
+# A platform's name is not a run setting (it changes nothing in the step, nor any run key): an
+# option of its own beside --platform.
+name_option = click.option("--name", "platform_name", metavar="NAME",
+                           help="What to call this platform in the store and reports (e.g. xeon-lab; default: its id, "
+                                "cpu). Name each machine of a study apart before merging their stores.")  # fmt: skip
 
 
 def _emit(record: dict, as_json: bool, skip: tuple[str, ...] = ("samples_s",)) -> None:
@@ -228,10 +240,12 @@ def describe(family: str, label: str, dtype: str, memory_gb: float | None, as_js
 @click.argument("family")
 @click.argument("label")
 @run_options()
+@name_option
 @click.option("--max-seconds", default=10.0, show_default=True, type=float, help="Time budget for warm-up and samples.")
 @click.option("--memory-budget", "memory_gb", type=float, help="GB the configuration may use (default: 60% of RAM on CPU).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def measure(family: str, label: str, max_seconds: float, memory_gb: float | None, as_json: bool, **run: object) -> None:
+def measure(family: str, label: str, max_seconds: float, memory_gb: float | None, as_json: bool,
+            platform_name: str | None, **run: object) -> None:  # fmt: skip
     """Time the training step of FAMILY LABEL on this machine.
 
     A configuration predicted to exceed the memory budget is not run: state skipped, exit 1.
@@ -242,7 +256,7 @@ def measure(family: str, label: str, max_seconds: float, memory_gb: float | None
     config = _config(family, label)
     if not max_seconds > 0:
         raise ConfigError("--max-seconds", max_seconds, "a positive number of seconds")
-    parsed, target, settings = _run_settings(run, max_seconds=max_seconds)
+    parsed, target, settings = _run_settings(run, platform_name, max_seconds=max_seconds)
     dtype = settings.dtype
     check_settings([config], SweepOptions(settings=settings, target=target))
     frameworks.activate(settings.framework)  # before anything imports Keras
@@ -282,6 +296,7 @@ store_option = click.option("--store", "store_path", default=DEFAULT_STORE, show
 @click.option("--preset", default="smoke", show_default=True, help="smoke, quick or paper.")
 @click.option("--set", "overrides", multiple=True, metavar="AXIS=V1,V2", help="Replace one axis of the preset's grid.")
 @run_options()
+@name_option
 @store_option
 @click.option("--max-minutes", type=float, help="Stop the whole sweep after this many minutes (resumable).")
 @click.option("--max-seconds", default=3.0, show_default=True, type=float, help="Timing budget per configuration.")
@@ -298,7 +313,7 @@ store_option = click.option("--store", "store_path", default=DEFAULT_STORE, show
               help="Measure under this software stack too (an environment built with uv), interleaved; repeatable.")
 def sweep(family: str, preset: str, overrides: tuple[str, ...], store_path: str, max_minutes: float | None,
           max_seconds: float, timeout_s: float, memory_gb: float | None, retry_failed: bool, force: bool, adaptive: bool,
-          budget: str | None, backend: str, address: str | None, stack_texts: tuple[str, ...],
+          budget: str | None, backend: str, address: str | None, stack_texts: tuple[str, ...], platform_name: str | None,
           **run: object) -> None:  # fmt: skip
     """Measure a preset's grid for FAMILY, skipping what the store already has.
 
@@ -311,7 +326,7 @@ def sweep(family: str, preset: str, overrides: tuple[str, ...], store_path: str,
     from paradnn.sweep.driver import SweepOptions, check_settings
 
     configs = expand(_family(family), preset, dict(parse_override(family, o) for o in overrides))
-    parsed, target, settings = _run_settings(run, max_seconds=max_seconds)
+    parsed, target, settings = _run_settings(run, platform_name, max_seconds=max_seconds)
     devices = settings.devices
     for name, value in (("--max-minutes", max_minutes), ("--timeout", timeout_s), ("--memory-budget", memory_gb)):
         if value is not None and not value > 0:
@@ -349,10 +364,10 @@ def sweep(family: str, preset: str, overrides: tuple[str, ...], store_path: str,
                                 echo=lambda t: click.echo(t, err=True))  # fmt: skip
     from paradnn.analysis.results import Results
 
-    mine = Results.load(store_path).where(family=family, label=[c.label for c in configs]).for_settings(**parsed)
-    rows = mine.latest(per_stack=bool(stacks)).frame.to_dict("records")
+    mine = Results.load(store_path).where(family=family, label=[c.label for c in configs])
+    rows = mine.for_settings(**{**parsed, "platform": target.platform}).latest(per_stack=bool(stacks)).frame.to_dict("records")
     if predicted is not None and len(predicted):
-        rows += [{"platform": target.id, **r, "state": "predicted"} for r in predicted.to_dict("records")]
+        rows += [{"platform": target.platform, **r, "state": "predicted"} for r in predicted.to_dict("records")]
     columns = RESULT_COLUMNS + ([("sw_tensorflow", "{}")] if stacks else [])
     columns += [("infeed_share", "{:.1%}")] if settings.input != "device" else []
     columns += [("comm_share", "{:.1%}"), ("scaling_efficiency", "{:.1%}")] if devices > 1 else []
@@ -437,6 +452,32 @@ def import_legacy(files: tuple[str, ...], store_path: str, platform_id: str | No
             _fail(str(exc))
     for name, info in summary["files"].items():
         click.echo(f"{name}: {info['kind']} of {info['platform']}, {info['rows']} rows, {info['added']} added")
+
+
+@main.command(epilog=_epilog("merge"))
+@click.argument("sources", nargs=-1, required=True, metavar="SRC...")
+@click.option("--store", "store_path", required=True, help="The store to merge into (created if missing).")
+@click.option("--rename", "renames", multiple=True, metavar="OLD=NEW",
+              help="Rename a platform of the sources on the way in (e.g. cpu=xeon-lab); repeatable.")
+@click.option("--json", "as_json", is_flag=True, help="Print what was added as JSON.")
+def merge(sources: tuple[str, ...], store_path: str, renames: tuple[str, ...], as_json: bool) -> None:
+    """Merge paradnn stores measured elsewhere (SRC...) into one store.
+
+    Sources are only read, never written (an older store's file stays as it is); the merge
+    is one transaction, so a refused or interrupted merge leaves the store as it was.
+    Rows are de-duplicated by run identity (merging again adds nothing; the same run
+    measured at another time is kept as a rerun, with its origin). Platforms keep their
+    fingerprints; two machines under one name (both `cpu`) are refused until one is renamed.
+    """
+    from paradnn.store.merge import merge as merge_stores
+    from paradnn.store.merge import parse_rename
+
+    summary = merge_stores(sources, store_path, parse_rename(renames))
+    if as_json:
+        _emit(summary.as_dict(), True)
+        return
+    for line in summary.lines():
+        click.echo(line)
 
 
 COMPARE_BY = ("platform", "dtype", "xla", "framework", "input", "devices", "sw_tensorflow")
@@ -622,9 +663,12 @@ def _finite(value):
 @click.option("--backend", default="local", show_default=True, type=click.Choice(("local", "ray")),
               help="Where the notebooks' sweeps run: this machine, or a Ray cluster.")
 @click.option("--address", envvar="RAY_ADDRESS", help="With --backend ray: HOST:PORT of the cluster (default $RAY_ADDRESS).")
+@click.option("--store", "store_path", type=click.Path(dir_okay=False),
+              help="Report on this existing store (a merged study, say) instead of the pipeline's own in "
+                   "outputs/PIPELINE/; with -p measure_missing=false nothing is measured.")  # fmt: skip
 def report(pipeline: str, parameters: tuple[str, ...], reference: str | None, outputs: str, backend: str,
-           address: str | None) -> None:  # fmt: skip
-    """Execute PIPELINE's notebooks (smoke, quick, paper or a .yaml file) and render HTML reports."""
+           address: str | None, store_path: str | None) -> None:  # fmt: skip
+    """Execute PIPELINE's notebooks (smoke, quick, paper, study or a .yaml file) and render HTML reports."""
     from paradnn.reports import load_pipeline, parse_parameter, run_pipeline, validate_overrides
 
     spec = load_pipeline(pipeline)  # bad names and parameters fail before anything runs
@@ -635,7 +679,8 @@ def report(pipeline: str, parameters: tuple[str, ...], reference: str | None, ou
         check_reachable(address or "")
         given["backend"] = f"ray:{address}"
     overrides = validate_overrides(spec, given)
-    reports = run_pipeline(pipeline, overrides, Path(reference) if reference else None, Path(outputs))
+    reports = run_pipeline(pipeline, overrides, Path(reference) if reference else None, Path(outputs),
+                           Path(store_path) if store_path else None)  # fmt: skip
     for r in reports:
         click.echo(f"{r.status:<6} {r.duration_s:6.0f} s  {r.html}" + (f"  ({r.error})" if r.error else ""))
     click.echo(str(reports[0].html.parent / "index.html") if reports else "no notebooks in the pipeline")

@@ -12,6 +12,11 @@ One definition serves the store's key, the sweep's skip logic and the ceilings c
   framework (TensorFlow or JAX) is a run setting; JAX's version joins the key of JAX
   runs only, so installing JAX changes no TensorFlow result's identity.
 
+A platform's name (``sweep --name xeon-lab``, ``merge --rename cpu=xeon-lab``) is what its
+rows' ``platform`` column holds and what reports address; the key holds the platform's id
+(``platform_id`` where it was named, else ``platform``), so naming or renaming a platform
+never changes a run key, and two machines' ``cpu`` stay apart by their fingerprints.
+
 Identity fields added after the first store schema join the key only when they differ
 from the value every older row implicitly had (``LATER_IDENTITY``), so old rows keep
 their keys and a sweep with default settings still skips them.
@@ -44,6 +49,8 @@ def fingerprint(info: dict) -> str:
 def run_key(record: dict) -> str:
     """The identity of a measurement record (a store row or a row-to-be); see the module docstring."""
     parts = [record.get(k) for k in BASE_IDENTITY]
+    platform = BASE_IDENTITY.index("platform")
+    parts[platform] = record.get("platform_id") or parts[platform]  # the id, never the name
     xla = BASE_IDENTITY.index("xla")
     parts[xla] = None if parts[xla] is None else bool(parts[xla])  # a row read back from SQLite holds 0/1
     parts += [record.get(f"sw_{s}") for s in SOFTWARE if s != "git"]

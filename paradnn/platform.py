@@ -40,16 +40,33 @@ DATASHEETS: dict[str, Datasheet] = {
 
 @dataclass(frozen=True)
 class Target:
-    """Where to run: a device kind, its index, and a CPU thread count (None: all)."""
+    """Where to run: a device kind, its index, a CPU thread count (None: all), and the name
+    people call the platform by (``sweep --name``; None: its id)."""
 
     kind: str = "cpu"
     index: int = 0
     threads: int | None = None
+    name: str | None = None
 
     @property
     def id(self) -> str:
         base = "cpu" if self.kind == "cpu" else f"{self.kind}:{self.index}"
         return f"{base}[threads={self.threads}]" if self.threads else base
+
+    @property
+    def platform(self) -> str:
+        """The platform as stored and addressed (a result's ``platform``): its name, else its id."""
+        return self.name or self.id
+
+    def named(self, name: str | None) -> Target:
+        """This target called ``name`` (checked by :func:`platform_name`); None or its own id: unnamed."""
+        name = platform_name(name, self) if name else None
+        return Target(self.kind, self.index, self.threads, None if name == self.id else name)
+
+    def fields(self) -> dict:
+        """A record's platform fields: ``platform`` (the name) and, for a named one, ``platform_id``
+        (the id its run identity holds: naming a platform never changes a run key)."""
+        return {"platform": self.platform, **({"platform_id": self.id} if self.name else {})}
 
     @property
     def tf_device(self) -> str:
@@ -70,6 +87,20 @@ def parse_target(text: str) -> Target:
     if not m or (m.group(3) is not None and int(m.group(3)) < 1):
         raise ConfigError("platform", text, "cpu, cpu[threads=N] or gpu:N")
     return Target(m.group(1), int(m.group(2) or 0), int(m.group(3)) if m.group(3) else None)
+
+
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
+
+
+def platform_name(text: object, target: Target | None = None) -> str:
+    """A platform's name as people give it (``xeon-lab``, ``a100-cloud``): letters, digits and
+    ``. _ + -``, at most 64; not another device's id (``--platform cpu --name gpu:0``)."""
+    if not isinstance(text, str) or not NAME.fullmatch(text.strip()):
+        raise ConfigError("--name", text, "a platform name: letters, digits and . _ + - (at most 64), e.g. xeon-lab")
+    text = text.strip()
+    if re.fullmatch(r"(cpu|gpu|tpu)(:\d+)?", text) and (target is None or text != target.id):
+        raise ConfigError("--name", text, "a name of your own (e.g. xeon-lab), not a device id such as cpu or gpu:0")
+    return text
 
 
 def datasheet_for(name: str) -> Datasheet | None:

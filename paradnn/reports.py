@@ -247,27 +247,39 @@ def provenance(store: Path, params: dict, observations: Path | None = None) -> s
     """Markdown summary placed at the top of each report: when, what, on what, and the verdicts."""
     from paradnn.store import Store
 
-    platform, software = "not measured yet", {}
+    platform, software, others = "not measured yet", {}, []
     try:
-        with Store(store, create=False) as s:
+        with Store(store, create=False, readonly=True) as s:
             rows = s.platforms()
-        measured = rows[rows["source"] == "measured"]
-        if len(measured):
+        measured = rows[rows["source"] == "measured"].sort_values("measured_at")
+        named = {name: json.loads(group.iloc[-1]["info"]) for name, group in measured.groupby("platform", sort=True)}
+        if named:  # the newest record of the store (this machine, when it measured last) heads the header
             info = json.loads(measured.iloc[-1]["info"])
-            memory = info.get("memory_bytes", 0) / 2**30
-            ids = ", ".join(sorted(set(measured["platform"])))
-            machine = f"{info.get('name')} on {info.get('host')} ({info.get('cores')} cores, {memory:.0f} GiB)"
-            platform = f"{machine}; measured as {ids}"
+            platform = f"{_machine(info)}; measured as {', '.join(named)}"
             software = info.get("software", {})
+        if len(named) > 1:  # several platforms (a merged study): each one's machine and software stack
+            others = [f"{name}: {_machine(i)}; {_software(i.get('software', {}))}" for name, i in named.items()]
     except Exception:  # noqa: BLE001 - provenance must never break a report
         pass
-    sw = ", ".join(f"{k} {v}" for k, v in software.items() if v) or "unknown"
+    if others:  # a merged study: every platform's machine and software stack
+        platform = "; ".join(others)
+        software = {}
+    sw = _software(software) if software else "per platform, above" if others else "unknown"
     shown = ", ".join(f"<code>{literal(k)}={literal(repr(v))}</code>" for k, v in params.items())
     return (
         f"**Report generated** {dt.datetime.now().astimezone():%Y-%m-%d %H:%M %Z} · **store** <code>{literal(store)}</code>  \n"
-        f"**platform** {literal(platform)}  \n**software** {literal(sw)}  \n**parameters** {shown}"
+        f"**{'platforms' if others else 'platform'}** {literal(platform)}  \n**software** {literal(sw)}  \n**parameters** {shown}"
         + _verdict_summary(observations)
     )
+
+
+def _machine(info: dict) -> str:
+    memory = (info.get("memory_bytes") or 0) / 2**30
+    return f"{info.get('name')} on {info.get('host')} ({info.get('cores')} cores, {memory:.0f} GiB)"
+
+
+def _software(software: dict) -> str:
+    return ", ".join(f"{k} {v}" for k, v in software.items() if v) or "unknown"
 
 
 def _verdict_summary(path: Path | None) -> str:
@@ -309,15 +321,26 @@ def export_html(executed: Path, target: Path, header: str, title: str = "") -> N
 
 
 def run_pipeline(
-    name: str, overrides: dict | None = None, reference: Path | None = None, outputs: Path = Path("outputs")
+    name: str, overrides: dict | None = None, reference: Path | None = None, outputs: Path = Path("outputs"),
+    store: Path | None = None,
 ) -> list[Report]:
-    """Execute every notebook of pipeline ``name``; see the module docstring."""
+    """Execute every notebook of pipeline ``name``; see the module docstring. ``store``: an existing
+    store to report on (a merged study, say) instead of the pipeline's own in ``outputs/<name>/``."""
     pipeline = load_pipeline(name)
     if reference is not None and not reference.is_dir():
         raise ConfigError("--reference", str(reference), "a folder with the original study's JSON files")
     out = (outputs / pipeline.name).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    store = out / pipeline.store
+    if store is not None:
+        from paradnn.store import Store, StoreError
+
+        try:
+            Store(store, create=False, readonly=True, snapshot=True).close()
+        except StoreError as exc:
+            raise ConfigError("--store", str(store), f"an existing paradnn store ({exc})") from None
+        pipeline = Pipeline(pipeline.name, str(store.resolve()), pipeline.kernel, pipeline.parameters, pipeline.notebooks,
+                            pipeline.path)  # fmt: skip
+    store = out / pipeline.store  # an absolute store stays as it is
     ensure_kernel(pipeline.kernel)
     reports = []
     for n, entry in enumerate(pipeline.notebooks, 1):
@@ -384,7 +407,7 @@ def write_index(out: Path, pipeline: Pipeline, reports: list[Report], observatio
 td,th{{border:1px solid #ccc;padding:.4em .8em;vertical-align:top;text-align:left}}</style></head>
 <body><h1>paradnn reports — pipeline <code>{html.escape(pipeline.name)}</code></h1>
 <p>Generated {dt.datetime.now().astimezone():%Y-%m-%d %H:%M %Z} from <code>{html.escape(str(pipeline.path))}</code>.
-Store: <code>{html.escape(pipeline.store)}</code> in this folder.</p>
+Store: <code>{html.escape(pipeline.store)}</code>{"" if Path(pipeline.store).is_absolute() else " in this folder"}.</p>
 <table><tr><th>report</th><th>status</th><th>duration</th><th>parameters</th></tr>
 {"".join(rows)}
 </table>

@@ -116,7 +116,7 @@ def measure_config(config: Config, settings: RunSettings, target: Target, info: 
         {
             **settings_fields(settings, config),
             "xla_auto": auto,
-            "platform": target.id,
+            **target.fields(),
             "device_name": info["name"],
             **m.as_dict(),
             "peak_flops": peak_flops,

@@ -65,6 +65,7 @@ RESULT_COLUMNS: tuple[tuple[str, str], ...] = (
     ("replica_batch", "INTEGER"),  # batch / devices: each replica's share
     ("steps_per_call", "INTEGER"),
     ("max_seconds", "REAL"),
+    ("platform_id", "TEXT"),  # a named platform's id (cpu, gpu:0); NULL: ``platform`` is the id
     ("platform_fingerprint", "TEXT"),
     ("device_name", "TEXT"),
     ("host", "TEXT"),
@@ -114,6 +115,7 @@ RESULT_COLUMNS: tuple[tuple[str, str], ...] = (
     ("started_at", "REAL"),
     ("finished_at", "REAL"),
     ("source", "TEXT NOT NULL"),
+    ("origin", "TEXT"),  # the store a row was merged from (paradnn merge); NULL: written here
 )
 _JSON_COLUMNS = ("uncounted_ops", "samples_s", "warmup_s", "extra")
 # Columns whose NOT NULL constraint an ALTER TABLE cannot add: given a default instead.
@@ -170,10 +172,13 @@ class Store:
     """A paradnn results store (see the module docstring). Use as a context manager.
 
     ``create``: make a new store if the file is missing (or empty); ``readonly``: open for
-    reading only (no migration, nothing written; missing columns read as empty).
+    reading only (no migration, nothing written; missing columns read as empty). ``snapshot``
+    (with ``readonly``): leave nothing beside the file either (a WAL store opened read-only
+    otherwise gains ``-shm``/``-wal`` files), for a store no process has open (no ``-wal``
+    file beside it); a store in use is opened as with ``readonly`` alone.
     """
 
-    def __init__(self, path: str | Path, create: bool = True, readonly: bool = False) -> None:
+    def __init__(self, path: str | Path, create: bool = True, readonly: bool = False, snapshot: bool = False) -> None:
         self.path = Path(path)
         self.readonly = readonly
         _check_file(self.path, create and not readonly)
@@ -181,7 +186,8 @@ class Store:
             raise StoreError(f"{self.path}: read-only; paradnn needs to write this store (check its permissions)")
         if not self.path.exists():
             self.path.parent.mkdir(parents=True, exist_ok=True)
-        target = f"{self.path.resolve().as_uri()}?mode=ro" if readonly else str(self.path)
+        idle = snapshot and not Path(f"{self.path}-wal").exists()  # no writer: nothing can change under the reader
+        target = f"{self.path.resolve().as_uri()}?mode=ro" + ("&immutable=1" if idle else "") if readonly else str(self.path)
         try:
             self.conn = sqlite3.connect(target, timeout=60, isolation_level=None, uri=readonly)
         except sqlite3.Error as exc:

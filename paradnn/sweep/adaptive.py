@@ -131,10 +131,11 @@ def _time_left(deadline: float | None) -> bool:
 def _mine(store: Store, options: SweepOptions) -> pd.DataFrame:
     """The store's rows of this sweep's run: its platform and every run setting (XLA auto: any XLA)."""
     s = options.settings
-    run = {"platform": options.target.id, "dtype": s.dtype, "framework": s.framework, "input": s.input, "devices": s.devices}
+    run = {"platform": options.target.platform, "dtype": s.dtype, "framework": s.framework, "input": s.input,
+           "devices": s.devices}
     if s.xla is not None:
         run["xla"] = s.xla
-    return Results(store.results(platform=options.target.id)).for_settings(**run).frame
+    return Results(store.results(platform=options.target.platform)).for_settings(**run).frame
 
 
 def _rows(store: Store, options: SweepOptions, grid: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -158,7 +159,7 @@ def _fit(store: Store, options: SweepOptions, grid: pd.DataFrame, seed: int):
     candidates = grid.drop(index=list(_tried(store, options, grid)), errors="ignore")
     if len(ok) < predict.MIN_ROWS:
         return None, candidates
-    ceilings = predict.platform_ceilings(store.platforms(), options.target.id)
+    ceilings = predict.platform_ceilings(store.platforms(), options.target.platform)
     # model rows carry the XLA setting the sweep asked for, so measured and predicted cells compare like with like
     ok = ok.assign(xla=grid["xla"].iloc[0])
     failed = failed[failed["label"].isin(grid.index)].assign(xla=grid["xla"].iloc[0])

@@ -180,7 +180,7 @@ def _start_runners(store: Store, target: Target, framework: str) -> list[Runner]
         except Exception:  # noqa: BLE001 - a node that cannot start a worker takes no part; the others go on
             ray.kill(actor)
             continue
-        store.put_platform(fingerprint(started["info"]), target.id, started["info"], started["ceilings"], "measured")
+        store.put_platform(fingerprint(started["info"]), target.platform, started["info"], started["ceilings"], "measured")
         runners.append(Runner(actor, node, started["info"]))
     if not runners:
         raise ConfigError("--platform", target.id, "a platform the cluster's nodes can start (every worker failed)")

@@ -388,7 +388,7 @@ def identity_record(config: Config, options: SweepOptions, info: dict) -> dict:
     """What a configuration's record holds before any counting: configuration, settings, platform."""
     family = family_of(config)
     record = {"family": family.name, "family_version": family.version, "label": config.label, **config.hyperparameters()}
-    record.update(settings_fields(options.settings_for(config), config), platform=options.target.id,
+    record.update(settings_fields(options.settings_for(config), config), **options.target.fields(),
                   threads=options.target.threads)
     record["xla_auto"] = options.settings.xla is None
     record.update(_platform_fields(info, options.settings.framework))
@@ -588,7 +588,8 @@ def _xla_choices(configs: list[Config], options: SweepOptions, store: Store, inf
         answer = worker.recv() if worker.poll(WORKER_START_TIMEOUT_S) else None
         if isinstance(answer, Result):
             choices[family] = bool(answer.record["xla"])
-            store.put_platform(fingerprint(worker.info), options.target.id, worker.info, answer.record["ceilings"], "measured")
+            store.put_platform(fingerprint(worker.info), options.target.platform, worker.info, answer.record["ceilings"],
+                               "measured")
         else:
             choices[family] = False  # TensorFlow's default path
     return choices, worker
@@ -596,7 +597,7 @@ def _xla_choices(configs: list[Config], options: SweepOptions, store: Store, inf
 
 def _start_worker(store: Store, target: Target, start_worker: Callable[[Target], Worker]) -> Worker:
     worker = start_worker(target)
-    store.put_platform(fingerprint(worker.info), target.id, worker.info, worker.ceilings, "measured")
+    store.put_platform(fingerprint(worker.info), target.platform, worker.info, worker.ceilings, "measured")
     return worker
 
 
@@ -611,7 +612,7 @@ def _known_platform(store: Store, target: Target, framework: str = frameworks.DE
             installed[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             return None
-    for info in store.platform_infos(target.id):
+    for info in store.platform_infos(target.platform):
         software = info.get("software", {})
         if info.get("host") == pyplatform.node() and all(software.get(k) == v for k, v in installed.items()):
             return info
@@ -762,5 +763,5 @@ def run_sweep_stacks(
 
 def _start_stack_worker(store: Store, target: Target, python: str, start: Callable[[Target, str], Worker]) -> Worker:
     worker = start(target, python)
-    store.put_platform(fingerprint(worker.info), target.id, worker.info, worker.ceilings, "measured")
+    store.put_platform(fingerprint(worker.info), target.platform, worker.info, worker.ceilings, "measured")
     return worker
