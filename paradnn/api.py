@@ -25,7 +25,7 @@ def describe(family: str, label: str, dtype: str = "float32") -> dict:
     from paradnn.engine.record import describe_config
     from paradnn.families import parse_label
     from paradnn.platform import Target
-    from paradnn.sweep.driver import default_memory_budget
+    from paradnn.sweeps.driver import default_memory_budget
 
     return describe_config(parse_label(family, label), dtype, memory_budget=default_memory_budget(Target()))
 
@@ -62,7 +62,7 @@ def measure(family: str, label: str, *, max_seconds: float = 10.0, name: str | N
     from paradnn.engine import frameworks, machine
     from paradnn.engine.record import measure_config
     from paradnn.families import parse_label
-    from paradnn.sweep.driver import SweepOptions, check_settings
+    from paradnn.sweeps.driver import SweepOptions, check_settings
 
     config = parse_label(family, label)
     parsed, target, settings_with = _run(run, name)
@@ -86,8 +86,8 @@ def sweep(family: str, *, preset: str = "smoke", store: str | Path = "outputs/re
     from paradnn.analysis.results import Results
     from paradnn.space import expand
     from paradnn.store import Store
-    from paradnn.sweep.backends import run_sweep
-    from paradnn.sweep.driver import SilentProgress, SweepOptions
+    from paradnn.sweeps.backends import run_sweep
+    from paradnn.sweeps.driver import SilentProgress, SweepOptions
 
     configs = expand(family, preset, overrides)
     parsed, target, settings_with = _run(run, name)

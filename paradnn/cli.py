@@ -134,7 +134,7 @@ def _config(family: str, label: str) -> Config:
 
 
 def _memory_budget(memory_gb: float | None, target) -> float | None:
-    from paradnn.sweep.driver import default_memory_budget
+    from paradnn.sweeps.driver import default_memory_budget
 
     if memory_gb is not None and not memory_gb > 0:
         raise ConfigError("--memory-budget", memory_gb, "a positive number of GB")
@@ -251,7 +251,7 @@ def measure(family: str, label: str, max_seconds: float, memory_gb: float | None
     A configuration predicted to exceed the memory budget is not run: state skipped, exit 1.
     """
     from paradnn.engine import frameworks, machine
-    from paradnn.sweep.driver import SweepOptions, check_settings
+    from paradnn.sweeps.driver import SweepOptions, check_settings
 
     config = _config(family, label)
     if not max_seconds > 0:
@@ -322,8 +322,8 @@ def sweep(family: str, preset: str, overrides: tuple[str, ...], store_path: str,
     "predicted"); see `paradnn predict`.
     """
     from paradnn.space import expand, parse_override
-    from paradnn.sweep.backends import run_sweep
-    from paradnn.sweep.driver import SweepOptions, check_settings
+    from paradnn.sweeps.backends import run_sweep
+    from paradnn.sweeps.driver import SweepOptions, check_settings
 
     configs = expand(_family(family), preset, dict(parse_override(family, o) for o in overrides))
     parsed, target, settings = _run_settings(run, platform_name, max_seconds=max_seconds)
@@ -331,7 +331,7 @@ def sweep(family: str, preset: str, overrides: tuple[str, ...], store_path: str,
     for name, value in (("--max-minutes", max_minutes), ("--timeout", timeout_s), ("--memory-budget", memory_gb)):
         if value is not None and not value > 0:
             raise ConfigError(name, value, "a positive number")
-    from paradnn.sweep import stacks as stk
+    from paradnn.sweeps import stacks as stk
 
     stacks = [stk.parse(text) for text in stack_texts]
     if stacks and (adaptive or backend == "ray"):
@@ -341,14 +341,14 @@ def sweep(family: str, preset: str, overrides: tuple[str, ...], store_path: str,
     if backend == "ray" and adaptive:
         raise ConfigError("--backend", "ray", "local with --adaptive (adaptive rounds run on this machine)")
     if backend == "ray":
-        from paradnn.sweep.cluster import check_devices, check_reachable
+        from paradnn.sweeps.cluster import check_devices, check_reachable
 
         check_devices(devices)
         check_reachable(address or "")  # before the store is opened
     if adaptive != (budget is not None):
         raise ConfigError("--adaptive/--budget", budget or "(none)", "both together: --adaptive --budget N (or Nm)")
     if adaptive:
-        from paradnn.sweep.adaptive import Budget, adaptive_sweep
+        from paradnn.sweeps.adaptive import Budget, adaptive_sweep
 
         parsed_budget = Budget.parse(budget or "")
     options = SweepOptions(settings=settings, target=target, memory_budget_bytes=memory_gb * 1e9 if memory_gb else None,
@@ -674,7 +674,7 @@ def report(pipeline: str, parameters: tuple[str, ...], reference: str | None, ou
     spec = load_pipeline(pipeline)  # bad names and parameters fail before anything runs
     given = dict(parse_parameter(p) for p in parameters)
     if backend == "ray":
-        from paradnn.sweep.cluster import check_reachable
+        from paradnn.sweeps.cluster import check_reachable
 
         check_reachable(address or "")
         given["backend"] = f"ray:{address}"

@@ -113,14 +113,14 @@ def ensure_measured(
     All families run in one sweep (one worker process), in the sweep's mixed order, so a
     budget that runs out leaves every family partly covered; the rest is measured on the
     next run (sweeps resume). ``stacks`` (``tensorflow==2.16.2``, ``current``, ...): measure
-    under each software stack, interleaved (:func:`paradnn.sweep.driver.run_sweep_stacks`).
+    under each software stack, interleaved (:func:`paradnn.sweeps.driver.run_sweep_stacks`).
     """
     from paradnn.engine.protocol import RunSettings
     from paradnn.platform import parse_target
     from paradnn.settings import describe, parse
     from paradnn.space import expand
-    from paradnn.sweep.backends import run_sweep
-    from paradnn.sweep.driver import SweepOptions
+    from paradnn.sweeps.backends import run_sweep
+    from paradnn.sweeps.driver import SweepOptions
 
     parsed = parse(run)
     platform, devices = str(parsed["platform"]), parsed["devices"]
@@ -134,7 +134,7 @@ def ensure_measured(
         progress = ProgressFile
     else:  # a notebook opened by hand: a progress bar in the notebook itself
         from tqdm.auto import tqdm as progress
-    from paradnn.sweep import stacks as stk
+    from paradnn.sweeps import stacks as stk
 
     stack_list = [stk.parse(text) for text in stacks or []]
     # Replicas and software stacks are measured on this machine (its cores or GPUs, its environments).
@@ -158,8 +158,8 @@ def rerun_sample(store: str | Path, platform: str = "cpu", count: int = 4, *, me
     from paradnn.engine.protocol import RunSettings
     from paradnn.families import parse_label
     from paradnn.platform import parse_target
-    from paradnn.sweep.backends import run_sweep
-    from paradnn.sweep.driver import SweepOptions
+    from paradnn.sweeps.backends import run_sweep
+    from paradnn.sweeps.driver import SweepOptions
 
     if not measure_missing or not is_local(platform) or count < 1:
         return [f"{platform}: no reruns measured (measure_missing={measure_missing})"]

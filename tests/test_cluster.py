@@ -117,7 +117,7 @@ def test_device_hours_scale_the_stores_median_wall_time_to_a_presets_grid():
     import pandas as pd
 
     from paradnn.space import expand
-    from paradnn.sweep.cluster import device_hours
+    from paradnn.sweeps.cluster import device_hours
 
     results = pd.DataFrame([{"family": "fc", "platform": "cpu", "wall_time_s": s} for s in (1.0, 2.0, 9.0)]
                            + [{"family": "fc", "platform": "v100", "wall_time_s": 100.0}])  # fmt: skip

@@ -18,7 +18,7 @@ from paradnn.families import parse_label
 from paradnn.identity import run_key
 from paradnn.platform import Target
 from paradnn.store import Store
-from paradnn.sweep.driver import SweepOptions, check_settings, run_local
+from paradnn.sweeps.driver import SweepOptions, check_settings, run_local
 
 FC = "layer_1-node_64-input_32-output_10-bs_16"
 

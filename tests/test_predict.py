@@ -18,8 +18,8 @@ from paradnn.engine.protocol import RunSettings
 from paradnn.families import parse_label
 from paradnn.space import expand
 from paradnn.store import Store
-from paradnn.sweep import adaptive
-from paradnn.sweep.driver import SweepOptions
+from paradnn.sweeps import adaptive
+from paradnn.sweeps.driver import SweepOptions
 
 CEILINGS = Ceilings(peak_flops=1e12, bandwidth=1e11, source="test")
 GRID = {"layers": [1, 2, 4, 8], "nodes": [16, 32, 64, 128], "input": [64], "output": [8], "batch": [8, 16, 32, 64]}
@@ -182,7 +182,7 @@ def test_adaptive_sweep_measures_its_budget_and_predicts_the_rest(tmp_path):
 
 
 def _quiet(*args, **kwargs):
-    from paradnn.sweep.driver import SilentProgress
+    from paradnn.sweeps.driver import SilentProgress
 
     return SilentProgress()
 

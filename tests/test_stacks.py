@@ -13,8 +13,8 @@ from test_sweep_driver import CONFIGS, INFO, FakeWorker
 from paradnn.config import ConfigError
 from paradnn.engine.protocol import RunSettings
 from paradnn.store import Store
-from paradnn.sweep import stacks
-from paradnn.sweep.driver import SweepOptions, run_sweep_stacks
+from paradnn.sweeps import stacks
+from paradnn.sweeps.driver import SweepOptions, run_sweep_stacks
 
 
 @pytest.fixture

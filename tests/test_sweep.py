@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from paradnn.store import Store, StoreError
-from paradnn.sweep.driver import ordered
+from paradnn.sweeps.driver import ordered
 
 pytestmark = pytest.mark.slow
 

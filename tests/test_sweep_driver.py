@@ -11,8 +11,8 @@ from paradnn.engine.protocol import RunSettings
 from paradnn.platform import Target
 from paradnn.space import expand
 from paradnn.store import Store
-from paradnn.sweep import driver as sweep
-from paradnn.sweep.driver import ChooseXLA, Describe, Failed, Measure, Result, SweepOptions, run_local
+from paradnn.sweeps import driver as sweep
+from paradnn.sweeps.driver import ChooseXLA, Describe, Failed, Measure, Result, SweepOptions, run_local
 
 CONFIGS = expand("fc", "smoke", {"layers": [1], "nodes": [8, 16, 32], "input": [16], "output": [4], "batch": [8]})
 INFO = {"id": "cpu", "name": "Fake CPU", "host": "fake-host", "cores": 2,
@@ -222,8 +222,8 @@ def test_xla_choice_is_probed_once_and_cached(tmp_path, monkeypatch):
 
 
 def test_one_door_refuses_stacks_on_a_cluster_before_anything_runs(tmp_path):
-    from paradnn.sweep import stacks as stk
-    from paradnn.sweep.backends import run_sweep
+    from paradnn.sweeps import stacks as stk
+    from paradnn.sweeps.backends import run_sweep
 
     with Store(tmp_path / "r.sqlite") as store, pytest.raises(ConfigError, match="a local sweep"):
         run_sweep(CONFIGS, store, SweepOptions(), stacks=[stk.parse("current")], address="127.0.0.1:1")

@@ -199,7 +199,8 @@ def op_breakdown(breakdown: pd.DataFrame, ceilings: Ceilings | None, title: str)
     right.set_xlabel("operational intensity (FLOPs per byte)")
     right.set_ylabel("performance (GFLOP/s)")
     right.set_title("op categories on the roofline")
-    right.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
+    if right.get_legend_handles_labels()[0]:  # nothing to label when no op has both FLOPs and bytes
+        right.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
     fig.suptitle(title, fontsize=12)
     fig.tight_layout()
     return fig

@@ -301,9 +301,9 @@ class ProcessWorker:
 
     def __init__(self, target: Target, framework: str = frameworks.DEFAULT, python: str | None = None) -> None:
         parent, child = socket.socketpair()
-        code = f"from paradnn.sweep.driver import _worker_entry, Target; _worker_entry({child.fileno()}, {target!r})"
+        code = f"from paradnn.sweeps.driver import _worker_entry, Target; _worker_entry({child.fileno()}, {target!r})"
         env = frameworks.worker_environment(framework)  # Keras's backend is chosen when the worker imports it
-        # ``python``: another environment's interpreter (a software stack, see paradnn.sweep.stacks). Older
+        # ``python``: another environment's interpreter (a software stack, see paradnn.sweeps.stacks). Older
         # TensorFlows log to stderr whatever TF_CPP_MIN_LOG_LEVEL says: their stderr goes to the
         # environment's worker.log, which a failed start names.
         log = open(Path(python).parents[1] / "worker.log", "ab") if python else None  # noqa: SIM115 - closed below
@@ -691,7 +691,7 @@ def run_sweep_stacks(
 ) -> tuple[SweepSummary, dict[str, str]]:
     """Measure every configuration the store lacks on every software stack, interleaved.
 
-    One worker per stack (its environment built once by :func:`paradnn.sweep.stacks.ensure`)
+    One worker per stack (its environment built once by :func:`paradnn.sweeps.stacks.ensure`)
     stays alive; each configuration is measured on every stack in turn, the stacks' order
     reversed every round, so a version ratio is taken side by side and the machine's drift
     reaches every stack alike. A stack that cannot be built or started is skipped with its
@@ -700,7 +700,7 @@ def run_sweep_stacks(
     """
     from tqdm import tqdm
 
-    from paradnn.sweep import stacks as stk
+    from paradnn.sweeps import stacks as stk
 
     if options.settings.framework != "tensorflow":
         raise ConfigError("--framework", options.settings.framework, "tensorflow with --stack (stacks are TensorFlow versions)")

@@ -6,7 +6,7 @@ separated) or ``current`` (the environment paradnn runs in). Each is built once 
 dependencies plus what a sweep worker imports, and reused whenever it is complete; a build
 that fails leaves nothing behind (it is built in a scratch folder and renamed into place
 only when complete) and is reported with the installer's reason, so the other stacks can
-go on. :func:`paradnn.sweep.driver.run_sweep_stacks` runs one worker per stack and measures each
+go on. :func:`paradnn.sweeps.driver.run_sweep_stacks` runs one worker per stack and measures each
 configuration on every stack in turn.
 """
 

@@ -6,7 +6,7 @@ over the grid's log axes; the rest is spent in rounds, each refitting the model 
 the store holds and measuring where it is least certain (the cells whose measurement
 would narrow the most intervals, see :func:`paradnn.analysis.predict.most_informative`). A
 minutes budget measures the design, then rounds of a twentieth of the grid until the
-time is spent. Every measurement goes through :func:`paradnn.sweep.driver.run_local`,
+time is spent. Every measurement goes through :func:`paradnn.sweeps.driver.run_local`,
 so claims, failures as results and resuming work as in a full sweep.
 
 Outlier guard: a configuration whose measured step falls outside its predicted interval
@@ -32,7 +32,7 @@ from paradnn.config import ConfigError
 from paradnn.families import Config
 from paradnn.platform import Target
 from paradnn.store import Store
-from paradnn.sweep.driver import SweepOptions, SweepSummary, Worker, run_local
+from paradnn.sweeps.driver import SweepOptions, SweepSummary, Worker, run_local
 
 OUTLIER_WIDTHS = 1.0  # a result this many interval widths outside its interval is measured again,
 OUTLIER_MIN = math.log(1.25)  # and at least 25% outside it (a model sure to 1% must not chase 2% noise)

@@ -4,7 +4,7 @@
 (started with Ray's own ``ray start``) and places one :class:`NodeRunner` actor per device:
 on CPU targets one per node, holding all of the node's CPUs; on GPU targets one per GPU,
 holding that whole GPU. No two benchmarks ever share a device. Each runner keeps the same
-isolated worker process as the local sweep (:class:`paradnn.sweep.driver.ProcessWorker`), so a
+isolated worker process as the local sweep (:class:`paradnn.sweeps.driver.ProcessWorker`), so a
 crash, an out-of-memory or a timeout becomes that configuration's row and the worker is
 replaced; the worker measures its node's ceilings once per node and software stack.
 
@@ -33,7 +33,7 @@ from paradnn.families import Config, parse_label
 from paradnn.identity import fingerprint
 from paradnn.platform import Target
 from paradnn.store import CLAIM_MARGIN_S, Store
-from paradnn.sweep.driver import (
+from paradnn.sweeps.driver import (
     ChooseXLA,
     ProcessWorker,
     Result,
@@ -191,7 +191,7 @@ def _groups(runners: list[Runner], configs: list[Config], options: SweepOptions,
     """Runners grouped by platform fingerprint, each group's options (XLA auto resolved) and its queue."""
     import ray
 
-    from paradnn.sweep.driver import ordered
+    from paradnn.sweeps.driver import ordered
 
     groups: dict[str, Group] = {}
     for r in runners:
@@ -318,7 +318,7 @@ def _collect(future, runner: Runner, task: Task, groups: dict[str, Group], runne
 
 def _dead_record(task: Task, runner: Runner, options: SweepOptions, failure: dict) -> dict:
     """The record of a configuration whose node died: its identity on that node's platform, and why."""
-    from paradnn.sweep.driver import identity_record
+    from paradnn.sweeps.driver import identity_record
 
     record = identity_record(task.config, options, runner.info)
     return {**record, **failure, "started_at": time.time()}

@@ -2,7 +2,7 @@
 
 The command line, the Python API and the notebooks measure a grid through
 :func:`run_sweep`; each backend keeps the local sweep's isolated worker, claims and skip
-logic (:mod:`paradnn.sweep.driver`), so a result is the same record whichever ran it.
+logic (:mod:`paradnn.sweeps.driver`), so a result is the same record whichever ran it.
 """
 
 from __future__ import annotations
@@ -12,14 +12,14 @@ from collections.abc import Callable, Sequence
 from paradnn.config import ConfigError
 from paradnn.families import Config
 from paradnn.store import Store
-from paradnn.sweep.driver import SweepOptions, SweepSummary, run_local, run_sweep_stacks
+from paradnn.sweeps.driver import SweepOptions, SweepSummary, run_local, run_sweep_stacks
 
 
 def run_sweep(configs: list[Config], store: Store, options: SweepOptions, *, stacks: Sequence = (), address: str = "",
               progress: Callable[..., object] | None = None, echo: Callable[[str], None] = lambda line: None,
               ) -> SweepSummary:  # fmt: skip
     """Measure what ``store`` lacks of ``configs`` under ``options``: on this machine, under each of
-    ``stacks`` (:class:`paradnn.sweep.stacks.Stack`, interleaved round by round), or on the Ray
+    ``stacks`` (:class:`paradnn.sweeps.stacks.Stack`, interleaved round by round), or on the Ray
     cluster at ``address``; the summary of what was done (stacks that could not run are named
     in it). ConfigError for stacks on a cluster (each node would build its own environments)."""
     if stacks and address:
@@ -28,7 +28,7 @@ def run_sweep(configs: list[Config], store: Store, options: SweepOptions, *, sta
         summary, _ = run_sweep_stacks(configs, store, options, list(stacks), progress=progress, echo=echo)
         return summary
     if address:
-        from paradnn.sweep.cluster import run_sweep_ray
+        from paradnn.sweeps.cluster import run_sweep_ray
 
         return run_sweep_ray(configs, store, options, address, progress=progress)
     return run_local(configs, store, options, progress=progress)
