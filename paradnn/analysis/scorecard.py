@@ -251,6 +251,7 @@ def hardware_metrics(results: pd.DataFrame, platforms: pd.DataFrame) -> pd.DataF
             short = _short(name, mine) if evidence == "measured" else value.split(",")[0].split(";")[0][:18]
             if evidence == "paper's class rating":
                 short = rating or "not rated"
+                value = value or (f"{rating} (the paper's rating of {kind})" if rating else f"not rated ({kind})")
             elif evidence == "not measurable here":
                 short = "not measurable"
             rows.append({"metric": name, "platform": platform, "class": kind, "value": value, "source": source,
