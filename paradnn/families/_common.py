@@ -51,7 +51,7 @@ def image_config(family: str, title: str, axes: dict[str, Any] | None = None) ->
     Configurations travel between processes as labels, never pickled, so a class made
     here needs no module-level name.
     """
-    fields = [("image", int, axis("image", "image side", "pixels"))]
+    fields = [("image", int, axis("image", "image side", "pixels", maximum=8192))]
     fields += [(name, spec.metadata["axis"]["kind"], spec) for name, spec in (axes or {}).items()]
     fields.append(("batch", int, axis("bs", "batch size", "examples", log2=True)))
     cls = make_dataclass(family.capitalize() + "Config", fields, bases=(Config,), frozen=True, namespace={"family": family})
