@@ -10,7 +10,9 @@ their worker as a fresh interpreter) and from a notebook::
     df = paradnn.sweep("fc", preset="smoke", store="outputs/mine.sqlite")
     paradnn.load("outputs/mine.sqlite", family="fc")
 
-Bad input raises :class:`paradnn.config.ConfigError` naming the field and what is allowed.
+Bad input raises :class:`paradnn.config.ConfigError` naming the field and what is allowed;
+a store that is not one, or is damaged, raises :class:`paradnn.store.StoreError`. Both
+happen before anything is measured or written.
 """
 
 from __future__ import annotations
@@ -80,15 +82,17 @@ def sweep(family: str, *, preset: str = "smoke", store: str | Path = "outputs/re
     from paradnn.analysis.results import Results
     from paradnn.space import expand
     from paradnn.store import Store
+    from paradnn.store.guard import store_errors
     from paradnn.sweep.backends import run_sweep
     from paradnn.sweep.driver import SilentProgress, SweepOptions
 
     configs = expand(family, preset, overrides)
     parsed, target, settings_with = _run(run)
     options = SweepOptions(settings=settings_with(max_seconds=max_seconds), target=target, max_minutes=max_minutes)
-    with Store(store) as s:
-        run_sweep(configs, s, options, progress=None if progress else SilentProgress)
-    rows = Results.load(store).where(family=family, label=[c.label for c in configs]).for_settings(**parsed)
+    with store_errors(store):
+        with Store(store) as s:
+            run_sweep(configs, s, options, progress=None if progress else SilentProgress)
+        rows = Results.load(store).where(family=family, label=[c.label for c in configs]).for_settings(**parsed)
     return rows.latest().frame
 
 
@@ -97,5 +101,7 @@ def load(store: str | Path):
     DataFrame, JSON columns decoded): select with ``where``/``for_settings``, compare with
     ``matched(vary=...)``, find true reruns with ``reruns()``."""
     from paradnn.analysis.results import Results
+    from paradnn.store.guard import store_errors
 
-    return Results.load(store)
+    with store_errors(store):
+        return Results.load(store)
