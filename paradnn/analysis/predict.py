@@ -465,9 +465,10 @@ def out_of_fold(rows: pd.DataFrame, featurizer: Featurizer, k: int = 5, seed: in
 
 def check_folds(k: object, n: int) -> None:
     """ConfigError unless K folds of ``n`` rows leave every training fold the :data:`MIN_ROWS` a model needs."""
-    most = max((j for j in range(2, n + 1) if enough_for_folds(n, j)), default=0)
-    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or not 2 <= k <= most:
-        allowed = (f"a number of folds from 2 to {most} (each training fold keeps at least {MIN_ROWS} of the "
+    fine = [j for j in range(2, n + 1) if enough_for_folds(n, j)]  # more folds, larger training folds
+    least, most = (fine[0], fine[-1]) if fine else (0, 0)
+    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or not least <= k <= most or not fine:
+        allowed = (f"a number of folds from {least} to {most} (each training fold keeps at least {MIN_ROWS} of the "
                    f"{n} measured configurations)" if most else
                    f"nothing yet: {n} measured configurations leave no training fold the {MIN_ROWS} a model needs")  # fmt: skip
         raise ConfigError("--cv", k, allowed)

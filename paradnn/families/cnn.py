@@ -26,7 +26,7 @@ class CNNConfig(Config):
     filters: int = axis("filter", "filters in the first group", log2=True, maximum=2**14)
     image: int = axis("image", "image side", "pixels", maximum=8192)
     output: int = axis("output", "output classes")
-    batch: int = axis("bs", "batch size", "examples", log2=True)
+    batch: int = axis("bs", "batch size", "examples", log2=True, maximum=2**30)
     block: str = choice(("residual", "bottleneck"), "residual", "block type")
 
     family: ClassVar[str] = "cnn"

@@ -20,7 +20,7 @@ class FCConfig(Config):
     nodes: int = axis("node", "nodes per layer", log2=True, maximum=2**17)
     input: int = axis("input", "input width", "features")
     output: int = axis("output", "output classes")
-    batch: int = axis("bs", "batch size", "examples", log2=True)
+    batch: int = axis("bs", "batch size", "examples", log2=True, maximum=2**30)
 
     family: ClassVar[str] = "fc"
 

@@ -38,7 +38,7 @@ class RetinaNetConfig(Config):
     """RetinaNet on square ``image``-pixel images (a multiple of 128, so every pyramid level halves exactly)."""
 
     image: int = axis("image", "image side", "pixels", maximum=8192)
-    batch: int = axis("bs", "batch size", "examples", log2=True)
+    batch: int = axis("bs", "batch size", "examples", log2=True, maximum=2**30)
 
     family: ClassVar[str] = "retinanet"
 

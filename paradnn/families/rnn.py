@@ -24,7 +24,7 @@ class RNNConfig(Config):
     maxlength: int = axis("maxlength", "sequence length", "tokens", maximum=2**16)
     vocab: int = axis("vocab", "vocabulary", "tokens")
     embedding: int = axis("embedding", "embedding size", maximum=2**16)
-    batch: int = axis("bs", "batch size", "examples", log2=True)
+    batch: int = axis("bs", "batch size", "examples", log2=True, maximum=2**30)
     cell: str = choice(tuple(GATES), "lstm", "cell type")
 
     family: ClassVar[str] = "rnn"

@@ -35,7 +35,7 @@ class TransformerConfig(Config):
     width: int = axis("width", "model width", log2=True, maximum=2**16)
     vocab: int = axis("vocab", "vocabulary", "tokens")
     length: int = axis("length", "sequence length", "tokens", log2=True, maximum=2**16)
-    batch: int = axis("bs", "batch size", "sequences", log2=True)
+    batch: int = axis("bs", "batch size", "sequences", log2=True, maximum=2**30)
 
     family: ClassVar[str] = "transformer"
 
