@@ -11,7 +11,9 @@ their worker as a fresh interpreter) and from a notebook::
     paradnn.load("outputs/mine.sqlite", family="fc")
     paradnn.merge(["laptop.sqlite", "lab.sqlite"], "study.sqlite", rename={"cpu": "xeon-lab"})
 
-Bad input raises :class:`paradnn.config.ConfigError` naming the field and what is allowed.
+Bad input raises :class:`paradnn.config.ConfigError` naming the field and what is allowed;
+a store that is not one, or is damaged, raises :class:`paradnn.store.StoreError`. Both
+happen before anything is measured or written.
 """
 
 from __future__ import annotations
@@ -86,15 +88,17 @@ def sweep(family: str, *, preset: str = "smoke", store: str | Path = "outputs/re
     from paradnn.analysis.results import Results
     from paradnn.space import expand
     from paradnn.store import Store
+    from paradnn.store.guard import store_errors
     from paradnn.sweeps.backends import run_sweep
     from paradnn.sweeps.driver import SilentProgress, SweepOptions
 
     configs = expand(family, preset, overrides)
     parsed, target, settings_with = _run(run, name)
     options = SweepOptions(settings=settings_with(max_seconds=max_seconds), target=target, max_minutes=max_minutes)
-    with Store(store) as s:
-        run_sweep(configs, s, options, progress=None if progress else SilentProgress)
-    rows = Results.load(store).where(family=family, label=[c.label for c in configs])
+    with store_errors(store):
+        with Store(store) as s:
+            run_sweep(configs, s, options, progress=None if progress else SilentProgress)
+        rows = Results.load(store).where(family=family, label=[c.label for c in configs])
     return rows.for_settings(**{**parsed, "platform": target.platform}).latest().frame
 
 
@@ -103,8 +107,10 @@ def load(store: str | Path):
     DataFrame, JSON columns decoded): select with ``where``/``for_settings``, compare with
     ``matched(vary=...)``, find true reruns with ``reruns()``."""
     from paradnn.analysis.results import Results
+    from paradnn.store.guard import store_errors
 
-    return Results.load(store)
+    with store_errors(store):
+        return Results.load(store)
 
 
 def merge(sources: Iterable[str | Path], store: str | Path, rename: Mapping[str, str] | None = None) -> dict:

@@ -20,6 +20,7 @@ from paradnn import families
 from paradnn.config import POLICIES, ConfigError
 from paradnn.families import Config
 from paradnn.store import StoreError
+from paradnn.store.guard import damaged
 
 FAMILIES = families.names()
 EXAMPLES = {
@@ -92,7 +93,8 @@ def run_options(*names: str):
 
 
 class _OneLineErrors(click.Group):
-    """Report usage errors and ``ConfigError`` as one line with exit status 2."""
+    """Report usage errors, ``ConfigError``, ``StoreError`` and a store damaged past its header
+    as one line with exit status 2 (the one error policy of every command)."""
 
     def main(self, args=None, *rest, **kwargs):  # type: ignore[override]
         if not (sys.argv[1:] if args is None else args):  # bare `paradnn`: the help, and success
@@ -115,6 +117,10 @@ class _OneLineErrors(click.Group):
         except click.ClickException as exc:
             click.echo(f"paradnn: error: {exc.format_message()}", err=True)
             sys.exit(exc.exit_code)
+        except Exception as exc:
+            if not damaged(exc):
+                raise
+            _fail(f"a store is damaged or not a paradnn store ({exc.__cause__ or exc})")
         return None
 
 
@@ -419,22 +425,27 @@ def results(
 
     if fmt == "parquet" and not output:
         raise ConfigError("--output", None, "a file name for --format parquet")
+    if output and not Path(output).parent.is_dir():
+        raise ConfigError("--output", output, "a file in an existing folder")
     with _open_store(store_path, create=False, readonly=True) as store:
         df = store.results(family=family, platform=platform_id, state=state)
-    if fmt == "table":
-        text = _table(df.to_dict("records"))
-        if output:
-            Path(output).write_text(text + "\n")
-        else:
-            click.echo(text)
-        return
-    text = export(df, fmt, output)
+    try:
+        if fmt == "table":
+            text = _table(df.to_dict("records"))
+            if output:
+                Path(output).write_text(text + "\n")
+            else:
+                click.echo(text)
+            return
+        text = export(df, fmt, output)
+    except OSError as exc:  # a full disk, a read-only folder, ...
+        raise ConfigError("--output", output, f"a file that can be written ({exc.strerror or exc})") from None
     if text is not None:
         click.echo(text)
 
 
 @main.command("import-legacy", epilog=_epilog("import_legacy"))
-@click.argument("files", nargs=-1, type=click.Path(dir_okay=False))
+@click.argument("files", nargs=-1, type=click.Path(exists=True, dir_okay=False))
 @store_option
 @click.option("--platform", "platform_id", help="Platform name for all files (default: from each file name).")
 def import_legacy(files: tuple[str, ...], store_path: str, platform_id: str | None) -> None:
@@ -442,11 +453,16 @@ def import_legacy(files: tuple[str, ...], store_path: str, platform_id: str | No
 
     Without FILES, the copies shipped with paradnn (checked against their SHA-256).
     """
-    from paradnn.store.legacy import LegacyError, bundled_files, import_files
+    from paradnn.store.legacy import LegacyError, bundled_files, import_files, load_file
 
+    try:
+        paths = [Path(f) for f in files] if files else bundled_files()
+        for path in paths:  # every file checked before the store is opened (or created)
+            load_file(path, platform_id)
+    except LegacyError as exc:
+        _fail(str(exc))
     with _open_store(store_path) as store:
         try:
-            paths = [Path(f) for f in files] if files else bundled_files()
             summary = import_files(store, paths, platform=platform_id)
         except LegacyError as exc:
             _fail(str(exc))
@@ -578,12 +594,12 @@ def scorecard(store_path: str, as_json: bool) -> None:
 @store_option
 @click.option("--platform", "platform_id", required=True, help="Platform whose rows train the model (e.g. cpu, tpu-v2-8).")
 @click.option("--family", required=True, type=click.Choice(FAMILIES))
-@click.option("--labels-file", type=click.File(), help="Labels to predict, one per line.")
+@click.option("--labels-file", type=click.Path(dir_okay=False), help="Labels to predict, one per line.")
 @click.option("--preset", help="Predict a preset's whole grid (smoke, quick or paper).")
 @click.option("--dtype", help="Dtype policy of the predictions (default: the one most rows were measured with).")
 @click.option("--cv", "folds", type=int, help="Instead of predicting: K-fold held-out error of the model and the baselines.")
 @click.option("--replay", help="Instead: replay the stored grid, adaptive vs random sampling, at these fractions (0.05,0.1).")
-@click.option("--seed", default=0, show_default=True, type=int, help="Seed of subsampling and folds.")
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(0, 2**32 - 1), help="Seed of subsampling and folds.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def predict(labels: tuple[str, ...], store_path: str, platform_id: str, family: str, labels_file, preset: str | None,
             dtype: str | None, folds: int | None, replay: str | None, seed: int, as_json: bool) -> None:  # fmt: skip
@@ -596,15 +612,25 @@ def predict(labels: tuple[str, ...], store_path: str, platform_id: str, family: 
     from paradnn.analysis import predict as pr
     from paradnn.space import expand
 
+    evaluate = folds is not None or replay is not None
+    if folds is not None and replay is not None:
+        raise ConfigError("--cv/--replay", f"--cv {folds} --replay {replay}", "one of them at a time")
+    fractions = [_fraction(x) for x in replay.split(",") if x.strip()] if replay is not None else []
+    if replay is not None and not fractions:
+        raise ConfigError("--replay", replay, "fractions of the grid between 0 and 1, comma-separated (0.05,0.1,0.2)")
+    wanted = list(labels) + (_lines(labels_file) if labels_file else [])
+    wanted += [c.label for c in expand(family, preset)] if preset else []
+    if evaluate and wanted:
+        raise ConfigError("LABEL", wanted[0], "no labels, --labels-file or --preset with --cv or --replay")
+    if not evaluate and not wanted:
+        raise ConfigError("LABEL", "(none)", "labels, --labels-file, --preset, --cv or --replay")
+    for label in wanted:  # every label checked before the model is fitted
+        families.parse_label(family, label)
     with _open_store(store_path, create=False, readonly=True) as store:
         model, rows = pr.fit_store(store, platform_id, family, seed)
-    if folds is not None or replay is not None:
-        _predict_evaluation(rows, model, folds, replay, seed, as_json)
+    if evaluate:
+        _predict_evaluation(rows, model, folds, fractions, seed, as_json)
         return
-    wanted = list(labels) + ([x.strip() for x in labels_file if x.strip()] if labels_file else [])
-    wanted += [c.label for c in expand(family, preset)] if preset else []
-    if not wanted:
-        raise ConfigError("LABEL", "(none)", "labels, --labels-file, --preset, --cv or --replay")
     out = pr.predict_labels(model, rows, wanted, dtype)
     if as_json:
         click.echo(json.dumps([{k: _finite(v) for k, v in r.items() if k != "relative_width"} for r in out.to_dict("records")],
@@ -617,11 +643,23 @@ def predict(labels: tuple[str, ...], store_path: str, platform_id: str, family: 
     click.echo(f"model: {model.n} measured {family} configurations on {platform_id}; 90% intervals", err=True)
 
 
-def _predict_evaluation(rows, model, folds: int | None, replay: str | None, seed: int, as_json: bool) -> None:
+def _lines(path: str) -> list[str]:
+    """The non-empty lines of a text file; ConfigError for a missing, unreadable or binary one."""
+    try:
+        text = Path(path).read_bytes().decode("utf-8")
+    except OSError as exc:
+        raise ConfigError("--labels-file", path, f"a readable text file of labels ({exc.strerror})") from None
+    except UnicodeDecodeError:
+        raise ConfigError("--labels-file", path, "a UTF-8 text file of labels, one per line (this one is binary)") from None
+    return [x.strip() for x in text.splitlines() if x.strip()]
+
+
+def _predict_evaluation(rows, model, folds: int | None, fractions: list[float], seed: int, as_json: bool) -> None:
     """``paradnn predict --cv K`` and ``--replay F1,F2``: held-out figures of the model and its baselines."""
     from paradnn.analysis import predict as pr
 
     if folds is not None:
+        pr.check_folds(folds, len(rows))
         scores = pr.cross_validate(rows, model.featurizer, folds, seed)
         payload = {**scores["model"], "folds": folds, "seed": seed,
                    "baselines": {name: scores[name] for name in ("roofline", "paper_regression")}}  # fmt: skip
@@ -632,7 +670,6 @@ def _predict_evaluation(rows, model, folds: int | None, replay: str | None, seed
         _print_table(table, [("model", "{}"), ("n", "{}"), ("mape", "{:.2f}%"), ("median_ape", "{:.2f}%"),
                              ("p90_ape", "{:.2f}%"), ("coverage", "{:.0%}")])  # fmt: skip
         return
-    fractions = [_fraction(x) for x in (replay or "").split(",") if x.strip()]
     table = pr.replay(rows, model.featurizer, fractions, seeds=(seed,))
     if as_json:
         click.echo(table.to_json(orient="records", indent=2))

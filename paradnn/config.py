@@ -8,6 +8,7 @@ type for bad input, and the one table that maps a Keras dtype policy to its arit
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,10 +26,24 @@ class ConfigError(ValueError):
         super().__init__(f"{field}: {value!r} is not valid; allowed: {allowed}")
 
 
-def check_positive(field: str, value: object) -> None:
-    """A positive integer below 2^31, else ConfigError."""
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_INT:
-        raise ConfigError(field, value, f"a positive integer up to {MAX_INT:,}")
+def check_positive(field: str, value: object, most: int = MAX_INT) -> None:
+    """A positive integer up to ``most`` (at most 2^31 - 1), else ConfigError."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= min(most, MAX_INT):
+        raise ConfigError(field, value, f"a positive integer up to {min(most, MAX_INT):,}")
+
+
+def check_number(field: str, value: object, *, positive: bool = True, most: float = math.inf,
+                 integer: bool = False) -> float:  # fmt: skip
+    """A finite number (never a bool, NaN or infinity), above 0 when ``positive`` (else at
+    least 0), at most ``most``, whole when ``integer``; returns it, else ConfigError."""
+    kind = "whole number" if integer else "number"
+    allowed = f"a finite {kind} {'above 0' if positive else 'from 0'}" + (f" up to {most:g}" if math.isfinite(most) else "")
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not number or not math.isfinite(value) or (integer and not float(value).is_integer()):  # type: ignore[arg-type]
+        raise ConfigError(field, value, allowed)
+    if not (value > 0 if positive else value >= 0) or value > most:  # type: ignore[operator]
+        raise ConfigError(field, value, allowed)
+    return value  # type: ignore[return-value]
 
 
 def check_choice(field: str, value: object, choices: tuple[str, ...]) -> None:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from paradnn.config import ConfigError
+from paradnn.config import ConfigError, check_number
 from paradnn.store import Store
 
 if TYPE_CHECKING:
@@ -122,6 +122,7 @@ def ensure_measured(
     from paradnn.sweeps.backends import run_sweep
     from paradnn.sweeps.driver import SweepOptions
 
+    check_number("budget_minutes", budget_minutes)
     parsed = parse(run)
     platform, devices = str(parsed["platform"]), parsed["devices"]
     if not measure_missing or not is_local(platform):

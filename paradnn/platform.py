@@ -9,6 +9,7 @@ utilisation). Nothing here imports TensorFlow, so analyses and the store can use
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 
@@ -76,16 +77,20 @@ class Target:
 def parse_target(text: str) -> Target:
     """Parse a platform this machine can run on: ``cpu``, ``cpu[threads=N]`` or ``gpu:N``.
 
-    ``cpu[threads:N]`` is accepted as well: papermill cannot read a notebook parameter whose
+    A thread limit goes from 1 to this machine's cores. ``cpu[threads:N]`` is accepted as
+    well: papermill cannot read a notebook parameter whose
     line holds a second ``=``. ``tpu:N`` is refused: nothing here initialises a TPU, and no
     TPU path has been run on one (the original study's TPU rows are imported, not measured).
     """
     if re.fullmatch(r"tpu(:\d+)?", text.strip()):
         raise ConfigError("platform", text, "cpu, cpu[threads=N] or gpu:N (no TPU path exists yet: TPU results come "
                                             "from imported stores, e.g. the original study's tpu-v2-8)")  # fmt: skip
-    m = re.fullmatch(r"(cpu|gpu)(?::(\d+))?(?:\[threads[=:](\d+)\])?", text.strip())
+    m = re.fullmatch(r"(cpu|gpu)(?::(\d{1,4}))?(?:\[threads[=:](\d{1,9})\])?", text.strip())
     if not m or (m.group(3) is not None and int(m.group(3)) < 1):
         raise ConfigError("platform", text, "cpu, cpu[threads=N] or gpu:N")
+    cores = os.cpu_count() or 1
+    if m.group(3) is not None and int(m.group(3)) > cores:  # more threads than cores never finishes anything faster
+        raise ConfigError("platform", text, f"cpu[threads=N] with N from 1 to this machine's {cores} cores")
     return Target(m.group(1), int(m.group(2) or 0), int(m.group(3)) if m.group(3) else None)
 
 

@@ -14,18 +14,20 @@ import contextlib
 import datetime as dt
 import html
 import json
+import math
 import os
+import re
 import subprocess
 import sys
 import threading
 import time
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePath
 
 import yaml
 
 from paradnn.analysis import registry
-from paradnn.config import ConfigError
+from paradnn.config import ConfigError, check_number
 from paradnn.markup import literal
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,11 +37,11 @@ PROGRESS_ENV = "PARADNN_PROGRESS_FILE"  # where a notebook's sweeps write their 
 
 @dataclass(frozen=True)
 class Pipeline:
-    name: str
-    store: str  # relative to the pipeline's output folder
+    name: str  # one plain folder name under --outputs
+    store: str  # relative to the pipeline's output folder, and inside it
     kernel: str
     parameters: dict
-    notebooks: list[dict]
+    notebooks: list[dict]  # each: "notebook" (as written), "source" (resolved Path), "output" (its reports' stem), "parameters"
     path: Path
 
 
@@ -56,7 +58,7 @@ class Report:
 def pipeline_path(name: str) -> Path:
     """``smoke`` -> ``pipelines/smoke.yaml``; a path to a YAML file is taken as is."""
     path = Path(name)
-    if path.suffix in (".yaml", ".yml") and path.exists():
+    if path.suffix in (".yaml", ".yml") and path.is_file():
         return path
     candidate = ROOT / "pipelines" / f"{name}.yaml"
     if not candidate.exists():
@@ -65,20 +67,94 @@ def pipeline_path(name: str) -> Path:
     return candidate
 
 
+# A pipeline's name and each report's output name: one plain file name (no folder, no "..").
+SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}")
+
+
 def load_pipeline(name: str) -> Pipeline:
+    """The pipeline ``name`` (see :func:`pipeline_path`), every field checked; ConfigError (one line) else.
+
+    ``name`` and ``store`` stay inside the pipeline's output folder; a relative ``notebook``
+    path resolves against the pipeline file's folder, then the project; each entry writes
+    its reports under its own ``output`` name (default: the notebook's file name), and two
+    entries with one output name are refused.
+    """
     path = pipeline_path(name)
     try:
-        spec = yaml.safe_load(path.read_text())
-        return Pipeline(
-            name=spec.get("name", path.stem),
-            store=spec.get("store", "results.sqlite"),
-            kernel=spec.get("kernel", KERNEL),
-            parameters=spec.get("parameters") or {},
-            notebooks=list(spec["notebooks"]),
-            path=path,
-        )
-    except (yaml.YAMLError, KeyError, TypeError, AttributeError) as exc:
-        raise ConfigError("PIPELINE", str(path), f"a pipeline file with 'notebooks' ({exc})") from None
+        spec = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise ConfigError("PIPELINE", str(path), f"a readable YAML pipeline file ({type(exc).__name__})") from None
+    if not isinstance(spec, dict) or not isinstance(spec.get("notebooks"), list) or not spec["notebooks"]:
+        raise ConfigError("PIPELINE", str(path), "a YAML mapping with a non-empty list 'notebooks'")
+    pipeline_name = _safe_name("name", spec.get("name", path.stem))
+    store = spec.get("store", "results.sqlite")
+    if not isinstance(store, str) or not store.strip() or PurePath(store).is_absolute() or ".." in PurePath(store).parts:
+        raise ConfigError("store", store, "a file name inside the pipeline's output folder (no absolute path, no '..')")
+    kernel = spec.get("kernel", KERNEL)
+    if not isinstance(kernel, str) or not SAFE_NAME.fullmatch(kernel):
+        raise ConfigError("kernel", kernel, "a Jupyter kernel name such as paradnn")
+    parameters = spec.get("parameters") or {}
+    if not isinstance(parameters, dict):
+        raise ConfigError("parameters", parameters, "a mapping of NAME: VALUE shared by every notebook")
+    notebooks, outputs = [], set()
+    for entry in spec["notebooks"]:
+        entry = {"notebook": entry} if isinstance(entry, str) else entry
+        if not isinstance(entry, dict) or not isinstance(entry.get("notebook"), str):
+            raise ConfigError("notebooks", entry, "entries with 'notebook: PATH.ipynb' (and optional parameters, output)")
+        source = _notebook_source(entry["notebook"], path)
+        output = _safe_name("output", entry.get("output", source.stem))
+        if output in outputs:
+            raise ConfigError("notebooks", entry["notebook"], f"entries with distinct output names ({output!r} is taken; "
+                                                              "give the repeated entry its own 'output: NAME')")  # fmt: skip
+        outputs.add(output)
+        own = entry.get("parameters") or {}
+        if not isinstance(own, dict):
+            raise ConfigError("parameters", own, f"a mapping of NAME: VALUE for {entry['notebook']}")
+        notebooks.append({**entry, "source": source, "output": output, "parameters": own})
+    return Pipeline(name=pipeline_name, store=store, kernel=kernel, parameters=parameters, notebooks=notebooks, path=path)
+
+
+def _safe_name(field: str, value: object) -> str:
+    if not isinstance(value, str) or not SAFE_NAME.fullmatch(value) or value in (".", ".."):
+        raise ConfigError(field, value, "a plain name of letters, digits, '_', '.' and '-' (no folder, no '..')")
+    return value
+
+
+def _notebook_source(text: str, pipeline_file: Path) -> Path:
+    """A notebook entry's file: an absolute path as is; a relative one against the pipeline file's folder, then the project."""
+    given = Path(text)
+    candidates = [given] if given.is_absolute() else [pipeline_file.resolve().parent / given, ROOT / given]
+    found = next((c.resolve() for c in candidates if c.suffix == ".ipynb" and c.is_file()), None)
+    if found is None:
+        raise ConfigError("notebook", text, "an existing .ipynb file, relative to the pipeline file or the project")
+    try:  # papermill needs the notebook's language; a file that is no notebook is named, never echoed
+        metadata = json.loads(found.read_text(encoding="utf-8")).get("metadata") or {}
+        language = (metadata.get("kernelspec") or {}).get("language") or (metadata.get("language_info") or {}).get("name")
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+        language = None
+    if not language:
+        raise ConfigError("notebook", text, "a Jupyter notebook with kernel metadata (kernelspec.language)")
+    return found
+
+
+def outputs_folder(outputs: Path, pipeline: Pipeline) -> Path:
+    """``outputs/<pipeline name>``, created and writable, with the pipeline's store inside it; ConfigError else."""
+    try:
+        out = (outputs / pipeline.name).resolve()
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        allowed = f"a folder that can be created and written ({exc.strerror or exc})"
+        raise ConfigError("--outputs", str(outputs), allowed) from None
+    try:  # a real write: permissions alone do not say it (root, read-only mounts)
+        probe = out / f".write-probe-{os.getpid()}"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise ConfigError("--outputs", str(outputs), f"a folder that can be written ({exc.strerror or exc})") from None
+    store = (out / pipeline.store).resolve()
+    if not store.is_relative_to(out) or store == out:
+        raise ConfigError("store", pipeline.store, f"a file inside {out}")
+    return out
 
 
 def parse_parameter(text: str) -> tuple[str, object]:
@@ -107,8 +183,12 @@ def validate_overrides(pipeline: Pipeline, overrides: dict) -> dict:
     """
     declared: dict[str, dict] = {}
     for entry in pipeline.notebooks:
-        for name, spec in declared_parameters(ROOT / entry["notebook"]).items():
+        for name, spec in declared_parameters(entry["source"]).items():
             declared.setdefault(name, spec)
+    for given in [pipeline.parameters] + [entry["parameters"] for entry in pipeline.notebooks]:
+        for name, value in given.items():  # the pipeline file's own values obey the same bounds
+            if name in declared:
+                check_bounds(name, value)
     checked = {}
     for name, value in overrides.items():
         if name == "store":
@@ -122,8 +202,35 @@ def validate_overrides(pipeline: Pipeline, overrides: dict) -> dict:
         allowed = ACCEPTS.get(kind)
         if allowed and (not isinstance(value, allowed) or (kind in ("int", "float") and isinstance(value, bool))):
             raise ConfigError(f"-p {name}", value, f"a {kind} ({declared[name]['help']})")
+        check_bounds(name, value, f"-p {name}")
         checked[name] = value
     return checked
+
+
+# The bounds of the notebooks' numeric parameters (beyond their declared types): name ->
+# (positive: above 0, else from 0; the largest value; whole numbers only). Every other
+# number a notebook takes must at least be finite.
+PARAMETER_BOUNDS: dict[str, tuple[bool, float, bool]] = {
+    "budget_minutes": (True, 7 * 24 * 60, False),  # a week
+    "max_seconds": (True, 3600, False),
+    "profile_count": (False, 1000, True),
+    "parallel_devices": (True, 1024, True),
+    "folds": (True, 100, True),
+    "max_rows": (False, 10**7, True),
+    "replay_seeds": (True, 100, True),
+    "fill_fraction": (True, 1, False),
+    "seed": (False, 2**32 - 1, True),
+}
+
+
+def check_bounds(name: str, value: object, field: str = "") -> None:
+    """ConfigError unless a notebook parameter's number is finite and within :data:`PARAMETER_BOUNDS`."""
+    field = field or name
+    if name in PARAMETER_BOUNDS:
+        positive, most, integer = PARAMETER_BOUNDS[name]
+        check_number(field, value, positive=positive, most=most, integer=integer)
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(field, value, "a finite number")
 
 
 def ensure_kernel(name: str = KERNEL) -> None:
@@ -231,16 +338,20 @@ def notebook_parameters(pipeline: Pipeline, entry: dict, overrides: dict, store:
     """
     params = {**pipeline.parameters, **(entry.get("parameters") or {}), **overrides}
     params["store"] = str(store)
-    if reference is not None and "reference_dir" in declared_parameters(ROOT / entry["notebook"]):
+    if reference is not None and "reference_dir" in declared_parameters(entry["source"]):
         params["reference_dir"] = str(reference.resolve())
     return params
 
 
 def declared_parameters(notebook: Path) -> dict:
-    """The parameters a notebook declares in its ``parameters`` cell (papermill reads them)."""
+    """The parameters a notebook declares in its ``parameters`` cell (papermill reads them);
+    ConfigError (naming the file, never echoing its content) for a file that is not a notebook."""
     import papermill as pm
 
-    return pm.inspect_notebook(str(notebook))
+    try:
+        return pm.inspect_notebook(str(notebook))
+    except Exception as exc:  # noqa: BLE001 - papermill raises anything from JSON, nbformat or a kernel lookup
+        raise ConfigError("notebook", str(notebook), f"a Jupyter notebook with kernel metadata ({type(exc).__name__})") from None
 
 
 def provenance(store: Path, params: dict, observations: Path | None = None) -> str:
@@ -329,8 +440,8 @@ def run_pipeline(
     pipeline = load_pipeline(name)
     if reference is not None and not reference.is_dir():
         raise ConfigError("--reference", str(reference), "a folder with the original study's JSON files")
-    out = (outputs / pipeline.name).resolve()
-    out.mkdir(parents=True, exist_ok=True)
+    validate_overrides(pipeline, overrides or {})  # also when called from Python: the same bounds as the command line
+    out = outputs_folder(outputs, pipeline)
     if store is not None:
         from paradnn.store import Store, StoreError
 
@@ -341,11 +452,11 @@ def run_pipeline(
         pipeline = Pipeline(pipeline.name, str(store.resolve()), pipeline.kernel, pipeline.parameters, pipeline.notebooks,
                             pipeline.path)  # fmt: skip
     store = out / pipeline.store  # an absolute store stays as it is
+    store.parent.mkdir(parents=True, exist_ok=True)
     ensure_kernel(pipeline.kernel)
     reports = []
     for n, entry in enumerate(pipeline.notebooks, 1):
-        source = ROOT / entry["notebook"]
-        stem = Path(entry["notebook"]).stem
+        source, stem = entry["source"], entry["output"]
         params = notebook_parameters(pipeline, entry, overrides or {}, store, reference)
         executed, page = out / f"{stem}.ipynb", out / f"{stem}.html"
         (out / f"observations-{stem}.json").unlink(missing_ok=True)  # never a stale verdict from an earlier run

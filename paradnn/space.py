@@ -8,12 +8,16 @@ list of their own.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Iterable, Mapping
 
 from paradnn import families
 from paradnn.config import ConfigError
 from paradnn.families import Config
 from paradnn.families.base import PRESETS, Grid
+
+# The most configurations one grid may hold: the paper's largest grid (FC) has 9,720.
+MAX_GRID = 100_000
 
 
 def preset_names() -> tuple[str, ...]:
@@ -27,12 +31,19 @@ def grid(family: str, preset: str = "smoke", overrides: Mapping[str, Iterable] |
     if preset not in PRESETS:
         raise ConfigError("preset", preset, ", ".join(PRESETS))
     result = {a.name: list(fam.grids[preset][a.name]) for a in fam.axes}
+    if overrides is not None and not isinstance(overrides, Mapping):
+        raise ConfigError("overrides", overrides, "a mapping of axis -> list of values, e.g. {'batch': [64, 128]}")
     for name, values in (overrides or {}).items():
         fam.axis(name)  # an unknown axis is a ConfigError naming the family's axes
-        values = list(values)
+        if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, Iterable):  # "abc" is no list of values
+            raise ConfigError(name, values, f"a list of values of the {name} axis, e.g. [{fam.grids['smoke'][name][0]!r}]")
+        values = list(itertools.islice(values, MAX_GRID + 1))
         if not values:
             raise ConfigError(name, values, "at least one value")
         result[name] = values
+    size = math.prod(len(v) for v in result.values())
+    if size > MAX_GRID:
+        raise ConfigError("grid", f"{size:,} configurations", f"at most {MAX_GRID:,} in one grid (split it)")
     return result
 
 

@@ -31,6 +31,7 @@ hyperparameters).
 from __future__ import annotations
 
 import math
+import numbers
 import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -448,8 +449,7 @@ def out_of_fold(rows: pd.DataFrame, featurizer: Featurizer, k: int = 5, seed: in
     """Every row predicted once by models that never saw it (K folds): the model with its interval, and both baselines."""
     from sklearn.model_selection import KFold
 
-    if k < 2 or k > len(rows):
-        raise ConfigError("--cv", k, f"a number of folds from 2 to the {len(rows)} measured configurations")
+    check_folds(k, len(rows))
     rows = rows.reset_index(drop=True)
     out = pd.DataFrame({"label": rows["label"], "measured_s": rows["step_time_s"].astype(float)})
     for train, test in KFold(k, shuffle=True, random_state=seed).split(rows):
@@ -461,6 +461,28 @@ def out_of_fold(rows: pd.DataFrame, featurizer: Featurizer, k: int = 5, seed: in
         for name, values in baselines(tr, te, featurizer).items():
             out.loc[test, name] = values
     return out
+
+
+def check_folds(k: object, n: int) -> None:
+    """ConfigError unless K folds of ``n`` rows leave every training fold the :data:`MIN_ROWS` a model needs."""
+    fine = [j for j in range(2, n + 1) if enough_for_folds(n, j)]  # more folds, larger training folds
+    least, most = (fine[0], fine[-1]) if fine else (0, 0)
+    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or not least <= k <= most or not fine:
+        allowed = (f"a number of folds from {least} to {most} (each training fold keeps at least {MIN_ROWS} of the "
+                   f"{n} measured configurations)" if most else
+                   f"nothing yet: {n} measured configurations leave no training fold the {MIN_ROWS} a model needs")  # fmt: skip
+        raise ConfigError("--cv", k, allowed)
+
+
+def check_fractions(fractions: list[float], n: int) -> None:
+    """ConfigError unless every replay fraction of an ``n``-configuration grid measures fewer cells than the grid has."""
+    if not fractions:
+        raise ConfigError("--replay", "", "fractions of the grid between 0 and 1, comma-separated (0.05,0.1,0.2)")
+    for fraction in fractions:
+        budget = max(MIN_ROWS, int(round(fraction * n)))
+        if not 0 < fraction < 1 or budget >= n:
+            raise ConfigError("--replay", fraction, f"fractions that leave part of the {n}-configuration grid to predict "
+                                                    f"(at least {MIN_ROWS} measured, fewer than {n})")  # fmt: skip
 
 
 def cross_validate(rows: pd.DataFrame, featurizer: Featurizer, k: int = 5, seed: int = 0) -> dict:
@@ -548,6 +570,8 @@ def replay(grid: pd.DataFrame, featurizer: Featurizer, fractions: Iterable[float
     budget drawn at random.
     """
     grid = grid.reset_index(drop=True)
+    fractions = list(fractions)
+    check_fractions(fractions, len(grid))
     out = []
     for seed in seeds:
         for fraction in fractions:

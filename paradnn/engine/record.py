@@ -26,8 +26,9 @@ def describe_config(config: Config, policy: str = "float32", graph=None, trace: 
     Everything but ``flops_graph`` is analytic: nothing is built or allocated. ``graph``
     is a :class:`paradnn.engine.graphcount.GraphCount`; when it is omitted and ``trace`` is set, the
     model is built and its step traced with symbolic data (the batch is never allocated),
-    unless its weights and optimizer slots alone would exceed ``memory_budget`` bytes, in
-    which case ``flops_graph`` is None and ``flops_graph_note`` says why.
+    unless its weights and optimizer slots alone would exceed ``memory_budget`` bytes (or
+    TensorFlow cannot trace it, e.g. a whole-batch tensor past int32 shapes), in which case
+    ``flops_graph`` is None and ``flops_graph_note`` says why.
     """
     family = family_of(config)
     params = counting.count_params(config)
@@ -40,7 +41,10 @@ def describe_config(config: Config, policy: str = "float32", graph=None, trace: 
             from paradnn.engine.graphcount import count_graph_flops
             from paradnn.engine.training import Trainer
 
-            graph = count_graph_flops(Trainer(config, policy, xla=False).trace().graph)
+            try:
+                graph = count_graph_flops(Trainer(config, policy, xla=False).trace().graph)
+            except ValueError as exc:  # e.g. a whole-batch tensor past TensorFlow's int32 shapes (a huge RNN batch)
+                note = f"not traced: TensorFlow cannot trace this step ({str(exc).strip().splitlines()[-1][:200]})"
     record = {
         "family": family.name,
         "family_version": family.version,

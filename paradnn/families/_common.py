@@ -51,9 +51,9 @@ def image_config(family: str, title: str, axes: dict[str, Any] | None = None) ->
     Configurations travel between processes as labels, never pickled, so a class made
     here needs no module-level name.
     """
-    fields = [("image", int, axis("image", "image side", "pixels"))]
+    fields = [("image", int, axis("image", "image side", "pixels", maximum=8192))]
     fields += [(name, spec.metadata["axis"]["kind"], spec) for name, spec in (axes or {}).items()]
-    fields.append(("batch", int, axis("bs", "batch size", "examples", log2=True)))
+    fields.append(("batch", int, axis("bs", "batch size", "examples", log2=True, maximum=2**30)))
     cls = make_dataclass(family.capitalize() + "Config", fields, bases=(Config,), frozen=True, namespace={"family": family})
     cls.__doc__ = f"{title} on square ``image``-pixel images."
     return cls

@@ -21,11 +21,16 @@ from dataclasses import MISSING, asdict, dataclass, field, fields
 from functools import cache
 from typing import Any, ClassVar
 
-from paradnn.config import MAX_INT, ConfigError, check_choice, check_positive
+from paradnn.config import ConfigError, check_choice, check_positive
 
 # The grid presets every family declares: ``smoke`` (seconds per family; CI), ``quick``
 # (minutes on a 2-core CPU) and ``paper`` (the paper's Table 2 grids and workload sizes).
 PRESETS = ("smoke", "quick", "paper")
+# The largest value a numeric axis takes unless its declaration says otherwise (``axis(...,
+# maximum=N)``): every size the analytic counters walk stays small enough to count in
+# milliseconds, and every tensor shape within TensorFlow's int32 dimensions. A configuration
+# within the bounds may still not fit a machine: its memory estimate decides that.
+DEFAULT_MAXIMUM = 2**20
 # What a family is in the study: a parameterized ``model`` swept over its axes (FC, CNN,
 # RNN) or a real ``workload`` (ResNet-50, Transformer, ...) measured at a few sizes.
 ROLES = ("model", "workload")
@@ -43,6 +48,7 @@ class Axis:
     kind: type = int  # int, float or str
     choices: tuple[str, ...] = ()  # the allowed values of a text axis
     log2: bool = False  # values are powers of two: drawn on a log2 scale
+    maximum: float = DEFAULT_MAXIMUM  # the largest value the axis accepts (numeric axes)
 
     @property
     def numeric(self) -> bool:
@@ -64,14 +70,16 @@ class Axis:
             check_choice(self.name, value, self.choices)
         elif self.kind is float:
             ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-            if not ok or not 0 < value <= MAX_INT:
-                raise ConfigError(self.name, value, "a positive number")
+            if not ok or not 0 < value <= self.maximum:
+                raise ConfigError(self.name, value, self.allowed)
         else:
-            check_positive(self.name, value)
+            check_positive(self.name, value, int(self.maximum))
 
     def parse(self, text: str) -> object:
         """A value of this axis from text (CLI overrides, labels); ConfigError if malformed."""
         text = text.strip()
+        if len(text) > 32:  # no number an axis takes is this long (and int() of a huge text is slow)
+            raise ConfigError(self.name, text[:40] + "...", self.allowed)
         try:
             value = self.kind(text) if self.kind is not int else int(text, 10)
         except ValueError:
@@ -83,12 +91,22 @@ class Axis:
     def allowed(self) -> str:
         if self.kind is str:
             return ", ".join(self.choices)
-        return "a positive number" if self.kind is float else f"a positive integer up to {MAX_INT:,}"
+        if self.kind is float:
+            return f"a positive number up to {self.maximum:g}"
+        return f"a positive integer up to {int(self.maximum):,}"
 
 
-def axis(key: str, title: str, unit: str = "", kind: type = int, log2: bool = False) -> Any:
-    """Declare a numeric axis as a configuration field (no default: every value is given)."""
-    return field(metadata={"axis": dict(key=key, title=title, unit=unit, kind=kind, log2=log2)})
+def axis(key: str, title: str, unit: str = "", kind: type = int, log2: bool = False,
+         maximum: float = DEFAULT_MAXIMUM) -> Any:  # fmt: skip
+    """Declare a numeric axis as a configuration field (no default: every value is given).
+
+    ``maximum`` bounds it (default :data:`DEFAULT_MAXIMUM`): values above it are refused
+    wherever a configuration is made (labels, ``--set``, overrides, imported files) before
+    anything is counted or built.
+    """
+    if not (isinstance(maximum, (int, float)) and math.isfinite(maximum) and 0 < maximum):
+        raise TypeError(f"axis {key!r}: maximum must be a positive finite number")
+    return field(metadata={"axis": dict(key=key, title=title, unit=unit, kind=kind, log2=log2, maximum=maximum)})
 
 
 def choice(choices: tuple[str, ...], default: str, title: str) -> Any:
@@ -198,6 +216,13 @@ class Family:
             if set(grid) != set(names) or not all(grid.values()):
                 raise TypeError(f"family {self.name!r}: the {preset} grid must give values for exactly the axes {names}; "
                                 f"it gives {', '.join(grid) or 'none'}")  # fmt: skip
+        for preset, grid in self.grids.items():  # a family's own grids stay within its declared bounds
+            for a in self.axes:
+                for value in grid[a.name]:
+                    try:
+                        a.check(value)
+                    except ConfigError as exc:
+                        raise TypeError(f"family {self.name!r}: the {preset} grid: {exc}") from None
         heatmap_roles = ("heatmap rows", "heatmap columns", "heatmap panels")
         roles = [("width", self.width), ("depth", self.depth), *zip(heatmap_roles, self.heatmap)]
         for role, name in roles:

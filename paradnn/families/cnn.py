@@ -22,11 +22,11 @@ GROUP_STRIDES = (1, 2, 2, 2)
 class CNNConfig(Config):
     """ResNet-v1 style network: 4 groups of ``blocks`` blocks, base width ``filters``."""
 
-    blocks: int = axis("block", "blocks per group")
-    filters: int = axis("filter", "filters in the first group", log2=True)
-    image: int = axis("image", "image side", "pixels")
+    blocks: int = axis("block", "blocks per group", maximum=256)
+    filters: int = axis("filter", "filters in the first group", log2=True, maximum=2**14)
+    image: int = axis("image", "image side", "pixels", maximum=8192)
     output: int = axis("output", "output classes")
-    batch: int = axis("bs", "batch size", "examples", log2=True)
+    batch: int = axis("bs", "batch size", "examples", log2=True, maximum=2**30)
     block: str = choice(("residual", "bottleneck"), "residual", "block type")
 
     family: ClassVar[str] = "cnn"

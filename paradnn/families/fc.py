@@ -16,11 +16,11 @@ from paradnn.families.base import Config, Family, Layer, axis
 class FCConfig(Config):
     """Input of width ``input`` -> ``layers`` x dense(``nodes``, ReLU) -> dense(``output``)."""
 
-    layers: int = axis("layer", "hidden layers")
-    nodes: int = axis("node", "nodes per layer", log2=True)
+    layers: int = axis("layer", "hidden layers", maximum=4096)
+    nodes: int = axis("node", "nodes per layer", log2=True, maximum=2**17)
     input: int = axis("input", "input width", "features")
     output: int = axis("output", "output classes")
-    batch: int = axis("bs", "batch size", "examples", log2=True)
+    batch: int = axis("bs", "batch size", "examples", log2=True, maximum=2**30)
 
     family: ClassVar[str] = "fc"
 

@@ -14,7 +14,7 @@ FAMILY = application(
     "MobileNet",
     title="MobileNet",
     description="MobileNet v1 image classifier with a width multiplier (keras.applications, random weights)",
-    axes={"alpha": axis("alpha", "width multiplier", kind=float)},
+    axes={"alpha": axis("alpha", "width multiplier", kind=float, maximum=4.0)},
     width="alpha",
     heatmap=("alpha", "batch", "image"),
     # smoke and quick: seconds on a 2-core CPU (with XLA off, compiling takes 1-20 s);

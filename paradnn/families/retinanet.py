@@ -37,8 +37,8 @@ C_LAYERS = ("conv3_block4_out", "conv4_block6_out", "conv5_block3_out")  # C3, C
 class RetinaNetConfig(Config):
     """RetinaNet on square ``image``-pixel images (a multiple of 128, so every pyramid level halves exactly)."""
 
-    image: int = axis("image", "image side", "pixels")
-    batch: int = axis("bs", "batch size", "examples", log2=True)
+    image: int = axis("image", "image side", "pixels", maximum=8192)
+    batch: int = axis("bs", "batch size", "examples", log2=True, maximum=2**30)
 
     family: ClassVar[str] = "retinanet"
 

@@ -20,11 +20,11 @@ GATES = {"rnn": 1, "lstm": 4, "gru": 3}
 class RNNConfig(Config):
     """Embedding -> ``layers`` stacked ``cell`` layers -> dense(``vocab``) per step."""
 
-    layers: int = axis("layer", "recurrent layers")
-    maxlength: int = axis("maxlength", "sequence length", "tokens")
+    layers: int = axis("layer", "recurrent layers", maximum=1024)
+    maxlength: int = axis("maxlength", "sequence length", "tokens", maximum=2**16)
     vocab: int = axis("vocab", "vocabulary", "tokens")
-    embedding: int = axis("embedding", "embedding size")
-    batch: int = axis("bs", "batch size", "examples", log2=True)
+    embedding: int = axis("embedding", "embedding size", maximum=2**16)
+    batch: int = axis("bs", "batch size", "examples", log2=True, maximum=2**30)
     cell: str = choice(tuple(GATES), "lstm", "cell type")
 
     family: ClassVar[str] = "rnn"

@@ -31,11 +31,11 @@ HEAD_SIZE = 64
 class TransformerConfig(Config):
     """Encoder-decoder Transformer: ``layers`` each side, model width ``width``, ``length``-token sequences."""
 
-    layers: int = axis("layer", "layers per side")
-    width: int = axis("width", "model width", log2=True)
+    layers: int = axis("layer", "layers per side", maximum=1024)
+    width: int = axis("width", "model width", log2=True, maximum=2**16)
     vocab: int = axis("vocab", "vocabulary", "tokens")
-    length: int = axis("length", "sequence length", "tokens", log2=True)
-    batch: int = axis("bs", "batch size", "sequences", log2=True)
+    length: int = axis("length", "sequence length", "tokens", log2=True, maximum=2**16)
+    batch: int = axis("bs", "batch size", "sequences", log2=True, maximum=2**30)
 
     family: ClassVar[str] = "transformer"
 

@@ -227,7 +227,10 @@ class Store:
             meta = self._meta()
         if not meta or meta.get("app") != APP:
             raise StoreError(f"{self.path}: an SQLite database, but not a paradnn store")
-        version = int(meta.get("schema_version", "0"))
+        version = meta.get("schema_version", "")
+        if not version.isdigit():  # missing or not a number: nothing to migrate from, and nothing is written
+            raise StoreError(f"{self.path}: a paradnn store with a damaged schema version ({version or 'none'!r})")
+        version = int(version)
         if version > SCHEMA_VERSION:
             raise StoreError(f"{self.path}: written by a newer paradnn (store schema version {version}; this paradnn "
                              f"reads up to version {SCHEMA_VERSION}): upgrade paradnn to use it")  # fmt: skip

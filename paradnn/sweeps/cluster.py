@@ -129,6 +129,26 @@ def check_reachable(address: str) -> None:
         socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT_S).close()
     except OSError as exc:
         raise ConfigError("--address", address, f"a reachable Ray cluster ({exc.strerror or exc})") from None
+    if not ray_answers(address):  # something listens, but not Ray's GCS: ray.init would wait for minutes
+        raise ConfigError("--address", address, f"a Ray cluster's head (HOST:PORT of its GCS); what listens there did "
+                                                f"not answer as Ray within {CONNECT_TIMEOUT_S:.0f} s")  # fmt: skip
+
+
+def ray_answers(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> bool:
+    """Whether Ray's GCS answers at ``address`` within ``timeout_s``: one ``GetClusterId`` call over gRPC,
+    the first thing ``ray.init`` asks (an HTTP server, an SSH daemon or a silent socket does not answer)."""
+    try:
+        import grpc
+        from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc
+    except ImportError:  # a Ray without these modules: the TCP check above is all we can do
+        return True
+    with grpc.insecure_channel(address) as channel:
+        try:
+            stub = gcs_service_pb2_grpc.NodeInfoGcsServiceStub(channel)
+            stub.GetClusterId(gcs_service_pb2.GetClusterIdRequest(), timeout=timeout_s)
+        except grpc.RpcError:
+            return False
+    return True
 
 
 def connect(address: str) -> None:

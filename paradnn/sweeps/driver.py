@@ -50,7 +50,7 @@ from typing import Protocol
 import psutil
 
 from paradnn import __version__
-from paradnn.config import ConfigError
+from paradnn.config import ConfigError, check_number
 from paradnn.engine import frameworks
 from paradnn.engine.machine import die_with_parent
 from paradnn.engine.protocol import RunSettings
@@ -142,6 +142,12 @@ class SweepOptions:
     force: bool = False
     seed: int = 0
     xla_choices: dict[str, bool] = field(default_factory=dict)  # per family, when settings.xla is None (auto)
+
+    def __post_init__(self) -> None:  # every bound checked here, whichever front end made the options
+        for name, value in (("max_minutes", self.max_minutes), ("timeout_s", self.timeout_s),
+                            ("memory_budget", self.memory_budget_bytes)):  # fmt: skip
+            if value is not None:
+                check_number(name, value)
 
     def settings_for(self, config: Config) -> RunSettings:
         """The run settings of one configuration: with ``--xla auto``, its family's chosen XLA setting."""

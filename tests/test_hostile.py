@@ -1,0 +1,353 @@
+"""The hostile tester's cases (issue 28): bounds, one error path everywhere, confined pipelines.
+
+Every front end turns bad input into one line on stderr and exit status 2, with no
+traceback and nothing written. Most cases are generated (Hypothesis, bounded so the whole
+module runs in well under a minute on 2 cores); the rest are the issue's examples as
+written. Everything runs in-process through ``click.testing.CliRunner`` except where a
+separate process is the point.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.server
+import json
+import shutil
+import sqlite3
+import string
+import threading
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import paradnn
+from paradnn import families
+from paradnn.cli import main
+from paradnn.config import ConfigError
+
+BOUNDED = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+ANALYTIC = ("fc", "cnn", "rnn", "transformer")  # families counted without TensorFlow: describe stays instant
+
+
+def cli(*args: str):
+    return CliRunner().invoke(main, list(args), catch_exceptions=True)
+
+
+def one_line_or_success(result, allowed=(0, 2)) -> None:
+    """Exit 0, or exit 2 with exactly one line on stderr; never a traceback (an exception escaping)."""
+    assert not (result.exception and not isinstance(result.exception, SystemExit)), repr(result.exception)
+    assert result.exit_code in allowed, (result.exit_code, result.output)
+    if result.exit_code == 2:
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("paradnn: error:"), result.stderr
+        assert "Traceback" not in result.output
+
+
+def one_line(result, needle: str = "") -> None:
+    one_line_or_success(result, allowed=(2,))
+    assert needle in result.stderr, result.stderr
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> Path:
+    """A small store: the original study's V100 sweep (270 rows)."""
+    from paradnn.store.legacy import bundled_dir
+
+    path = tmp_path_factory.mktemp("store") / "s.sqlite"
+    result = cli("import-legacy", str(bundled_dir() / "gpu_fc.json"), "--store", str(path))
+    assert result.exit_code == 0, result.output
+    return path
+
+
+# ------------------------------------------------------------------ 1. values without bounds
+
+NUMBERS = st.one_of(st.integers(-5, 2**40), st.sampled_from([0, 1, 2**31 - 1, 2**31, 2**63]),
+                    st.text(string.digits + ".-e", min_size=1, max_size=12))  # fmt: skip
+
+
+@BOUNDED
+@given(family=st.sampled_from(ANALYTIC), data=st.data())
+def test_generated_labels_are_described_or_refused_in_one_line(family, data):
+    """A label within the axes' declared maxima is counted analytically; any other is one line (issue: MemoryError, int32)."""
+    fam = families.get(family)
+    parts = [f"{a.key}_{data.draw(NUMBERS)}" for a in fam.axes if a.numeric]
+    parts += [data.draw(st.sampled_from(a.choices + ("dense", ""))) for a in fam.axes if not a.numeric]
+    result = cli("describe", family, "-".join(parts), "--memory-budget", "0.001", "--json")
+    one_line_or_success(result)
+    if result.exit_code == 0:
+        assert json.loads(result.stdout)["memory_estimate_bytes"] > 0
+
+
+def test_every_axis_declares_a_maximum_its_grids_respect():
+    for fam in families.all_families():
+        for a in fam.axes:
+            if a.numeric:
+                assert a.maximum < 2**31
+                with pytest.raises(ConfigError, match=f"up to {int(a.maximum):,}" if a.kind is int else "up to"):
+                    a.check(a.kind(a.maximum * 2))
+
+
+HUGE = "2147483647"
+
+
+@pytest.mark.parametrize("label", ["layer_2147483647-node_16-input_32-output_8-bs_16",
+                                   f"layer_{HUGE}-node_{HUGE}-input_{HUGE}-output_{HUGE}-bs_{HUGE}"])  # fmt: skip
+def test_the_issues_huge_fc_labels_are_refused_before_counting(label, store):
+    one_line(cli("describe", "fc", label), "layers")
+    one_line(cli("predict", "--store", str(store), "--platform", "v100", "--family", "fc", label), "layers")
+
+
+def test_the_issues_rnn_length_is_refused_before_tensorflow():
+    one_line(cli("describe", "rnn", "layer_1-maxlength_2147483647-vocab_5-embedding_5-bs_5-lstm"), "maxlength")
+
+
+@BOUNDED
+@given(axis=st.sampled_from(["layers", "nodes", "batch", "input", "nosuch"]),
+       values=st.text(string.digits + ",.-abcx ", min_size=1, max_size=24))  # fmt: skip
+def test_generated_set_values_are_one_line_and_create_no_store(axis, values, tmp_path, monkeypatch):
+    """``sweep --set``: a bad value is one line; a good grid reaches the next check (no --address) without a store."""
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    target = tmp_path / "never.sqlite"
+    result = cli("sweep", "fc", "--set", f"{axis}={values}", "--store", str(target), "--backend", "ray")
+    one_line(result)
+    assert not target.exists()
+
+
+@BOUNDED
+@given(overrides=st.one_of(st.text(max_size=5), st.integers(), st.dictionaries(
+    st.sampled_from(["layers", "batch", "cell"]),
+    st.one_of(st.text(max_size=4), st.integers(-3, 2**33), st.lists(st.one_of(st.integers(-3, 2**33), st.text(max_size=3),
+                                                                              st.floats()), max_size=3)),
+    max_size=2)))  # fmt: skip
+def test_generated_api_overrides_expand_or_raise_config_error(overrides):
+    """``overrides={"layers": "abc"}`` no longer iterates the characters: a grid, or ConfigError."""
+    from paradnn.space import expand
+
+    try:
+        configs = expand("fc", "smoke", overrides)
+    except ConfigError:
+        return
+    assert configs and all(isinstance(c.layers, int) for c in configs)
+
+
+def test_the_api_refuses_a_negative_budget_before_creating_a_store(tmp_path):
+    target = tmp_path / "api.sqlite"
+    for kwargs in ({"max_minutes": -1}, {"max_minutes": float("nan")}, {"overrides": {"layers": "abc"}},
+                   {"max_seconds": float("inf")}):  # fmt: skip
+        with pytest.raises(ConfigError):
+            paradnn.sweep("fc", store=target, progress=False, **kwargs)
+    assert not target.exists()
+
+
+def test_more_threads_than_cores_is_one_line():
+    one_line(cli("measure", "fc", "layer_1-node_2-input_3-output_4-bs_5", "--platform", "cpu[threads=999999]"), "cores")
+    one_line(cli("platform", "--platform", "cpu[threads=999999]"), "cores")
+
+
+@pytest.mark.parametrize("seed", ["-1", "4294967296", "1e3"])
+def test_predict_seed_is_bounded(seed, store):
+    one_line(cli("predict", "--store", str(store), "--platform", "v100", "--family", "fc", "--cv", "3", "--seed", seed),
+             "seed")  # fmt: skip
+
+
+# ------------------------------------------------------------------ 2. one error path everywhere
+
+
+@BOUNDED
+@given(name=st.sampled_from(["budget_minutes", "max_seconds", "seed", "folds", "fill_fraction", "families", "nosuch"]),
+       value=st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-10, 10**12),
+                       st.sampled_from([".nan", "-.inf", "-5", "0", "abc", "[fc]", "{a: 1}", "1e309"])))  # fmt: skip
+def test_generated_report_parameters_are_checked_before_anything_runs(name, value):
+    """``report -p``: a bad value is one line naming it; a good one gets as far as --outputs (here unwritable)."""
+    text = value if isinstance(value, str) else repr(value).replace("inf", ".inf").replace("nan", ".nan")
+    result = cli("report", "smoke", "-p", f"{name}={text}", "--outputs", "/dev/null")
+    one_line(result)
+    assert "--outputs" in result.stderr or name in result.stderr
+
+
+def test_the_issues_report_parameters(tmp_path):
+    for value in (".nan", "-5", ".inf", "0"):
+        one_line(cli("report", "smoke", "-p", f"budget_minutes={value}", "--outputs", str(tmp_path)), "budget_minutes")
+    assert not any(tmp_path.iterdir())
+
+
+def damage(path: Path, offset: int, data: bytes) -> None:
+    with path.open("r+b") as f:
+        f.seek(offset)
+        f.write(data)
+
+
+@BOUNDED
+@given(page=st.integers(1, 40), noise=st.binary(min_size=16, max_size=4096),
+       command=st.sampled_from(["results", "compare", "predict", "import"]))  # fmt: skip
+def test_generated_damaged_stores_are_one_line_and_unchanged(store, tmp_path_factory, page, noise, command):
+    damaged = tmp_path_factory.mktemp("damaged") / "d.sqlite"
+    shutil.copy(store, damaged)
+    damage(damaged, page * 4096, noise)
+    before = digest(damaged)
+    args = {"results": ["results"], "compare": ["compare", "--baseline", "v100", "--target", "cpu"],
+            "predict": ["predict", "--platform", "tpu-v3", "--family", "fc", "--cv", "3"],  # reads the store, fits nothing
+            "import": ["import-legacy", "nosuch.json"]}[command]  # fmt: skip
+    result = cli(*args, "--store", str(damaged))
+    one_line_or_success(result)
+    if command != "import" or result.exit_code == 2:
+        assert digest(damaged) == before
+
+
+@pytest.mark.parametrize("version", ["abc", None, "", "-1"])
+def test_a_bad_schema_version_is_one_line_and_nothing_is_migrated(store, tmp_path, version):
+    copy = tmp_path / "v.sqlite"
+    shutil.copy(store, copy)
+    with sqlite3.connect(copy) as conn:
+        if version is None:
+            conn.execute("DELETE FROM meta WHERE key = 'schema_version'")
+        else:
+            conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (version,))
+    conn.close()
+    before = digest(copy)
+    one_line(cli("results", "--store", str(copy)), "schema version")
+    one_line(cli("sweep", "fc", "--store", str(copy), "--max-minutes", "0.01"), "schema version")
+    assert digest(copy) == before
+
+
+@pytest.mark.parametrize("fmt", ["table", "csv", "json", "parquet"])
+@pytest.mark.parametrize("where", ["/dev/full", "missing/x.out"])
+def test_results_to_an_unwritable_output_is_one_line(store, tmp_path, fmt, where):
+    target = where if where.startswith("/") else str(tmp_path / where)
+    one_line(cli("results", "--store", str(store), "--format", fmt, "--output", target), "--output")
+
+
+def test_predict_options_are_checked_before_the_model_is_fitted(store, tmp_path):
+    base = ["predict", "--store", str(store), "--platform", "v100", "--family", "fc"]
+    one_line(cli(*base, "--replay", ""), "--replay")
+    one_line(cli(*base, "--replay", "1.5"), "--replay")
+    one_line(cli(*base, "--cv", "3", "--replay", "0.1"), "one of them")
+    one_line(cli(*base, "nonsense-label"), "label")
+    binary = tmp_path / "labels.bin"
+    binary.write_bytes(bytes(range(256)))
+    one_line(cli(*base, "--labels-file", str(binary)), "--labels-file")
+    one_line(cli(*base, "--labels-file", str(tmp_path / "missing.txt")), "labels-file")
+
+
+def test_folds_and_replay_fractions_say_what_the_store_allows():
+    from paradnn.analysis.predict import check_folds, check_fractions
+
+    with pytest.raises(ConfigError, match="12 measured configurations leave no training fold"):
+        check_folds(2, 12)  # the issue: "--cv 2 on 12 rows says 6 measured configurations"
+    check_folds(2, 24)  # each training fold keeps 12
+    with pytest.raises(ConfigError, match="from 13 to 13 "):
+        check_folds(2, 13)  # 13 rows: only leave-one-out keeps 12 in every training fold
+    with pytest.raises(ConfigError, match="fewer than 20"):
+        check_fractions([0.99], 20)
+    with pytest.raises(ConfigError):
+        check_fractions([], 100)
+
+
+def test_import_legacy_of_a_missing_or_bad_file_writes_no_store(tmp_path):
+    target = tmp_path / "legacy.sqlite"
+    one_line(cli("import-legacy", str(tmp_path / "nosuch.json"), "--store", str(target)), "does not exist")
+    huge = tmp_path / "gpu_fc.json"
+    huge.write_text(json.dumps({"layer_2147483647-node_16-input_32-output_8-bs_16": [1.0]}))
+    one_line(cli("import-legacy", str(huge), "--store", str(target)))
+    assert not target.exists()
+
+
+# ------------------------------------------------------------------ 4. pipelines stay where they are put
+
+NOTEBOOK = "notebooks/scorecard.ipynb"
+HOSTILE_TEXT = st.one_of(st.sampled_from(["../../../elsewhere", "/tmp/x", "..", ".", "a/b", "ok", "", "results.sqlite",
+                                          "../x.sqlite", "/etc/passwd", "../../x.ipynb", NOTEBOOK]),
+                         st.text(string.ascii_letters + "./_-", max_size=12), st.integers(), st.none())  # fmt: skip
+
+
+@BOUNDED
+@given(name=HOSTILE_TEXT, store_name=HOSTILE_TEXT, notebooks=st.one_of(
+    st.lists(st.one_of(HOSTILE_TEXT, st.fixed_dictionaries({"notebook": HOSTILE_TEXT})), max_size=3), HOSTILE_TEXT))  # fmt: skip
+def test_generated_pipeline_files_are_confined_or_refused(tmp_path_factory, name, store_name, notebooks):
+    from paradnn.reports import load_pipeline, outputs_folder
+
+    folder = tmp_path_factory.mktemp("pipelines")
+    outputs = folder / "outputs"
+    spec = {k: v for k, v in (("name", name), ("store", store_name), ("notebooks", notebooks)) if v is not None}
+    path = folder / "p.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    one_line(cli("report", str(path), "--outputs", "/dev/null"))  # valid or not, nothing runs: one line
+    try:
+        pipeline = load_pipeline(str(path))
+        out = outputs_folder(outputs, pipeline)
+    except ConfigError as exc:
+        assert "root:" not in str(exc)  # a file's content is never echoed
+        return
+    assert out.is_relative_to(outputs.resolve()) and (out / pipeline.store).resolve().is_relative_to(out)
+    assert len({e["output"] for e in pipeline.notebooks}) == len(pipeline.notebooks)
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("name: ../../../elsewhere\nnotebooks: [{notebook: notebooks/scorecard.ipynb}]\n", "name"),
+    ("store: ../../x.sqlite\nnotebooks: [{notebook: notebooks/scorecard.ipynb}]\n", "store"),
+    ("store: /tmp/x.sqlite\nnotebooks: [{notebook: notebooks/scorecard.ipynb}]\n", "store"),
+    ("notebooks: [{notebook: /etc/passwd}]\n", "notebook"),
+    ("notebooks: [{notebook: ../../x.ipynb}]\n", "notebook"),
+    ("notebooks: [5]\n", "notebooks"),
+    ("notebooks: [{notebook: notebooks/scorecard.ipynb}, {notebook: notebooks/scorecard.ipynb}]\n", "output"),
+    ("notebooks: [{notebook: bare.ipynb}]\n", "kernel metadata"),
+])  # fmt: skip
+def test_the_issues_pipeline_files(tmp_path, text, needle):
+    (tmp_path / "bare.ipynb").write_text(json.dumps({"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    path = tmp_path / "p.yaml"
+    path.write_text(text)
+    result = cli("report", str(path), "--outputs", str(tmp_path / "out"))
+    one_line(result, needle)
+    assert "root:" not in result.stderr
+    assert not (tmp_path / "out").exists() and not (tmp_path.parent / "elsewhere").exists()
+
+
+def test_relative_notebooks_resolve_against_the_pipeline_file_and_repeats_take_their_own_names(tmp_path):
+    from paradnn.reports import ROOT, load_pipeline
+
+    shutil.copy(ROOT / NOTEBOOK, tmp_path / "mine.ipynb")
+    path = tmp_path / "p.yaml"
+    path.write_text(f"notebooks:\n  - notebook: mine.ipynb\n  - notebook: {NOTEBOOK}\n"
+                    f"  - notebook: {NOTEBOOK}\n    output: scorecard-again\n")  # fmt: skip
+    pipeline = load_pipeline(str(path))
+    assert [e["source"] for e in pipeline.notebooks] == [tmp_path / "mine.ipynb", ROOT / NOTEBOOK, ROOT / NOTEBOOK]
+    assert [e["output"] for e in pipeline.notebooks] == ["mine", "scorecard", "scorecard-again"]
+
+
+def test_report_on_a_folder_named_yaml_and_unusable_outputs_are_one_line(tmp_path):
+    (tmp_path / "x.yaml").mkdir()
+    one_line(cli("report", str(tmp_path / "x.yaml")), "PIPELINE")
+    (tmp_path / "file").write_text("")
+    one_line(cli("report", "smoke", "--outputs", str(tmp_path / "file")), "--outputs")
+
+
+@pytest.fixture
+def not_ray():
+    """Something that listens and is not Ray: an HTTP server."""
+
+    class Quiet(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args):  # its log would land in the captured stderr
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+def test_a_ray_address_where_ray_does_not_answer_is_one_line_and_no_store(tmp_path, not_ray):
+    pytest.importorskip("ray")
+    target = tmp_path / "ray.sqlite"
+    one_line(cli("sweep", "fc", "--backend", "ray", "--address", not_ray, "--store", str(target)), "Ray")
+    assert not target.exists()
+    one_line(cli("report", "smoke", "--backend", "ray", "--address", not_ray, "--outputs", str(tmp_path / "o")), "Ray")
+    assert not (tmp_path / "o").exists()
