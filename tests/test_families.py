@@ -100,7 +100,7 @@ def _layers(params_extra: int, macs_extra: int):
 
 BROKEN = [
     ("declaration", {"title": ""}),
-    ("grids", {"grids": {**GRIDS, "quick": {"width": [8], "batch": [0]}}}),
+    ("grids", {"grids": {**GRIDS, "quick": {"width": [8], "batch": [0]}}}),  # set after declaration, which refuses it
     ("parameters", {"layers": _layers(1, 0)}),
     ("flops", {"layers": _layers(0, 1)}),
     ("training", {"data": _nan_data}),
@@ -109,7 +109,12 @@ BROKEN = [
 
 @pytest.mark.parametrize("check,change", BROKEN, ids=[b[0] for b in BROKEN])
 def test_a_broken_family_fails_the_check_it_breaks(registered, check, change):
-    broken = registered(dataclasses.replace(TOY, **change))
+    if check == "grids":  # declaration refuses a grid outside the axis bounds; the check must catch one changed later
+        broken = dataclasses.replace(TOY)
+        object.__setattr__(broken, "grids", change["grids"])
+        broken = registered(broken)
+    else:
+        broken = registered(dataclasses.replace(TOY, **change))
     with pytest.raises(AssertionError, match=f"family 'toy-wide' fails check '{check}'"):
         check_family(broken)
 
@@ -136,5 +141,7 @@ def test_an_incomplete_declaration_is_refused_when_declared():
         dataclasses.replace(TOY, role="real")
     with pytest.raises(TypeError, match="grids for presets"):
         dataclasses.replace(TOY, grids={"smoke": GRIDS["smoke"]})
+    with pytest.raises(TypeError, match="the quick grid: batch: 0 is not valid"):
+        dataclasses.replace(TOY, grids={**GRIDS, "quick": {"width": [8], "batch": [0]}})
     with pytest.raises(TypeError, match="the quick grid must give values for exactly the axes"):
         dataclasses.replace(TOY, grids={**GRIDS, "quick": {"width": [8]}})
