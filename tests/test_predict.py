@@ -248,10 +248,13 @@ def test_predict_cross_validation_json(legacy_store):
     assert out["mape"] < out["baselines"]["roofline"]["mape"] and out["mape"] < out["baselines"]["paper_regression"]["mape"]
 
 
+FC_LABEL = "layer_4-node_256-input_2000-output_1000-bs_64"
+
+
 @pytest.mark.parametrize(
     "args,needle",
     [
-        (["--platform", "cpu", "--family", "fc", "x"], "--platform: 'cpu' is not valid; allowed: tpu-v2-8, v100"),
+        (["--platform", "cpu", "--family", "fc", FC_LABEL], "--platform: 'cpu' is not valid; allowed: tpu-v2-8, v100"),
         (
             ["--platform", "v100", "--family", "cnn", "--cv", "3"],
             "0 measured cnn configurations on v100; prediction needs at least 12",
@@ -260,7 +263,7 @@ def test_predict_cross_validation_json(legacy_store):
         (["--platform", "v100", "--family", "fc"], "LABEL"),
         (["--platform", "v100", "--family", "fc", "--cv", "1"], "--cv: 1 is not valid"),
         (["--platform", "v100", "--family", "fc", "--replay", "2"], "--replay: '2' is not valid"),
-        (["--platform", "v100", "--family", "fc", "--dtype", "float32", "x"], "--dtype: 'float32' is not valid"),
+        (["--platform", "v100", "--family", "fc", "--dtype", "float32", FC_LABEL], "--dtype: 'float32' is not valid"),
     ],
 )
 def test_predict_bad_input_is_one_line_and_exit_2(legacy_store, args, needle):
