@@ -214,7 +214,7 @@ PARAMETER_BOUNDS: dict[str, tuple[bool, float, bool]] = {
     "budget_minutes": (True, 7 * 24 * 60, False),  # a week
     "max_seconds": (True, 3600, False),
     "profile_count": (False, 1000, True),
-    "parallel_devices": (True, 1024, True),
+    "parallel_devices": (False, 1024, True),  # 0 or 1 skips the replica sweep
     "folds": (True, 100, True),
     "max_rows": (False, 10**7, True),
     "replay_seeds": (True, 100, True),

@@ -268,6 +268,7 @@ def test_papermill_alone_understands_list_parameters_given_as_text(tmp_path):
     import papermill as pm
 
     store = tmp_path / "r.sqlite"
+    Store(store).close()  # an empty store: reading never creates one
     pm.execute_notebook(str(ROOT / "notebooks" / "software_stack.ipynb"), str(tmp_path / "out.ipynb"), kernel_name="paradnn",
                         parameters={"store": str(store), "families": "[fc]", "overrides": "{fc: {batch: [64]}}",
                                     "measure_missing": False}, progress_bar=False, cwd=str(ROOT))  # fmt: skip
