@@ -12,7 +12,7 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 __version__ = "0.1.0"
 
-from paradnn.api import describe, load, measure, merge, sweep  # noqa: E402 - after the environment is set
+from paradnn.api import describe, load, measure, merge, project, sweep  # noqa: E402 - after the environment is set
 from paradnn.checks import check_family  # noqa: E402
 
-__all__ = ["__version__", "check_family", "describe", "load", "measure", "merge", "sweep"]
+__all__ = ["__version__", "check_family", "describe", "load", "measure", "merge", "project", "sweep"]

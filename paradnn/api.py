@@ -10,6 +10,7 @@ their worker as a fresh interpreter) and from a notebook::
     df = paradnn.sweep("fc", preset="smoke", store="outputs/mine.sqlite")
     paradnn.load("outputs/mine.sqlite", family="fc")
     paradnn.merge(["laptop.sqlite", "lab.sqlite"], "study.sqlite", rename={"cpu": "xeon-lab"})
+    rows, summary = paradnn.project("tpu-v2-8", "tpu-v3-8", "fc")
 
 Bad input raises :class:`paradnn.config.ConfigError` naming the field and what is allowed;
 a store that is not one, or is damaged, raises :class:`paradnn.store.StoreError`. Both
@@ -127,3 +128,19 @@ def merge(sources: Iterable[str | Path], store: str | Path, rename: Mapping[str,
     if isinstance(sources, (str, Path)):
         sources = [sources]
     return merge_stores(sources, store, rename).as_dict()
+
+
+def project(source: str, target: str, family: str, labels: Iterable[str] | None = None, *, store: str | Path | None = None,
+            batch_scale: int = 1, dtype: str | None = None):  # fmt: skip
+    """Project ``family``'s steps measured on platform ``source`` onto ``target`` (a datasheet, or a
+    platform with measured ceilings in ``store``): a DataFrame of one row per configuration
+    (projected step, speedup, bound shares, bracket, Q's measurement where it has one) and a
+    summary dict. The original study's TPU v2-8 profiles ship with paradnn, so ``store`` may
+    be None. See :mod:`paradnn.analysis.projection`."""
+    from paradnn.analysis.projection import projection
+    from paradnn.store.guard import store_errors
+
+    if store is None:
+        return projection(None, source, target, family, list(labels) if labels else None, batch_scale, dtype)
+    with store_errors(store):
+        return projection(str(store), source, target, family, list(labels) if labels else None, batch_scale, dtype)

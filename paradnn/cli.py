@@ -54,6 +54,10 @@ EXAMPLES = {
                 "paradnn predict --store outputs/quick/results.sqlite --platform cpu --family fc --preset quick --json",
                 "paradnn predict --store outputs/quick/results.sqlite --platform tpu-v2-8 --family fc --cv 5",
                 "paradnn predict --store outputs/quick/results.sqlite --platform tpu-v2-8 --family fc --replay 0.05,0.1,0.2"],
+    "project": ["paradnn project --from tpu-v2-8 --to tpu-v3-8 --family fc",
+                "paradnn project --from tpu-v2-8 --to tpu-v3-8 --family fc --batch-scale 2 --json",
+                "paradnn project --from tpu-v2-8 --to h100 --dtype bfloat16 --family fc "
+                "layer_4-node_512-input_2000-output_1000-bs_8192"],
     "scorecard": ["paradnn scorecard --store outputs/quick/results.sqlite",
                   "paradnn scorecard --store outputs/quick/results.sqlite --json"],
     "merge": ["paradnn merge laptop.sqlite xeon-lab.sqlite --store outputs/study/results.sqlite",
@@ -641,6 +645,46 @@ def predict(labels: tuple[str, ...], store_path: str, platform_id: str, family: 
                ("measured_step_time_s", "{:.4g}")]  # fmt: skip
     _print_table(out.to_dict("records"), columns)
     click.echo(f"model: {model.n} measured {family} configurations on {platform_id}; 90% intervals", err=True)
+
+
+@main.command(epilog=_epilog("project", labels=True))
+@click.argument("labels", nargs=-1)
+@click.option("--from", "source", required=True, help="Platform measured and profiled (e.g. tpu-v2-8, the original study's).")
+@click.option("--to", "target", required=True, help="Platform to project onto: a datasheet (tpu-v3-8, v100, a100, h100, "
+                                                      "h200) or a platform with measured ceilings in the store.")
+@click.option("--family", required=True, type=click.Choice(FAMILIES))
+@click.option("--store", "store_path", help="A results store to read profiles, steps and ceilings from "
+                                            "(default: none; the original study's data ships with paradnn).")
+@click.option("--batch-scale", default=1, show_default=True, type=int, help="Project each configuration at K times "
+                                                                            "its batch, from --from's row at that batch.")
+@click.option("--dtype", help="Compute dtype on --to (default: the one --from was measured in).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON: the summary and one row per configuration.")
+def project(labels: tuple[str, ...], source: str, target: str, family: str, store_path: str | None, batch_scale: int,
+            dtype: str | None, as_json: bool) -> None:  # fmt: skip
+    """Project step times measured on one platform onto another that is not at hand.
+
+    Each operation category of a measured step keeps its FLOPs and bytes: compute-bound ones
+    (intensity at or above the source's ridge point) scale by the two peaks' ratio, memory-bound
+    ones by the bandwidths', and infeed, barriers and untraced time stay as measured. See
+    docs/performance.md ("Projection").
+    """
+    from paradnn.analysis.projection import projection
+
+    if store_path is not None:
+        _checked_store(store_path)
+    rows, summary = projection(store_path, source, target, family, list(labels) or None, batch_scale, dtype)
+    if as_json:
+        _emit({"summary": summary, "rows": [{k: _finite(v) for k, v in r.items()} for r in rows.to_dict("records")]}, True)
+        return
+    rows = rows.assign(**{f"{b}_share": [r[b] for r in rows["bound"]] for b in ("compute", "memory", "overhead")})
+    _print_table(rows.to_dict("records"), [("projected_label", "{}"), ("source_step_time_s", "{:.4g}"),
+                                           ("projected_step_time_s", "{:.4g}"), ("speedup", "{:.2f}"),
+                                           ("compute_share", "{:.0%}"), ("memory_share", "{:.0%}"),
+                                           ("overhead_share", "{:.0%}"), ("measured_step_time_s", "{:.4g}")])  # fmt: skip
+    click.echo(f"{summary['n']} {family} configurations of {source} projected onto {target} ({summary['to']['source']}); "
+               f"median speedup {summary['median_speedup']:.2f}x (range {summary['min_speedup']:.2f}-"
+               f"{summary['max_speedup']:.2f}); peak ratio {summary['peak_ratio']:.2f}x, bandwidth ratio "
+               f"{summary['bandwidth_ratio']:.2f}x", err=True)  # fmt: skip
 
 
 def _lines(path: str) -> list[str]:

@@ -1,0 +1,272 @@
+"""Projection onto a platform that is not at hand: a measured step, split by operation, scaled op by op.
+
+The paper reasons about TPU v3 from v2 this way (Fig. 6), and Habitat (Yu et al., 2021)
+predicts GPUs the same way: each operation category of a step measured on platform P keeps
+its FLOPs and bytes on Q; one whose intensity (FLOPs/byte) is at or above P's ridge point
+is compute-bound and runs ``peak_P / peak_Q`` times as long, one below it is memory-bound
+and scales by the bandwidth ratio, and what no device speeds up (infeed, host waits, time
+the profile did not cover) is kept as it is. A projection is therefore never faster than
+the larger of the two ratios allows, and never slower than P.
+
+Profiles come from a store's ``traces`` table (op categories per configuration). The
+original study's TPU v2-8 traces ship with the package and are read from there when the
+store holds no profile of ``tpu-v2-8``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from dataclasses import dataclass
+
+import pandas as pd
+
+from paradnn import families
+from paradnn.config import ConfigError
+from paradnn.platform import DATASHEETS
+
+ORIGINAL = "tpu-v2-8"  # the platform whose profiles ship with the package
+# Categories a faster device does not shorten: the host feeding the device, and barriers.
+OVERHEAD_CATEGORIES = frozenset({"infeed", "after-all"})
+UNTRACED = "untraced"  # the share of P's step its profile did not cover: kept as overhead
+BOUNDS = ("compute", "memory", "overhead")
+
+
+@dataclass(frozen=True)
+class Peaks:
+    """What a platform can do at most for one compute dtype: FLOP/s and bytes/s, and where from."""
+
+    platform: str
+    dtype: str
+    flops: float
+    bandwidth: float
+    source: str
+
+    @property
+    def ridge(self) -> float:
+        """The roofline's ridge point: the intensity (FLOPs/byte) above which a step is compute-bound."""
+        return self.flops / self.bandwidth
+
+
+def datasheet_peaks(platform: str, dtype: str) -> Peaks:
+    """The vendor peaks of a known device (:data:`paradnn.platform.DATASHEETS`) for ``dtype``."""
+    sheet = DATASHEETS.get(platform)
+    if sheet is None:
+        raise ConfigError("platform", platform, f"a datasheet ({', '.join(DATASHEETS)}) or a platform with measured ceilings")
+    if dtype not in sheet.peak_flops:
+        raise ConfigError("--dtype", dtype, f"a compute dtype of {platform}'s datasheet: {', '.join(sheet.peak_flops)}")
+    return Peaks(platform, dtype, sheet.peak_flops[dtype], sheet.memory_bandwidth, f"datasheet:{platform}")
+
+
+def measured_peaks(platform: str, dtype: str, platforms: pd.DataFrame) -> Peaks | None:
+    """The best measured matmul FLOP/s and copy bandwidth of ``platform`` in a store's platforms
+    table (a maximum over its fingerprints and trials), or None where it has no such ceilings."""
+    from paradnn.store.peaks import ceiling_of, platform_ceilings
+
+    rows = platforms[platforms["platform"] == platform] if "platform" in platforms else platforms.iloc[0:0]
+    ceilings = platform_ceilings(rows).values()
+    flops = max((ceiling_of(c, dtype) for c in ceilings), default=0.0)
+    bandwidth = max((max([float(v) for v in (c.get("copy_bandwidth") or {}).values() if v], default=0.0) for c in ceilings),
+                    default=0.0)  # fmt: skip
+    if flops <= 0 or bandwidth <= 0:
+        return None
+    return Peaks(platform, dtype, flops, bandwidth, "measured")
+
+
+def peaks_for(platform: str, dtype: str, platforms: pd.DataFrame) -> Peaks:
+    """A platform's peaks: its datasheet where one exists, else its measured ceilings in the store."""
+    if platform in DATASHEETS:
+        return datasheet_peaks(platform, dtype)
+    found = measured_peaks(platform, dtype, platforms)
+    if found is None:
+        measured = sorted(set(platforms.get("platform", [])))
+        raise ConfigError("platform", platform, f"a datasheet ({', '.join(DATASHEETS)}) or a platform with measured "
+                                                f"{dtype} ceilings in the store ({', '.join(measured) or 'none'})")  # fmt: skip
+    return found
+
+
+def scale_factor(flops: float, bytes_: float, category: str, source: Peaks, target: Peaks) -> tuple[str, float]:
+    """The bound of one operation category on ``source`` and by how much its time is multiplied on ``target``."""
+    if category in OVERHEAD_CATEGORIES or category == UNTRACED or (flops <= 0 and bytes_ <= 0):
+        return "overhead", 1.0
+    intensity = math.inf if bytes_ <= 0 else flops / bytes_
+    if intensity >= source.ridge:
+        return "compute", source.flops / target.flops
+    return "memory", source.bandwidth / target.bandwidth
+
+
+def project_step(profile: pd.DataFrame, step_time_s: float, source: Peaks, target: Peaks) -> dict:
+    """Project one configuration's step (``profile``: category, time_s, flops, bytes of one step on
+    ``source``; ``step_time_s``: its measured step) onto ``target``.
+
+    Returns the projected step, the speedup (source step over projection), each bound's share
+    of the source step, and a bracket: the projection if every scaled category gained the
+    smaller ratio, and if every one gained the larger (the uncertainty of the bound labels).
+    """
+    profile = profile[["category", "time_s", "flops", "bytes"]].copy()
+    untraced = step_time_s - float(profile["time_s"].sum())
+    if untraced > 0:
+        profile.loc[len(profile)] = [UNTRACED, untraced, 0.0, 0.0]
+    rows = [scale_factor(f, b, c, source, target) for c, f, b in zip(profile["category"], profile["flops"], profile["bytes"])]
+    profile["bound"] = [bound for bound, _ in rows]
+    profile["factor"] = [factor for _, factor in rows]
+    projected = float((profile["time_s"] * profile["factor"]).sum())
+    total = float(profile["time_s"].sum())
+    ratios = (source.flops / target.flops, source.bandwidth / target.bandwidth)
+    scaled = profile["bound"] != "overhead"
+    fixed = float(profile.loc[~scaled, "time_s"].sum())
+    moved = float(profile.loc[scaled, "time_s"].sum())
+    shares = profile.groupby("bound")["time_s"].sum() / total if total > 0 else pd.Series(dtype=float)
+    return {
+        "projected_step_time_s": projected,
+        "speedup": total / projected if projected > 0 else math.nan,
+        "bound": {b: round(float(shares.get(b, 0.0)), 4) for b in BOUNDS},
+        "interval_s": [fixed + moved * min(ratios), fixed + moved * max(ratios)],
+    }
+
+
+def trace_profiles(traces: pd.DataFrame, platform: str) -> pd.DataFrame:
+    """Per-category profiles (label, category, time_share, flops_per_byte, bytes) of ``platform``
+    from a store's traces table (the original study's op breakdowns): the category rows only."""
+    from paradnn.store.legacy import WHOLE
+
+    rows = traces[(traces["platform"] == platform) & (traces["category"] != WHOLE)].copy()
+    rows["time_share"] = pd.to_numeric(rows["time_perc"]).fillna(0.0) / 100
+    rows["bytes_share"] = pd.to_numeric(rows["raw_mb"]).fillna(0.0) * 1e6
+    rows["intensity"] = pd.to_numeric(rows["intensity"]).fillna(0.0)
+    return rows[["label", "category", "time_share", "intensity", "bytes_share"]].reset_index(drop=True)
+
+
+@functools.lru_cache(maxsize=1)
+def bundled_original() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The original study's TPU v2-8 sweep rows and traces, read from the package data (nothing
+    written; read once per process, callers copy before changing them)."""
+    from paradnn.store.legacy import bundled_files, load_file
+
+    results, traces = [], []
+    for path in bundled_files():
+        loaded = load_file(path)
+        if loaded.platform.name == ORIGINAL:
+            results += loaded.results
+            traces += loaded.traces
+    return pd.DataFrame(results), pd.DataFrame(traces)
+
+
+@dataclass(frozen=True)
+class Source:
+    """What a projection starts from: P's measured steps (latest ok row per label) and profiles."""
+
+    platform: str
+    dtype: str
+    steps: pd.Series  # label -> measured step time (s)
+    profiles: pd.DataFrame  # trace_profiles() rows
+    where: str  # "store" or "bundled"
+
+
+def source_of(platform: str, family: str, results: pd.DataFrame, traces: pd.DataFrame) -> Source:
+    """P's steps and profiles from the store, else (for the original study's TPU v2-8) the package data."""
+    profiles = trace_profiles(traces, platform) if not traces.empty else pd.DataFrame()
+    where = "store"
+    if profiles.empty and platform == ORIGINAL:
+        results, traces = bundled_original()
+        profiles, where = trace_profiles(traces, platform), "bundled"
+    if profiles.empty:
+        raise ConfigError("--from", platform, f"a platform with op profiles of {family} (profiles exist for "
+                                              f"{ORIGINAL}, from the original study; profiling this machine for "
+                                              "projection is not built yet)")  # fmt: skip
+    ok = results[(results["platform"] == platform) & (results["family"] == family) & (results["state"] == "ok")]
+    ok = ok.sort_values("finished_at", na_position="first") if "finished_at" in ok else ok
+    profiles = profiles[profiles["label"].isin(set(ok["label"]))]
+    if profiles.empty:
+        raise ConfigError("--family", family, f"a family with op profiles on {platform}")
+    dtype = str(ok["compute_dtype"].mode().iloc[0])
+    steps = ok.groupby("label")["step_time_s"].last().astype(float)
+    return Source(platform, dtype, steps, profiles, where)
+
+
+def step_profile(source: Source, label: str) -> pd.DataFrame:
+    """One configuration's profile in seconds of its measured step: category, time_s, flops, bytes."""
+    rows = source.profiles[source.profiles["label"] == label]
+    step = float(source.steps[label])
+    return pd.DataFrame({"category": rows["category"].to_numpy(), "time_s": (rows["time_share"] * step).to_numpy(),
+                         "flops": (rows["intensity"] * rows["bytes_share"]).to_numpy(),
+                         "bytes": rows["bytes_share"].to_numpy()})  # fmt: skip
+
+
+def scaled_label(family: str, label: str, batch_scale: int) -> str:
+    """The label of ``label`` at ``batch_scale`` times its batch."""
+    config = families.parse_label(family, label)
+    return dataclasses.replace(config, batch=config.batch * batch_scale).label if batch_scale != 1 else label
+
+
+def project(source: Source, src: Peaks, target: Peaks, family: str, labels: list[str] | None = None,
+            batch_scale: int = 1, measured: pd.DataFrame | None = None) -> pd.DataFrame:  # fmt: skip
+    """Project ``labels`` (default: every profiled one) of ``source`` (peaks ``src``) onto ``target``.
+
+    With ``batch_scale`` K each configuration is projected at K times its batch, from P's
+    measurement at that batch; its speedup is then in examples/s over P at the original
+    batch (the paper's 3x for TPU v3: a doubled batch on a doubled memory). A label P did
+    not measure and profile is an error when named, skipped otherwise. ``measured``: Q's
+    own rows (label, step_time_s), shown beside the projections where they exist.
+    """
+    profiled = set(source.profiles["label"])
+    named = labels is not None
+    rows = []
+    for label in labels if named else sorted(profiled):
+        families.parse_label(family, label)
+        at = scaled_label(family, label, batch_scale)
+        if at not in profiled or label not in source.steps:
+            if named:
+                missing = label if label not in source.steps else at
+                raise ConfigError("LABEL", missing, f"a configuration {source.platform} measured and profiled "
+                                                    f"({len(profiled)} of {family}; e.g. {min(profiled)})")  # fmt: skip
+            continue
+        out = project_step(step_profile(source, at), float(source.steps[at]), src, target)
+        base = float(source.steps[label])
+        speedup = (batch_scale / out["projected_step_time_s"]) / (1 / base)
+        truth = None
+        if measured is not None and not measured.empty:
+            hit = measured[measured["label"] == at]["step_time_s"]
+            truth = float(hit.iloc[-1]) if len(hit) else None
+        rows.append({"label": label, "projected_label": at, "source_step_time_s": base, **out, "speedup": speedup,
+                     "measured_step_time_s": truth})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def summary(projected: pd.DataFrame, source: Peaks, target: Peaks) -> dict:
+    """Median speedup, its range, and the datasheet ratios it must stay within (at the same batch)."""
+    speed = projected["speedup"]
+    return {"n": int(len(projected)), "median_speedup": float(speed.median()) if len(speed) else math.nan,
+            "min_speedup": float(speed.min()) if len(speed) else math.nan,
+            "max_speedup": float(speed.max()) if len(speed) else math.nan,
+            "peak_ratio": target.flops / source.flops, "bandwidth_ratio": target.bandwidth / source.bandwidth}  # fmt: skip
+
+
+def projection(store: str | None, source: str, target: str, family: str, labels: list[str] | None = None,
+               batch_scale: int = 1, dtype: str | None = None) -> tuple[pd.DataFrame, dict]:  # fmt: skip
+    """Project ``family``'s configurations measured on platform ``source`` onto ``target`` (a
+    datasheet or a platform with measured ceilings in ``store``; None: no store, the bundled
+    original study only). ``dtype``: the compute dtype on the target (default: the source's).
+    Returns the rows (:func:`project`) and a summary with both platforms' peaks."""
+    from paradnn.store import Store
+
+    families.get(family)
+    if isinstance(batch_scale, bool) or not isinstance(batch_scale, int) or not 1 <= batch_scale <= 64:
+        raise ConfigError("--batch-scale", batch_scale, "a whole number from 1 to 64")
+    if source == target:
+        raise ConfigError("--to", target, f"a platform other than --from {source}")
+    results, traces, platforms = pd.DataFrame(columns=["platform"]), pd.DataFrame(), pd.DataFrame(columns=["platform"])
+    if store is not None:
+        with Store(store, create=False, readonly=True) as s:
+            results, traces, platforms = s.results(), s.traces(), s.platforms()
+    start = source_of(source, family, results, traces)
+    src = peaks_for(source, start.dtype, platforms)
+    dst = peaks_for(target, dtype or start.dtype, platforms)
+    theirs = None
+    if "state" in results:
+        same = (results["platform"] == target) & (results["family"] == family) & (results["compute_dtype"] == dst.dtype)
+        theirs = results[same & (results["state"] == "ok")].sort_values("finished_at")  # Q's own step, same dtype
+    rows = project(start, src, dst, family, labels, batch_scale, theirs)
+    return rows, {**summary(rows, src, dst), "from": vars(src), "to": vars(dst), "profiles": start.where,
+                  "batch_scale": batch_scale}  # fmt: skip

@@ -1,0 +1,117 @@
+"""Projection onto a platform not at hand (issue 26): the arithmetic, the bundled TPU v2 profiles, bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+import paradnn
+from paradnn.analysis import projection as pj
+from paradnn.config import ConfigError
+from paradnn.store import Store
+
+P = pj.Peaks("p", "float32", flops=100.0, bandwidth=10.0, source="test")  # ridge: 10 FLOPs/byte
+Q = pj.Peaks("q", "float32", flops=300.0, bandwidth=20.0, source="test")
+LABEL = "layer_4-node_512-input_2000-output_1000-bs_8192"
+
+
+def synthetic() -> pd.DataFrame:
+    """A 4 s step: 1 s of matmul (intensity 20: compute-bound), 2 s element-wise (0.1: memory), 0.5 s infeed."""
+    return pd.DataFrame({"category": ["matmul", "element-wise", "infeed"], "time_s": [1.0, 2.0, 0.5],
+                         "flops": [200.0, 10.0, 0.0], "bytes": [10.0, 100.0, 8.0]})  # fmt: skip
+
+
+def test_each_category_scales_by_its_bound_and_the_rest_is_kept():
+    out = pj.project_step(synthetic(), 4.0, P, Q)
+    # matmul 1/3 s, element-wise 2 x 10/20 = 1 s, infeed 0.5 s and 0.5 s untraced kept
+    assert out["projected_step_time_s"] == pytest.approx(1 / 3 + 1 + 0.5 + 0.5)
+    assert out["speedup"] == pytest.approx(4 / (7 / 3))
+    assert out["bound"] == {"compute": 0.25, "memory": 0.5, "overhead": 0.25}
+    assert out["interval_s"] == pytest.approx([1 + 3 * (1 / 3), 1 + 3 * 0.5])  # every scaled op at each ratio
+
+
+def test_the_ridge_point_separates_compute_from_memory():
+    at_ridge = pj.scale_factor(100.0, 10.0, "matmul", P, Q)
+    below = pj.scale_factor(99.0, 10.0, "matmul", P, Q)
+    assert at_ridge == ("compute", pytest.approx(1 / 3)) and below == ("memory", pytest.approx(0.5))
+    assert pj.scale_factor(0.0, 0.0, "element-wise", P, Q) == ("overhead", 1.0)
+    assert pj.scale_factor(1e9, 1.0, "infeed", P, Q) == ("overhead", 1.0)
+
+
+@pytest.fixture(scope="module")
+def fresh_store(tmp_path_factory):
+    path = tmp_path_factory.mktemp("projection") / "fresh.sqlite"
+    Store(path).close()
+    return path
+
+
+def test_tpu_v2_onto_v3_from_a_fresh_store_stays_within_the_datasheets(fresh_store):
+    """The original study's traces ship with paradnn: a store without them still projects TPU v2 -> v3."""
+    rows, summary = paradnn.project("tpu-v2-8", "tpu-v3-8", "fc", store=fresh_store)
+    assert summary["profiles"] == "bundled" and summary["n"] == len(rows) == 230  # the 230 traced configurations
+    assert summary["peak_ratio"] == pytest.approx(420 / 180) and summary["bandwidth_ratio"] == pytest.approx(1.5)
+    assert (rows["speedup"] >= 1).all() and (rows["speedup"] <= 420 / 180 + 1e-9).all()
+    low, high = zip(*rows["interval_s"])
+    assert (pd.Series(low) <= rows["projected_step_time_s"] + 1e-12).all()
+    assert (rows["projected_step_time_s"] <= pd.Series(high) + 1e-12).all()
+    assert rows["measured_step_time_s"].isna().all()  # nobody measured a TPU v3 here
+    assert Store(fresh_store).count() == 0  # read only
+
+
+def test_a_doubled_batch_projects_from_the_measurement_at_that_batch():
+    rows, summary = paradnn.project("tpu-v2-8", "tpu-v3-8", "fc", [LABEL.replace("bs_8192", "bs_4096")], batch_scale=2)
+    assert list(rows["projected_label"]) == [LABEL]
+    single, _ = paradnn.project("tpu-v2-8", "tpu-v3-8", "fc", [LABEL])
+    # examples/s at 2B on Q over examples/s at B on P
+    expected = (2 / single["projected_step_time_s"].iloc[0]) / (1 / rows["source_step_time_s"].iloc[0])
+    assert rows["speedup"].iloc[0] == pytest.approx(expected)
+
+
+def test_the_target_s_own_rows_are_shown_beside_the_projection(tmp_path):
+    """Imported V100 rows of configurations the TPU traces also cover come back as measured_step_time_s."""
+    store = tmp_path / "legacy.sqlite"
+    with Store(store) as s:
+        from paradnn.store.legacy import import_bundled
+
+        import_bundled(s)
+        v100 = s.results(platform="v100", state="ok").set_index("label")["step_time_s"]
+    rows, summary = paradnn.project("tpu-v2-8", "v100", "fc", store=store, dtype="float16")
+    assert summary["profiles"] == "store" and summary["to"]["source"] == "datasheet:v100"
+    shown = rows.dropna(subset=["measured_step_time_s"]).set_index("label")["measured_step_time_s"]
+    assert len(shown) > 0 and set(shown.index) == set(rows["label"]) & set(v100.index)
+    assert shown.to_dict() == pytest.approx(v100[shown.index].to_dict())
+
+
+@pytest.mark.parametrize(
+    "args,kwargs,needle",
+    [
+        (("tpu-v2-8", "tpu-v9", "fc"), {}, "platform: 'tpu-v9' is not valid"),
+        (("tpu-v2-8", "tpu-v3-8", "cnn"), {}, "--family: 'cnn' is not valid; allowed: a family with op profiles on tpu-v2-8"),
+        (("cpu", "tpu-v3-8", "fc"), {}, "--from: 'cpu' is not valid; allowed: a platform with op profiles of fc"),
+        (("tpu-v2-8", "tpu-v3-8", "fc", ["layer_1-node_8-input_8-output_8-bs_8"]), {}, "LABEL: 'layer_1-node_8"),
+        (("tpu-v2-8", "v100", "fc"), {}, "--dtype: 'bfloat16' is not valid; allowed: a compute dtype of v100's datasheet"),
+        (("tpu-v2-8", "tpu-v3-8", "fc"), {"batch_scale": 0}, "--batch-scale: 0 is not valid"),
+        (("tpu-v2-8", "tpu-v2-8", "fc"), {}, "--to: 'tpu-v2-8' is not valid; allowed: a platform other than"),
+    ],
+)
+def test_bad_input_names_what_was_wrong(args, kwargs, needle):
+    with pytest.raises(ConfigError) as info:
+        paradnn.project(*args, **kwargs)
+    assert needle in str(info.value)
+
+
+def test_the_command_prints_json_and_refuses_bad_input_in_one_line(fresh_store):
+    command = [sys.executable, "-m", "paradnn.cli", "project", "--from", "tpu-v2-8", "--family", "fc",
+               "--store", str(fresh_store)]
+    done = subprocess.run([*command, "--to", "tpu-v3-8", "--json", LABEL], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["summary"]["n"] == 1 and out["rows"][0]["label"] == LABEL
+    assert {"projected_step_time_s", "speedup", "bound", "interval_s", "measured_step_time_s"} <= set(out["rows"][0])
+    bad = subprocess.run([*command, "--to", "nowhere"], capture_output=True, text=True)
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+    assert "platform: 'nowhere' is not valid" in bad.stderr
