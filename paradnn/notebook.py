@@ -297,6 +297,34 @@ def caption(text: str) -> None:
     display(Markdown(f"*{literal(text)}*"))
 
 
+def projection_section(store: str | Path, source: str = "tpu-v2-8", target: str = "tpu-v3-8") -> list:
+    """Fig. 6b projected: the original study's TPU v2 FC steps, op category by op category,
+    onto a TPU v3 datasheet, at each configuration's batch and at twice it. Shows the figure,
+    its caption and a table of the bounds; returns observation 5's projected verdict and the
+    package's check that no same-batch projection exceeds the datasheets' larger ratio."""
+    from IPython.display import display
+
+    from paradnn.analysis import observations as obs
+    from paradnn.analysis import plots
+    from paradnn.analysis.projection import dominant_bound, generation_verdict, projection
+
+    same, summary = projection(str(store), source, target, "fc")
+    doubled, _ = projection(str(store), source, target, "fc", batch_scale=2)
+    show(plots.projected_speedups(same, doubled, summary, f"FC speedup of {target} over {source}, projected (Fig. 6b)"))
+    verdict = generation_verdict(same, doubled, summary)
+    caption(f"{verdict.sentence} Projected from the {summary['profiles']} TPU v2 op traces: every operation keeps its "
+            "FLOPs and bytes, infeed and untraced time are kept as measured; Fig. 6a and 6c need CNN and RNN traces, "
+            "which the original data does not have.")  # fmt: skip
+    table = same.assign(bound=dominant_bound(same)).groupby("bound")["speedup"].describe()[["count", "min", "50%", "max"]]
+    display(table.rename(columns={"50%": "median"}).round(2))
+    limit = max(summary["peak_ratio"], summary["bandwidth_ratio"])
+    within = bool((same["speedup"] <= limit * (1 + 1e-9)).all())
+    check = obs.Verdict("projected speedups stay within the datasheets", f"no projected speedup exceeds {limit:.2f}x",
+                        obs.HOLDS if within else obs.FAILS, f"largest {same['speedup'].max():.2f}x over {len(same)} "
+                        f"configurations at their own batch", platform=f"{source} -> {target}")  # fmt: skip
+    return [verdict, check]
+
+
 def platform_section(df: pd.DataFrame, baseline: str, target: str, families: list[str], paper_pair: bool = False) -> list:
     """Throughput maps, speedup maps, scatter, regression and summary of one platform pair.
 

@@ -485,7 +485,8 @@ def run_pipeline(
 
 def observations_table(observations: list[dict]) -> str:
     """All 14 observations in one HTML table: claim, then every verdict with platform, evidence and report."""
-    colours = {"holds": "#e6f4ea", "does not hold": "#fce8e6"}
+    colours = {"holds": "#e6f4ea", "does not hold": "#fce8e6", "holds (projected)": "#eef6f0",
+               "does not hold (projected)": "#fbefed"}
     rows = []
     for line in registry.summary(observations):
         verdicts = "".join(

@@ -115,3 +115,22 @@ def test_the_command_prints_json_and_refuses_bad_input_in_one_line(fresh_store):
     bad = subprocess.run([*command, "--to", "nowhere"], capture_output=True, text=True)
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
     assert "platform: 'nowhere' is not valid" in bad.stderr
+
+
+def _rows(speedups: list[float], bounds: list[str]) -> pd.DataFrame:
+    shares = [{b: float(b == bound) for b in pj.BOUNDS} for bound in bounds]
+    return pd.DataFrame({"speedup": speedups, "bound": shares})
+
+
+SUMMARY = {"from": {"platform": "tpu-v2-8"}, "to": {"platform": "tpu-v3-8"}, "peak_ratio": 2.0, "bandwidth_ratio": 1.5}
+
+
+def test_observation_5_is_a_projected_verdict_that_can_fail():
+    same = _rows([1.6, 1.2, 1.0], ["compute", "memory", "overhead"])  # 80% of 2.0 and of 1.5
+    assert pj.generation_verdict(same, _rows([2.6], ["compute"]), SUMMARY).verdict == "holds (projected)"
+    assert pj.generation_verdict(same, _rows([2.4], ["compute"]), SUMMARY).verdict == "does not hold (projected)"
+    slow = _rows([1.4, 1.2], ["compute", "memory"])  # compute-dominated at 70% of the peak ratio
+    assert pj.generation_verdict(slow, _rows([3.0], ["compute"]), SUMMARY).verdict == "does not hold (projected)"
+    only_memory = _rows([1.5], ["memory"])  # nothing compute-dominated: half the claim cannot be judged
+    verdict = pj.generation_verdict(only_memory, _rows([3.0], ["memory"]), SUMMARY)
+    assert verdict.verdict == "not enough data" and "no compute-dominated configuration among 1" in verdict.evidence

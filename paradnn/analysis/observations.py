@@ -29,6 +29,9 @@ from paradnn.analysis.regression import RegressionResult, regress
 from paradnn.analysis.speedup import SpeedupResult, compare
 
 HOLDS, FAILS, UNKNOWN = "holds", "does not hold", "not enough data"
+# Verdicts judged on projections (paradnn.analysis.projection), not on measurements of the platform.
+PROJECTED_HOLDS, PROJECTED_FAILS = "holds (projected)", "does not hold (projected)"
+UNKNOWN_SENTENCE = "there is not enough data to tell"
 AGREEMENT = 2 / 3
 FLAT = 0.02  # an adjacent step within 2% is flat
 
@@ -48,7 +51,8 @@ class Verdict:
     @property
     def sentence(self) -> str:
         """The verdict in words; "the paper found" only before a finding of the paper (an observation id)."""
-        here = {HOLDS: "it holds", FAILS: "it does not hold"}.get(self.verdict, "there is not enough data to tell")
+        here = {HOLDS: "it holds", FAILS: "it does not hold", PROJECTED_HOLDS: "projected, not measured, it holds",
+                PROJECTED_FAILS: "projected, not measured, it does not hold"}.get(self.verdict, UNKNOWN_SENTENCE)
         where = f" on {self.platform}" if self.platform else ""
         said = "The paper found that" if self.id else "paradnn checks (not a finding of the paper) that"
         return f"{said} {self.paper}; here{where} {here} ({self.evidence})."

@@ -504,3 +504,26 @@ def version_speedups(table: pd.DataFrame, title: str) -> plt.Figure:
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
     fig.tight_layout()
     return fig
+
+
+def projected_speedups(same: pd.DataFrame, doubled: pd.DataFrame, summary: dict, title: str) -> plt.Figure:
+    """Fig. 6b, projected: each configuration's speedup against its operational intensity on the
+    source platform, at its own batch and at twice it, with the ridge point and both datasheet ratios."""
+    src, dst = summary["from"], summary["to"]
+    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    ax.scatter(same["intensity"], same["speedup"], s=14, label="same batch", color="tab:blue")
+    if len(doubled):
+        ax.scatter(doubled["intensity"], doubled["speedup"], s=14, marker="^", label="doubled batch", color="tab:orange")
+    ax.set_xscale("log")
+    ax.axvline(src["flops"] / src["bandwidth"], color="grey", ls=":", lw=1)
+    ax.text(src["flops"] / src["bandwidth"], 0.98, f" ridge {src['flops'] / src['bandwidth']:.0f} FLOPs/byte",
+            transform=ax.get_xaxis_transform(), fontsize=8, color="grey", va="top", ha="left")  # fmt: skip
+    for ratio, name in ((summary["peak_ratio"], "peak ratio"), (summary["bandwidth_ratio"], "bandwidth ratio")):
+        ax.axhline(ratio, color="black", ls="--", lw=0.8)
+        ax.annotate(f"{name} {ratio:.2f}x", (ax.get_xlim()[0], ratio), fontsize=8, va="bottom")
+    ax.set_xlabel(f"operational intensity on {src['platform']} (FLOPs/byte, log scale)")
+    ax.set_ylabel(f"projected speedup, {dst['platform']} over {src['platform']} (x)")
+    ax.set_title(title)
+    ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    return fig

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from paradnn import families
+from paradnn.analysis.observations import PROJECTED_FAILS, PROJECTED_HOLDS, UNKNOWN, Verdict
 from paradnn.config import ConfigError
 from paradnn.platform import DATASHEETS
 
@@ -222,15 +223,18 @@ def project(source: Source, src: Peaks, target: Peaks, family: str, labels: list
                 raise ConfigError("LABEL", missing, f"a configuration {source.platform} measured and profiled "
                                                     f"({len(profiled)} of {family}; e.g. {min(profiled)})")  # fmt: skip
             continue
-        out = project_step(step_profile(source, at), float(source.steps[at]), src, target)
+        profile = step_profile(source, at)
+        out = project_step(profile, float(source.steps[at]), src, target)
+        moved = float(profile["bytes"].sum())
         base = float(source.steps[label])
         speedup = (batch_scale / out["projected_step_time_s"]) / (1 / base)
         truth = None
         if measured is not None and not measured.empty:
             hit = measured[measured["label"] == at]["step_time_s"]
             truth = float(hit.iloc[-1]) if len(hit) else None
-        rows.append({"label": label, "projected_label": at, "source_step_time_s": base, **out, "speedup": speedup,
-                     "measured_step_time_s": truth})  # fmt: skip
+        rows.append({"label": label, "projected_label": at, "source_step_time_s": base,
+                     "intensity": float(profile["flops"].sum()) / moved if moved > 0 else math.nan,
+                     **out, "speedup": speedup, "measured_step_time_s": truth})  # fmt: skip
     return pd.DataFrame(rows)
 
 
@@ -270,3 +274,48 @@ def projection(store: str | None, source: str, target: str, family: str, labels:
     rows = project(start, src, dst, family, labels, batch_scale, theirs)
     return rows, {**summary(rows, src, dst), "from": vars(src), "to": vars(dst), "profiles": start.where,
                   "batch_scale": batch_scale}  # fmt: skip
+
+
+# O5's rule: configurations dominated by one bound reach at least this share of its ratio,
+# and the doubled batch reaches at least DOUBLED_AT_LEAST somewhere (the paper: about 3x).
+SHARE_OF_RATIO = 0.75
+DOUBLED_AT_LEAST = 2.5
+
+
+def dominant_bound(rows: pd.DataFrame) -> pd.Series:
+    """The bound (compute, memory, overhead) that takes the largest share of each configuration's step."""
+    return pd.Series([max(BOUNDS, key=lambda b: shares[b]) for shares in rows["bound"]], index=rows.index, dtype=object)
+
+
+def generation_verdict(same: pd.DataFrame, doubled: pd.DataFrame, summary_: dict) -> Verdict:
+    """Observation 5 judged on projections (``same``: at each configuration's batch; ``doubled``:
+    at twice it): holds (projected) when compute-dominated configurations reach 75% of the peak
+    ratio, memory-dominated ones 75% of the bandwidth ratio (medians), and some doubled-batch
+    configuration reaches 2.5x. Fails when any of the three falls short."""
+    paper = ("TPU v3 speeds up compute-bound operations by the peak ratio (2.3x), memory-bound ones by the bandwidth "
+             "ratio (1.5x), and about 3x where its doubled memory doubles the batch")  # fmt: skip
+    platform = f"{summary_['from']['platform']} -> {summary_['to']['platform']}"
+    if same.empty or doubled.empty:
+        return Verdict("speedup of a newer generation, projected", paper, UNKNOWN, "no projected configurations",
+                       id="O5", platform=platform)  # fmt: skip
+    bound = dominant_bound(same)
+    medians = same.groupby(bound)["speedup"].median()
+    targets = {"compute": summary_["peak_ratio"], "memory": summary_["bandwidth_ratio"]}
+    reached = {b: float(medians[b]) / targets[b] for b in targets if b in medians}
+    best = float(doubled["speedup"].max())
+    if len(reached) < 2:  # the claim is about both kinds of operation
+        return Verdict("speedup of a newer generation, projected", paper, UNKNOWN,
+                       f"no {' or '.join(sorted(set(targets) - set(reached)))}-dominated configuration among "
+                       f"{len(same)}", id="O5", platform=platform)  # fmt: skip
+    holds = min(reached.values()) >= SHARE_OF_RATIO and best >= DOUBLED_AT_LEAST
+    counts = bound.value_counts()
+    evidence = "; ".join(f"{b}-dominated median {medians[b]:.2f}x of {targets[b]:.2f}x (n={counts[b]})" for b in targets
+                         if b in medians)  # fmt: skip
+    evidence += (f"; host-bound (infeed, idle) configurations median {medians.get('overhead', math.nan):.2f}x "
+                 f"(n={counts.get('overhead', 0)}); doubled batch up to {best:.2f}x over {len(doubled)} configurations; "
+                 f"rule: each median >= {SHARE_OF_RATIO:.0%} of its ratio and a doubled batch >= "
+                 f"{DOUBLED_AT_LEAST}x")  # fmt: skip
+    numbers = {"median_speedup_by_bound": {b: float(v) for b, v in medians.items()}, "ratios": targets,
+               "max_doubled_speedup": best, "n": int(len(same)), "n_doubled": int(len(doubled))}  # fmt: skip
+    return Verdict("speedup of a newer generation, projected", paper, PROJECTED_HOLDS if holds else PROJECTED_FAILS,
+                   evidence, numbers, id="O5", platform=platform)  # fmt: skip
