@@ -165,7 +165,8 @@ def test_adaptive_sweep_measures_its_budget_and_predicts_the_rest(tmp_path):
     with Store(tmp_path / "r.sqlite") as store:
         first = adaptive.adaptive_sweep(configs, store, options, adaptive.Budget(configs=20), rounds=2, echo=lines.append,
                                         start_worker=lambda t: SyntheticWorker(t, {}), progress=_quiet)  # fmt: skip
-        assert first.measured == 20 and first.rounds == 2
+        assert first.measured == 20 and first.rounds == 2 and first.summary.already_done == 0
+        assert "64 configurations: 0 already in the store; this run: 20 ok" in first.summary.line()
         assert len(first.predicted) == 64 - 20 and set(first.predicted["label"]).isdisjoint(store.results()["label"])
         assert store.count() == 20 + len(first.remeasured)  # a repeat is an extra row, not part of the budget
         # an outlier: the model knows the platform now; a 5x slow answer is measured again, both rows kept
@@ -174,11 +175,54 @@ def test_adaptive_sweep_measures_its_budget_and_predicts_the_rest(tmp_path):
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(predict, "most_informative", lambda model, candidates, n: [target] if target in candidates.index else [])
             mp.setattr(predict, "space_filling", lambda *a, **k: [])
-            second = adaptive.adaptive_sweep(configs, store, options, adaptive.Budget(configs=12), rounds=1, echo=lines.append,
+            second = adaptive.adaptive_sweep(configs, store, options, adaptive.Budget(configs=21), rounds=1, echo=lines.append,
                                              start_worker=lambda t: SyntheticWorker(t, {}), progress=_quiet)  # fmt: skip
         rows = store.results().set_index("label")
     assert second.remeasured and target in second.remeasured[0] and "agrees with the model" in second.remeasured[0]
     assert len(rows.loc[[target]]) == 2 and lines == first.remeasured + second.remeasured
+
+
+def test_an_adaptive_budget_counts_what_the_store_holds(tmp_path):
+    """Interrupted after 13 of a 20 budget: 7 left; the rerun measures those 7, a third run nothing."""
+    from test_sweep_driver import FakeWorker
+
+    class Answers(FakeWorker):
+        interrupt_after: int | None = None
+        answered = 0
+
+        def __init__(self, target, script):
+            super().__init__(target, script)
+            self.ceilings = {"matmul_flops": {"float32": {"2048": CEILINGS.peak_flops}},
+                             "copy_bandwidth": {"64MB": CEILINGS.bandwidth}}  # fmt: skip
+
+        def recv(self):
+            if self.pending and Answers.interrupt_after is not None and Answers.answered >= Answers.interrupt_after:
+                raise KeyboardInterrupt
+            answer = super().recv()
+            if self.pending and "step_time_s" in answer.record:
+                answer.record["step_time_s"] = synthetic_step_s(parse_label("fc", self.pending))
+                Answers.answered += 1
+            return answer
+
+    configs = expand("fc", "smoke", GRID)
+    options = SweepOptions(settings=RunSettings(max_seconds=0.1), timeout_s=5, memory_budget_bytes=1e12)
+
+    def run(store):
+        return adaptive.adaptive_sweep(configs, store, options, adaptive.Budget(configs=20), rounds=2,
+                                       start_worker=lambda t: Answers(t, {}), progress=_quiet, echo=lambda _: None)  # fmt: skip
+
+    with Store(tmp_path / "r.sqlite") as store:
+        Answers.interrupt_after = 13
+        first = run(store)
+        assert first.summary.interrupted and first.measured == 13 and first.summary.left == 7
+        assert "interrupted, 7 left (rerun to resume)" in first.summary.line()
+        Answers.interrupt_after = None
+        second = run(store)
+        assert (second.summary.already_done, second.measured, second.summary.left) == (13, 7, 0)
+        third = run(store)
+        assert third.measured == 0 and "64 configurations: 20 already in the store; this run: nothing measured" in (
+            third.summary.line())
+        assert len(set(store.results()["label"])) == 20 and len(third.predicted) == 64 - 20
 
 
 def _quiet(*args, **kwargs):

@@ -103,10 +103,13 @@ def adaptive_sweep(configs: list[Config], store: Store, options: SweepOptions, b
         result.summary.interrupted |= part.interrupted
         result.measured += 0 if force else sum(part.states.values())
 
+    before = _tried(store, options, grid)  # this run's rows already in the store count against the budget
+    result.summary.already_done = len(before)
     design = max(predict.MIN_ROWS, (budget.configs or 0) // 2)
-    tried = _tried(store, options, grid)
-    measure([x for x in grid.index[predict.space_filling(grid, _family(grid), design, seed)] if x not in tried])
-    steps = predict.adaptive_steps(budget.configs - result.measured, rounds) if budget.configs else None
+    picks = [x for x in grid.index[predict.space_filling(grid, _family(grid), design, seed)] if x not in before]
+    measure(picks if budget.configs is None else picks[: max(0, budget.configs - len(before))])
+    spent = len(_tried(store, options, grid))
+    steps = predict.adaptive_steps(budget.configs - spent, rounds) if budget.configs else None
     while not result.summary.interrupted and _time_left(deadline) and (steps is None or result.rounds < len(steps)):
         model, candidates = _fit(store, options, grid, seed)
         if model is None or candidates.empty:
@@ -120,7 +123,9 @@ def adaptive_sweep(configs: list[Config], store: Store, options: SweepOptions, b
     model, candidates = _fit(store, options, grid, seed)
     if model is not None and not candidates.empty:
         result.predicted = candidates[["label"]].join(model.predict(candidates))
-    result.summary.already_done = len(grid) - result.measured - len(result.predicted)
+    if result.summary.interrupted:  # what a rerun would still measure: the budget's rest, or every untried cell
+        tried = len(_tried(store, options, grid))
+        result.summary.left = max(0, budget.configs - tried) if budget.configs else len(grid) - tried
     return result
 
 
