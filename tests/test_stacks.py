@@ -20,6 +20,7 @@ from paradnn.sweeps.driver import SweepOptions, run_sweep_stacks
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
     monkeypatch.setenv("PARADNN_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(stacks, "_check_imports", lambda python: None)  # the fake environments hold no Python
     return tmp_path / "cache" / "stacks"
 
 
@@ -57,6 +58,25 @@ def test_a_failed_build_leaves_nothing_and_an_incomplete_one_is_never_reused(cac
     assert list(cache.iterdir()) == []
     (cache / stack.key / "bin").mkdir(parents=True)  # a build interrupted before it completed
     assert stacks.python_of(stack) is None
+
+
+def test_an_environment_that_cannot_import_keras_is_refused_with_the_import_error(tmp_path, monkeypatch):
+    """uv installs fine, but the worker could not start (a TensorFlow without Keras 3): never marked complete."""
+
+    def uv_with_broken_python(*args: str) -> None:
+        if args[0] == "venv":
+            python = stacks.Path(args[-1]) / "bin" / "python"
+            python.parent.mkdir(parents=True, exist_ok=True)
+            python.write_text("#!/bin/sh\necho \"ModuleNotFoundError: No module named 'keras'\" >&2\nexit 1\n")
+            python.chmod(0o755)
+
+    monkeypatch.setenv("PARADNN_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(stacks, "_uv", uv_with_broken_python)
+    cache = tmp_path / "cache" / "stacks"
+    stack = stacks.parse("tensorflow==2.12.0")
+    with pytest.raises(stacks.StackFailed, match="cannot run a sweep worker: ModuleNotFoundError: No module named 'keras'"):
+        stacks.ensure(stack)
+    assert stacks.python_of(stack) is None and list(cache.iterdir()) == []
 
 
 @pytest.mark.parametrize("text", ["tensorflow===", "tensor flow==2", ",", "tensorflow==2.16; python_version >"])
@@ -164,3 +184,18 @@ def test_version_speedups_carry_a_bootstrap_interval_and_flag_the_noise():
     assert table.loc[("2.16.2", "2.21.0"), "against"] == "oldest"
     assert table.loc[("2.16.2", "2.21.0"), "geomean"] == pytest.approx(2.0, rel=0.05)
     assert table.loc[("2.16.2", "2.21.0"), "low"] > 1.8 and not table["within_noise"].any()
+
+
+def test_a_worker_that_dies_while_starting_reports_its_own_exit_code_and_error(tmp_path):
+    """Not the kill's -9: the worker's status and the last line it wrote to its environment's log."""
+    from paradnn.platform import Target
+    from paradnn.sweeps.driver import ProcessWorker
+
+    python = tmp_path / "env" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text("#!/bin/sh\necho \"ModuleNotFoundError: No module named 'keras'\" >&2\nexit 3\n")
+    python.chmod(0o755)
+    with pytest.raises(RuntimeError) as info:
+        ProcessWorker(Target(), python=str(python))
+    assert "died while starting (exit code 3): ModuleNotFoundError: No module named 'keras'" in str(info.value)
+    assert str(tmp_path / "env" / "worker.log") in str(info.value)

@@ -289,6 +289,15 @@ class Worker(Protocol):
     def stop(self) -> None: ...
 
 
+def _last_line(path: str) -> str:
+    """The last non-empty line of a worker's log (an environment's import error, say), or ''."""
+    try:
+        lines = [x.strip() for x in Path(path).read_text(errors="replace").splitlines() if x.strip()]
+    except OSError:
+        return ""
+    return lines[-1][:300] if lines else ""
+
+
 def _worker_entry(fd: int, target: Target) -> None:
     """The worker process's entry point (``python -c``): the driver's end of the socket is ``fd``."""
     from multiprocessing.connection import Connection
@@ -327,13 +336,22 @@ class ProcessWorker:
         try:
             message = self.conn.recv()
         except (EOFError, OSError):
+            code = self._exit_code()  # before kill(), which would report its own signal
             self.kill()
-            raise RuntimeError(f"the worker died while starting (exit code {self.process.poll()}){where}") from None
+            why = f": {_last_line(log.name)}" if log is not None and _last_line(log.name) else ""
+            raise RuntimeError(f"the worker died while starting (exit code {code}){why}{where}") from None
         if isinstance(message, StartFailed):
             self.kill()
             raise ConfigError("--platform", target.id, message.error)
         self.info, self.ceilings = message.info, message.ceilings
         self.base_rss = self.rss()
+
+    def _exit_code(self, wait_s: float = 10.0) -> int | None:
+        """The worker's own exit status once it has exited (None if it is still running after ``wait_s``)."""
+        try:
+            return self.process.wait(wait_s)
+        except subprocess.TimeoutExpired:
+            return None
 
     def send(self, message: Measure | Describe | ChooseXLA | None) -> None:
         self.conn.send(message)

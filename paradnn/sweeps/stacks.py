@@ -13,6 +13,7 @@ configuration on every stack in turn.
 from __future__ import annotations
 
 import hashlib
+import os
 import platform as pyplatform
 import shutil
 import subprocess
@@ -101,6 +102,7 @@ def ensure(stack: Stack, echo=lambda line: None) -> Path:
         _uv("venv", "--quiet", "--allow-existing", "--python", sys.executable, str(scratch))
         _uv("pip", "install", "--quiet", "--python", str(python), *stack.requirements, *WORKER_REQUIREMENTS)
         _uv("pip", "install", "--quiet", "--python", str(python), "--no-deps", "-e", str(SOURCE))
+        _check_imports(python)
         (scratch / ".complete").write_text(stack.name + "\n")
         target = root() / stack.key
         if (target / ".complete").exists():  # another sweep finished the same build meanwhile
@@ -112,6 +114,18 @@ def ensure(stack: Stack, echo=lambda line: None) -> Path:
     except BaseException:
         shutil.rmtree(scratch, ignore_errors=True)
         raise
+
+
+def _check_imports(python: Path) -> None:
+    """StackFailed with the import error if the new environment cannot import what a sweep worker does
+    (a stack whose TensorFlow lacks Keras 3, say): such an environment is never marked complete."""
+    code = "import tensorflow, keras, paradnn.sweeps.driver"
+    quiet = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    result = subprocess.run([str(python), "-c", code], capture_output=True, text=True, env=quiet)
+    if result.returncode != 0:
+        lines = [line.strip() for line in result.stderr.splitlines() if line.strip()]
+        why = lines[-1] if lines else f"exit status {result.returncode}"
+        raise StackFailed(f"the environment cannot run a sweep worker: {why}")
 
 
 def _uv(*args: str) -> None:
