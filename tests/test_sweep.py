@@ -27,8 +27,14 @@ def paradnn(*args: str, env: dict | None = None, **kwargs) -> subprocess.Complet
     )
 
 
+def _default_sigint() -> None:
+    """Give the child Ctrl-C back: a suite started in the background (``make test &``) ignores SIGINT, and so would it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "paradnn.cli", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return subprocess.Popen([sys.executable, "-m", "paradnn.cli", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, preexec_fn=_default_sigint)  # fmt: skip
 
 
 def rows(store: Path):
