@@ -1,8 +1,13 @@
-"""Shared fixtures: the original study's data (shipped copy and oracle) and an isolated cache."""
+"""Shared fixtures: the original study's data (shipped copy and oracle), an isolated cache, one Ray at a time.
+
+The suite runs on every core (pytest-xdist, one file per worker); what two files must not do at once takes a lock.
+"""
 
 from __future__ import annotations
 
+import fcntl
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -34,3 +39,11 @@ def ceilings_cache(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("cache")
     os.environ["PARADNN_CACHE_DIR"] = str(path)
     return path
+
+
+@pytest.fixture(scope="module")
+def ray_alone():
+    """Hold the machine's one Ray lock: two local Ray clusters started at once by two workers may collide."""
+    with open(Path(tempfile.gettempdir()) / "paradnn-tests-ray.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.slow
-def test_benchmarks_run_on_tiny_settings(tmp_path):
+def test_benchmarks_run_on_tiny_settings(tmp_path, ray_alone):  # its Ray section starts a cluster
     out = tmp_path / "bench.json"
     result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "run.py"), "--tiny", "--output", str(out)],
                             capture_output=True, text=True, cwd=ROOT)  # fmt: skip

@@ -20,7 +20,7 @@ N = 6
 
 
 @pytest.fixture(scope="module")
-def cluster():
+def cluster(ray_alone):
     """A Ray head with one CPU; each test adds (and may kill) its own second node. Everything is stopped after."""
     c = ray_cluster_utils.Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
     yield c
