@@ -266,7 +266,10 @@ def test_sigterm_stops_a_sweep_like_ctrl_c(tmp_path):
 def test_ctrl_c_while_the_worker_starts_counts_what_is_left(tmp_path):
     store = tmp_path / "r.sqlite"
     proc = start("sweep", "fc", *TINY, "--max-seconds", "1", "--store", str(store))
-    time.sleep(1.0)  # the worker is still importing TensorFlow
+    end = time.monotonic() + 60
+    while not store.exists() and time.monotonic() < end:  # the driver is up (a fixed sleep loses on a loaded machine)
+        time.sleep(0.05)
+    time.sleep(0.3)  # its worker is still importing TensorFlow (seconds)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err

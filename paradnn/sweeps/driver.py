@@ -330,21 +330,29 @@ class ProcessWorker:
         child.close()
         self.conn = Connection(parent.detach())
         self.ps = psutil.Process(self.process.pid)
-        if not self.conn.poll(WORKER_START_TIMEOUT_S):
-            self.kill()
-            raise RuntimeError(f"the worker did not start within 5 minutes{where}")
         try:
-            message = self.conn.recv()
-        except (EOFError, OSError):
-            code = self._exit_code()  # before kill(), which would report its own signal
+            message = self._first_message(log.name if log is not None else None, where)
+        except KeyboardInterrupt:  # Ctrl-C while it imports TensorFlow: no worker outlives its driver
             self.kill()
-            why = f": {_last_line(log.name)}" if log is not None and _last_line(log.name) else ""
-            raise RuntimeError(f"the worker died while starting (exit code {code}){why}{where}") from None
+            raise
         if isinstance(message, StartFailed):
             self.kill()
             raise ConfigError("--platform", target.id, message.error)
         self.info, self.ceilings = message.info, message.ceilings
         self.base_rss = self.rss()
+
+    def _first_message(self, log: str | None, where: str) -> object:
+        """The worker's first message (its platform, or why it could not start); raises if it never comes."""
+        if not self.conn.poll(WORKER_START_TIMEOUT_S):
+            self.kill()
+            raise RuntimeError(f"the worker did not start within 5 minutes{where}")
+        try:
+            return self.conn.recv()
+        except (EOFError, OSError):
+            code = self._exit_code()  # before kill(), which would report its own signal
+            self.kill()
+            why = f": {_last_line(log)}" if log is not None and _last_line(log) else ""
+            raise RuntimeError(f"the worker died while starting (exit code {code}){why}{where}") from None
 
     def _exit_code(self, wait_s: float = 10.0) -> int | None:
         """The worker's own exit status once it has exited (None if it is still running after ``wait_s``)."""
