@@ -351,7 +351,8 @@ class ProcessWorker:
         except (EOFError, OSError):
             code = self._exit_code()  # before kill(), which would report its own signal
             self.kill()
-            why = f": {_last_line(log)}" if log is not None and _last_line(log) else ""
+            last = _last_line(log) if log is not None else ""
+            why = f": {last}" if last else ""
             raise RuntimeError(f"the worker died while starting (exit code {code}){why}{where}") from None
 
     def _exit_code(self, wait_s: float = 10.0) -> int | None:
