@@ -220,6 +220,8 @@ def platform(platform: str, as_json: bool, refresh: bool) -> None:
     click.echo("software:   " + _fmt(info["software"]))
     for dtype, rates in info["ceilings"]["matmul_flops"].items():
         click.echo(f"matmul {dtype:<9} " + ", ".join(f"{k} {v / 1e9:.1f} GFLOP/s" for k, v in rates.items()))
+        if line := plat.theoretical_sentence(info.get("theoretical"), max(rates.values()), dtype):
+            click.echo(" " * 17 + line)
     click.echo("copy bandwidth   " + ", ".join(f"{k} {v / 1e9:.1f} GB/s" for k, v in info["ceilings"]["copy_bandwidth"].items()))
 
 

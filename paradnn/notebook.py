@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from paradnn.config import ConfigError, check_number
+from paradnn.config import ConfigError, check_number, compute_dtype
+from paradnn.platform import theoretical_sentence
 from paradnn.store import Store
 
 if TYPE_CHECKING:
@@ -486,10 +487,13 @@ def roofline_section(store: str | Path, df: pd.DataFrame, platform: str, dtype: 
 
     with Store(store) as s:
         ceilings = ceilings_for(s.platforms(), platform, dtype)
+        infos = s.platform_infos(platform)
     points = model_points(df)
     if ceilings is not None and len(points):
         show(plots.roofline(points, ceilings, f"Roofline of every measured model on {platform} ({dtype})"))
-        caption(roofline_caption(points, ceilings))
+        theoretical = infos[0].get("theoretical") if infos and ceilings.source == "measured" else None
+        beside = theoretical_sentence(theoretical, ceilings.peak_flops, compute_dtype(dtype))
+        caption(roofline_caption(points, ceilings) + (" " + beside if beside else ""))
     else:
         print("No ceilings or no measured models for this platform: roofline skipped.")
     return ceilings, points

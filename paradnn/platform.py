@@ -39,6 +39,59 @@ DATASHEETS: dict[str, Datasheet] = {
     ]
 }
 
+# A CPU's theoretical peak, from what the machine exposes: vector width (flags), cores and its
+# maximum clock (cpufreq). The FMA units per core are not exposed anywhere; two is what server
+# x86 cores have had since Haswell, so the figure is an upper bound (Zen 4 splits a 512-bit FMA
+# into two 256-bit halves and reaches half of it at 512 bits).
+FMA_UNITS = 2
+AMX_BF16_FLOPS_PER_CYCLE = 1024  # Intel's figure per core for AMX tiles in bfloat16
+
+
+def cpu_flops_per_cycle(flags: set[str]) -> dict[str, tuple[float, str]]:
+    """FLOPs per cycle and core by compute dtype, with how each was formed: FMA units x float32
+    lanes x 2 (multiply and add); bfloat16 doubles that with AVX512_BF16's dot products, or is
+    the AMX tile rate where the core has AMX."""
+    lanes = 16 if "avx512f" in flags else 8 if {"avx2", "fma"} <= flags else 4
+    float32 = FMA_UNITS * lanes * 2.0
+    fp32_basis = f"{FMA_UNITS} FMA units (assumed) x {lanes} float32 lanes x 2 FLOPs"
+    if "amx_bf16" in flags:
+        bfloat16 = (float(AMX_BF16_FLOPS_PER_CYCLE), f"{AMX_BF16_FLOPS_PER_CYCLE} AMX FLOPs")
+    elif "avx512_bf16" in flags:
+        bfloat16 = (2 * float32, fp32_basis + " x 2 (AVX512_BF16 pairs)")
+    else:
+        bfloat16 = (float32, fp32_basis + " (bfloat16 computed in float32)")
+    return {"float32": (float32, fp32_basis), "bfloat16": bfloat16}
+
+
+def cpu_theoretical_peak(flags: set[str], cores: int, max_ghz: float | None) -> dict:
+    """The CPU's theoretical FLOP/s per dtype (cores x FLOPs per cycle x maximum clock) and how it
+    was formed. Without an exposed maximum clock (most VMs: no cpufreq) there is no peak, only the
+    per-cycle figure: the nominal clock a VM reports is below the turbo clock a matmul runs at."""
+    per_cycle = cpu_flops_per_cycle(flags)
+    clock = f" x {max_ghz:.2f} GHz" if max_ghz else " per cycle"
+    return {"flops_per_cycle": {d: cores * f for d, (f, _) in per_cycle.items()}, "max_ghz": max_ghz,
+            "peak_flops": {d: cores * f * max_ghz * 1e9 for d, (f, _) in per_cycle.items()} if max_ghz else {},
+            "basis": {d: f"{cores} cores x {how}{clock}" for d, (_, how) in per_cycle.items()}}  # fmt: skip
+
+
+def theoretical_sentence(theoretical: dict | None, measured: float, dtype: str) -> str:
+    """One sentence setting a measured ``dtype`` ceiling beside the CPU's theoretical peak, or
+    saying what the machine does not expose (with the clock the ceiling implies)."""
+    if not theoretical or dtype not in theoretical.get("flops_per_cycle", {}):
+        return ""
+    peak_flops = theoretical["peak_flops"].get(dtype)
+    if peak_flops and measured > peak_flops:
+        return (f"The measured {dtype} ceiling ({measured / 1e9:,.0f} GFLOP/s) exceeds the {peak_flops / 1e9:,.0f} GFLOP/s "
+                f"of {theoretical['basis'][dtype]}: an assumption behind that figure does not hold on this CPU.")  # fmt: skip
+    if peak_flops:
+        return (f"Theoretical {dtype} peak {peak_flops / 1e9:,.0f} GFLOP/s ({theoretical['basis'][dtype]}); "
+                f"the measured ceiling is {measured / peak_flops:.0%} of it.")  # fmt: skip
+    implied = measured / theoretical["flops_per_cycle"][dtype] / 1e9
+    return (f"Theoretical {dtype} peak not known here: the machine does not expose its maximum clock "
+            f"({theoretical['basis'][dtype]} = {theoretical['flops_per_cycle'][dtype]:.0f} FLOPs per cycle); "
+            f"the measured ceiling implies at least {implied:.2f} GHz at that rate.")  # fmt: skip
+
+
 @dataclass(frozen=True)
 class Target:
     """Where to run: a device kind, its index, a CPU thread count (None: all), and the name

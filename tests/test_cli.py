@@ -82,6 +82,8 @@ def test_platform_json_lists_ceilings():
     assert info["kind"] == "cpu" and info["software"]["tensorflow"]
     assert info["ceilings"]["matmul_flops"]["float32"]["xla"] > 0
     assert set(info["ceilings"]["copy_bandwidth"]) == {"xla", "no_xla"}
+    per_cycle = info["theoretical"]["flops_per_cycle"]  # cores x FMA units x lanes x 2, from /proc/cpuinfo
+    assert per_cycle["float32"] in {info["cores"] * f for f in (16, 32, 64)}
 
 
 def test_describe_is_analytic_for_any_batch():

@@ -78,3 +78,26 @@ def test_ceilings_keep_their_trials_spread(monkeypatch, tmp_path):
     assert result["trials"] == 2 and set(result["matmul_flops"]) == {"float32"}
     for xla, (worst, best) in result["matmul_spread"]["float32"].items():
         assert worst <= best == result["matmul_flops"]["float32"][xla]
+
+
+def test_cpu_theoretical_peak_is_cores_times_fma_width_times_clock():
+    from paradnn.platform import cpu_theoretical_peak, theoretical_sentence
+
+    zen4 = cpu_theoretical_peak({"fma", "avx2", "avx512f", "avx512_bf16"}, cores=2, max_ghz=3.0)
+    assert zen4["flops_per_cycle"] == {"float32": 2 * 2 * 16 * 2, "bfloat16": 2 * 2 * 16 * 2 * 2}
+    assert zen4["peak_flops"]["float32"] == pytest.approx(2 * 2 * 16 * 2 * 3.0e9)
+    assert theoretical_sentence(zen4, 192e9, "float32").endswith("the measured ceiling is 50% of it.")
+    amx = cpu_theoretical_peak({"fma", "avx2", "avx512f", "amx_bf16"}, cores=1, max_ghz=2.0)
+    assert amx["peak_flops"]["bfloat16"] == pytest.approx(1024 * 2.0e9) and "AMX" in amx["basis"]["bfloat16"]
+    assert cpu_theoretical_peak({"fma", "avx2"}, cores=4, max_ghz=None)["flops_per_cycle"]["float32"] == 4 * 32
+
+
+def test_a_cpu_without_its_maximum_clock_gets_no_peak_but_the_clock_its_ceiling_implies():
+    from paradnn.platform import cpu_theoretical_peak, theoretical_sentence
+
+    vm = cpu_theoretical_peak({"fma", "avx2", "avx512f"}, cores=2, max_ghz=None)
+    assert vm["peak_flops"] == {}
+    sentence = theoretical_sentence(vm, 128 * 2.5e9, "float32")
+    assert "not known here" in sentence and "at least 2.50 GHz" in sentence
+    beaten = theoretical_sentence(cpu_theoretical_peak({"fma", "avx2"}, cores=1, max_ghz=1.0), 40e9, "float32")
+    assert "exceeds" in beaten and "does not hold" in beaten  # never a share above 100%

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from paradnn import __version__
 from paradnn.config import ConfigError
-from paradnn.platform import Target, datasheet_for
+from paradnn.platform import Target, cpu_theoretical_peak, datasheet_for
 
 
 def apply_threads(target: Target) -> None:
@@ -35,6 +35,24 @@ def _cpu_name() -> str:
     except OSError:
         pass
     return pyplatform.processor() or pyplatform.machine()
+
+
+def _cpu_flags() -> set[str]:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def _max_ghz() -> float | None:
+    """The CPU's maximum clock as cpufreq reports it, or None where it is not exposed (most VMs)."""
+    try:
+        return int(Path("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq").read_text()) / 1e6
+    except (OSError, ValueError):
+        return None
 
 
 def _memory_bytes() -> int:
@@ -112,6 +130,8 @@ def describe(target: Target | None = None) -> dict:
         "devices": {k: len(tf.config.list_physical_devices(k)) for k in ("CPU", "GPU", "TPU")},
         "software": software_stack(),
     }
+    if target.kind == "cpu":
+        info["theoretical"] = cpu_theoretical_peak(_cpu_flags(), target.threads or info["cores"], _max_ghz())
     sheet = datasheet_for(info["name"]) if target.kind != "cpu" else None
     info["datasheet"] = sheet.name if sheet else None
     return info
