@@ -434,6 +434,25 @@ def state_counts(df: pd.DataFrame, platform: str) -> str:
     return f"{len(df)} configurations of {platform} in the store: {states}"
 
 
+def table2_section(families: list[str], preset: str, overrides: dict) -> pd.DataFrame:
+    """Table 2: the paper's grids as printed, as the ``paper`` preset runs them and as this
+    report ran them (``preset`` with ``overrides``), departures of the preset marked."""
+    from IPython.display import display
+
+    from paradnn.analysis.table2 import table2
+
+    table = table2(families, preset, overrides)
+    if table.empty:
+        print("None of these families is in Table 2 (fc, cnn, rnn).")
+        return table
+    display(table.set_index(["family", "axis"]))
+    departures = table[table["departure from the print"] != ""]
+    caption(f"The paper's Table 2 prints the grids in the first column; the paper preset runs them with "
+            f"{len(departures)} departure(s) ({', '.join(departures['family'] + ' ' + departures['axis']) or 'none'}), "
+            f"and this report ran the {preset} grids, a slice small enough for this platform.")  # fmt: skip
+    return table
+
+
 def utilisation_section(df: pd.DataFrame, families: list[str], platform: str, dtype: str) -> list[Verdict]:
     """Fig. 2a-c: a FLOPS utilisation heatmap per family with rows in ``df``, each captioned with
     its O1 trends (utilisation rises with batch and width); returns those trend verdicts."""
