@@ -400,6 +400,37 @@ def platform_section(df: pd.DataFrame, baseline: str, target: str, families: lis
     return verdicts
 
 
+FIG7_LAYERS = 64  # the depth of the paper's Fig. 7 panels
+REFERENCE_PAIR = ("v100", "tpu-v2-8")  # the original study's platforms, as imported
+
+
+def fig7_section(store: str | Path, platform: str, dtype: str, xla: object) -> list:
+    """Fig. 7: FC throughput at 64 layers, one panel per platform: ``platform`` as measured here
+    beside the original study's V100 and TPU v2-8. Returns the package's checks of the figure's
+    side trends on ``platform`` (examples/s rises with batch, falls with width)."""
+    from paradnn.analysis import observations as obs
+    from paradnn.analysis import plots
+
+    here = load(store, platform=platform, families=["fc"], dtype=dtype, xla=xla)
+    theirs = load(store, families=["fc"])
+    rows = pd.concat([here, theirs[theirs["platform"].isin(REFERENCE_PAIR)]])
+    rows = rows[rows["layers"] == FIG7_LAYERS]
+    deep = rows[rows["platform"] == platform]
+    if rows.empty:
+        print(f"No {FIG7_LAYERS}-layer FC configuration in the store: Fig. 7 skipped.")
+        return []
+    shown = sorted(rows["platform"].unique())
+    show(plots.heatmaps(rows, "fc", "examples_per_sec", f"FC throughput at {FIG7_LAYERS} layers on {', '.join(shown)} (Fig. 7)",
+                        "throughput (examples/s, log colour)", log_color=True, panels_by="platform"))  # fmt: skip
+    checks = [obs.trend(deep, "batch", "fc", "examples_per_sec", id="", platform=platform),
+              obs.trend(deep, "nodes", "fc", "examples_per_sec", rising=False, id="", platform=platform)]  # fmt: skip
+    precisions = ", ".join(f"{p} {d}" for p, d in rows.groupby("platform")["dtype"].first().items())
+    caption(f"The paper found FC examples/s rises with batch and falls with width on the CPU, GPU and TPU alike (Fig. 7; "
+            f"each panel at its own precision: {precisions}); here {len(deep)} {FIG7_LAYERS}-layer configurations "
+            f"were measured on {platform}. " + " ".join(c.sentence for c in checks))  # fmt: skip
+    return checks
+
+
 def speedup_maps(result, what: str, platform: str, families: list[str]) -> None:
     """One speedup heatmap per family for a software-stack comparison (red faster, blue slower)."""
     from paradnn import families as registry

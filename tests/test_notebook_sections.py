@@ -140,3 +140,20 @@ def test_infeed_section_shows_one_box_per_family_and_pipeline(shown):
     assert verdict.id == "O4" and verdict.platform == "cpu"
     assert shown["figures"] == ["cpu: share of step time waiting for the input pipeline, by family and pipeline"]
     assert shown["captions"] == [verdict.sentence]
+
+
+def test_fig7_sets_the_64_layer_slice_measured_here_beside_the_original_platforms(shown, monkeypatch):
+    def fc(platform: str, layers: int, dtype: str, scale: float) -> list[dict]:
+        return [{"family": "fc", "platform": platform, "layers": layers, "nodes": n, "batch": b, "input": 2000,
+                 "output": 1000, "state": "ok", "dtype": dtype, "examples_per_sec": scale * b / n}
+                for n in (64, 256) for b in (64, 1024)]  # fmt: skip
+
+    here = pd.DataFrame(fc("cpu", 64, "float32", 1.0) + fc("cpu", 4, "float32", 9.0))
+    theirs = pd.DataFrame(fc("v100", 64, "mixed_float16", 50.0) + fc("tpu-v2-8", 64, "mixed_bfloat16", 80.0)
+                          + fc("gpu:0", 64, "float32", 5.0))  # fmt: skip
+    monkeypatch.setattr(nb, "load", lambda store, platform=None, **kw: here if platform else theirs)
+    checks = nb.fig7_section("unused.sqlite", "cpu", "float32", "auto")
+    assert [c.verdict for c in checks] == [HOLDS, HOLDS] and all(c.platform == "cpu" and not c.id for c in checks)
+    assert shown["figures"] == ["FC throughput at 64 layers on cpu, tpu-v2-8, v100 (Fig. 7)"]  # gpu:0 is no reference
+    assert "here 4 64-layer configurations were measured on cpu" in shown["captions"][0]
+    assert "cpu float32, tpu-v2-8 mixed_bfloat16, v100 mixed_float16" in shown["captions"][0]

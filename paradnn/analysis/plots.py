@@ -23,8 +23,10 @@ MAX_ANNOTATED_CELLS = 36  # larger panels show colour only: the numbers would no
 FAILED_MARK = {"oom": "OOM", "skipped": "OOM?", "timeout": "t/o", "error": "err"}
 
 
-def _grid(df: pd.DataFrame, family: str, value: str, panel_value) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _grid(df: pd.DataFrame, family: str, value: str, panel_value, panel_column: str | None = None
+          ) -> tuple[pd.DataFrame, pd.DataFrame]:  # fmt: skip
     rows_axis, columns_axis, panel_axis = families.get(family).heatmap
+    panel_axis = panel_column or panel_axis
     sub = df[(df["family"] == family) & ((df[panel_axis] == panel_value) if panel_axis else True)]
     ok = sub[sub["state"] == "ok"]
     values = ok.pivot_table(index=rows_axis, columns=columns_axis, values=value, aggfunc="median")
@@ -53,8 +55,10 @@ def heatmaps(
     center: float | None = None,
     cmap: str = "viridis",
     marked: str | None = None,
+    panels_by: str | None = None,
 ) -> plt.Figure:
-    """One heatmap panel per value of the family's panel axis; failed cells marked (OOM, t/o, err).
+    """One heatmap panel per value of the family's panel axis (or of the column ``panels_by``,
+    e.g. ``platform``: Fig. 7's one panel per platform); failed cells marked (OOM, t/o, err).
 
     ``marked`` names a boolean column: cells where it is true get a white square outline
     (the prediction report marks the measured cells of a grid filled by prediction), drawn
@@ -63,7 +67,8 @@ def heatmaps(
     spec = families.get(family)
     rows_axis, columns_axis, panel_axis = (spec.axis(a) if a else None for a in spec.heatmap)
     fam = df[df["family"] == family]
-    panels = sorted(fam[panel_axis.name].dropna().unique()) if panel_axis else [None]
+    panel_column = panels_by or (panel_axis.name if panel_axis else None)
+    panels = sorted(fam[panel_column].dropna().unique()) if panel_column else [None]
     ncols = min(3, max(len(panels), 1))
     nrows = math.ceil(max(len(panels), 1) / ncols)
     fig, grid = plt.subplots(nrows, ncols, figsize=(4.4 * ncols + 1.2, 3.6 * nrows), squeeze=False, layout="constrained")
@@ -81,8 +86,8 @@ def heatmaps(
         norm = Normalize(ok.min() if len(ok) else 0, ok.max() if len(ok) else 1)
     image = None
     for ax, panel_value in zip(axs, panels):
-        values, failed = _grid(fam, family, value, panel_value)
-        marks = _marks(fam, family, marked, panel_value, values) if marked else None
+        values, failed = _grid(fam, family, value, panel_value, panels_by)
+        marks = _marks(fam, family, marked, panel_value, values) if marked and not panels_by else None
         image = ax.imshow(values.to_numpy(dtype=float) * scale, origin="lower", aspect="auto", cmap=cmap, norm=norm)
         ax.grid(False)
         annotate = values.size <= MAX_ANNOTATED_CELLS
@@ -103,7 +108,9 @@ def heatmaps(
         ax.set_yticks(range(values.shape[0]), [_tick(r) for r in values.index])
         ax.set_xlabel(columns_axis.display)
         ax.set_ylabel(rows_axis.display)
-        if panel_axis:
+        if panels_by:
+            ax.set_title(str(panel_value), fontsize=10)
+        elif panel_axis:
             ax.set_title(f"{panel_axis.title} = {_tick(panel_value)}", fontsize=10)
     if image is not None:
         fig.colorbar(image, ax=axs.tolist(), label=colorbar, shrink=0.9)
