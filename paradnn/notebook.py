@@ -654,6 +654,23 @@ def reference_utilisation_section(tpu: pd.DataFrame, form: str) -> list[Verdict]
     return verdicts
 
 
+def reference_roofline_section(tpu: pd.DataFrame) -> None:
+    """Fig. 3a on the paper's platform: every FC model of the original TPU v2-8 sweep on that
+    board's datasheet roofline, at the operational intensity the original profiler reported."""
+    from paradnn.analysis import plots
+    from paradnn.analysis.roofline import Ceilings, reported_points
+    from paradnn.platform import DATASHEETS
+
+    points = reported_points(tpu)
+    if points.empty:
+        print("No original TPU v2 rows with a reported intensity in the store: its roofline is skipped.")
+        return
+    sheet = DATASHEETS["tpu-v2-8"]
+    ceilings = Ceilings(sheet.peak_flops["bfloat16"], sheet.memory_bandwidth, f"datasheet:{sheet.name}")
+    show(plots.roofline(points, ceilings, "Roofline of the original study's FC models on the TPU v2-8 (Fig. 3a)", hue="batch"))
+    caption(roofline_caption(points, ceilings))
+
+
 def load_traces(store: str | Path) -> pd.DataFrame:
     """The original study's TPU v2 profiler traces in the store (empty if none were imported)."""
     with Store(store) as s:
@@ -750,15 +767,16 @@ def traced_infeed_section(traces: pd.DataFrame) -> Verdict:
 
 
 def measure_inputs(store: str | Path, families: list[str], inputs: list[str], *, preset: str, overrides: dict,
-                   platform: str, measure_missing: bool, budget_minutes: float, max_seconds: float) -> list[str]:  # fmt: skip
+                   platform: str, measure_missing: bool, budget_minutes: float, max_seconds: float,
+                   **run: object) -> list[str]:  # fmt: skip
     """Measure ``families`` fed by each host input pipeline in ``inputs`` on a local platform, the
     budget split evenly between them (nothing, and no line, for an imported platform or
-    ``measure_missing`` off)."""
-    if not measure_missing or not is_local(platform):
+    ``measure_missing`` off); ``run`` holds further run settings (``xla``, ``dtype``)."""
+    if not measure_missing or not is_local(platform) or not families:
         return []
     return [line for mode in inputs
             for line in ensure_measured(store, families, preset=preset, overrides=overrides, input=mode, platform=platform,
-                                        budget_minutes=budget_minutes / len(inputs), max_seconds=max_seconds)]  # fmt: skip
+                                        budget_minutes=budget_minutes / len(inputs), max_seconds=max_seconds, **run)]  # fmt: skip
 
 
 def fed_rows(df: pd.DataFrame, inputs: list[str]) -> pd.DataFrame:

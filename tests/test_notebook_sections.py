@@ -157,3 +157,18 @@ def test_fig7_sets_the_64_layer_slice_measured_here_beside_the_original_platform
     assert shown["figures"] == ["FC throughput at 64 layers on cpu, tpu-v2-8, v100 (Fig. 7)"]  # gpu:0 is no reference
     assert "here 4 64-layer configurations were measured on cpu" in shown["captions"][0]
     assert "cpu float32, tpu-v2-8 mixed_bfloat16, v100 mixed_float16" in shown["captions"][0]
+
+
+def test_the_original_tpu_models_sit_on_the_boards_roofline_at_their_reported_intensity(shown):
+    from paradnn.analysis.roofline import reported_points
+
+    tpu = rows(family=["fc"] * 4, batch=[64, 1024, 1024, 64], state=["ok", "ok", "timeout", "ok"],
+               flops_per_sec=[1e12, 9e13, None, 2e12],
+               extra=['{"intensity": 30.0}', '{"intensity": 3000.0, "fl": 1}', "{}", None])  # fmt: skip
+    points = reported_points(tpu)
+    assert list(points["intensity"]) == [30.0, 3000.0] and list(points["achieved_flops"]) == [1e12, 9e13]
+    nb.reference_roofline_section(tpu)
+    title = "Roofline of the original study's FC models on the TPU v2-8 (Fig. 3a)"
+    assert len(shown["figures"]) == 1 and shown["figures"][0].startswith(title)
+    assert shown["captions"][0].endswith("here 50% of the 2 models lie left of the ridge point (75 FLOPs/byte), "
+                                         "reaching up to 50% of the compute roof.")  # 9e13 of 180e12

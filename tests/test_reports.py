@@ -118,6 +118,21 @@ def test_no_measured_utilisation_is_above_100_percent(smoke):
     assert set(measured["peak_source"]) <= {"measured"} | {p for p in measured["peak_source"] if p.startswith("achieved:")}
 
 
+def test_the_papers_pieces_this_machine_can_show(smoke):
+    arch = (smoke / "architecture.html").read_text()
+    assert "Table 2 (printed)" in arch and "64-16384 (x2)" in arch and "read as thousands" in arch
+    assert "FC models on the TPU v2-8 (Fig. 3a)" in arch  # the whole-model roofline on the paper's platform
+    assert "float32 lanes" in arch  # the CPU's theoretical peak (or its FLOPs per cycle) beside its measured ceiling
+    comparison = (smoke / "platform_comparison.html").read_text()
+    assert "FC throughput at 64 layers on cpu, tpu-v2-8, v100 (Fig. 7)" in comparison
+    assert "here 2 64-layer configurations were measured on cpu" in comparison
+    workloads = (smoke / "workloads.html").read_text()
+    assert "cpu (real workloads): share of step time waiting for the input pipeline" in workloads
+    rows = json.loads((smoke / "observations-workloads.json").read_text())
+    fed = [r for r in rows if r["id"] == "O4"]
+    assert fed and fed[0]["platform"] == "cpu (real workloads)"
+
+
 def test_index_links_resolve(smoke):
     index = (smoke / "index.html").read_text()
     links = set(re.findall(r'href="([^"]+)"', index))

@@ -55,6 +55,16 @@ def model_points(df: pd.DataFrame) -> pd.DataFrame:
     return ok
 
 
+def reported_points(df: pd.DataFrame) -> pd.DataFrame:
+    """Whole-model points of imported rows (the original study's sweeps): the operational intensity
+    their profiler reported (``extra["intensity"]``, FLOPs per byte) and the FLOP/s achieved."""
+    ok = df[(df["state"] == "ok") & df["extra"].notna()].copy() if "extra" in df else df.iloc[0:0].copy()
+    extras = [json.loads(e) if isinstance(e, str) else (e or {}) for e in ok["extra"]]
+    ok["intensity"] = pd.to_numeric(pd.Series([e.get("intensity") for e in extras], index=ok.index), errors="coerce")
+    ok["achieved_flops"] = ok["flops_per_sec"]
+    return ok[(ok["intensity"] > 0) & (ok["achieved_flops"] > 0)]
+
+
 # Measurement tolerance of a point on the roofline: an op's FLOP/s may exceed its roof by
 # this factor (timer resolution, FLOP counts of fused ops) before it is called impossible.
 ROOF_TOLERANCE = 1.1
