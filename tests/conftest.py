@@ -35,8 +35,11 @@ def oracle() -> Path:
 
 @pytest.fixture(scope="session", autouse=True)
 def ceilings_cache(tmp_path_factory) -> Path:
-    """Measure this machine's ceilings at most once per test session, in a private cache."""
-    path = tmp_path_factory.mktemp("cache")
+    """Measure this machine's ceilings about once per test run, in a cache private to the run and
+    shared by its xdist workers (their common base folder; writes to the cache are atomic)."""
+    base = tmp_path_factory.getbasetemp()
+    path = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "cache"
+    path.mkdir(exist_ok=True)
     os.environ["PARADNN_CACHE_DIR"] = str(path)
     return path
 
