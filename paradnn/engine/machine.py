@@ -27,24 +27,23 @@ def apply_threads(target: Target) -> None:
         tf.config.threading.set_inter_op_parallelism_threads(1)
 
 
-def _cpu_name() -> str:
+def _cpuinfo(field: str) -> str:
+    """The first ``field`` of ``/proc/cpuinfo`` ("model name", "flags"), or '' where there is none."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
+            if line.startswith(field):
                 return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return pyplatform.processor() or pyplatform.machine()
+    return ""
+
+
+def _cpu_name() -> str:
+    return _cpuinfo("model name") or pyplatform.processor() or pyplatform.machine()
 
 
 def _cpu_flags() -> set[str]:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
+    return set(_cpuinfo("flags").split())
 
 
 def _max_ghz() -> float | None:
