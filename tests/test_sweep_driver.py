@@ -229,3 +229,61 @@ def test_one_door_refuses_stacks_on_a_cluster_before_anything_runs(tmp_path):
         run_sweep(CONFIGS, store, SweepOptions(), stacks=[stk.parse("current")], address="127.0.0.1:1")
     with Store(tmp_path / "r.sqlite") as store:
         assert store.count() == 0
+
+
+class KeptWorker(FakeWorker):
+    """A fake worker with an identity, which the pool of idle workers may keep between sweeps."""
+
+    def __init__(self, target: Target, script: dict[str, str], identity: tuple = ("python", "cpu")) -> None:
+        super().__init__(target, script)
+        self.identity = identity
+
+
+def sweep_kept(tmp_path, script: dict[str, str], configs=CONFIGS, identity: tuple = ("python", "cpu"), progress=None):
+    """A sweep whose workers come from the pool when it has one of ``identity`` (as the default does)."""
+    opts = SweepOptions(settings=RunSettings(max_seconds=0.1), timeout_s=0.2, memory_budget_bytes=1e12)
+    with Store(tmp_path / "r.sqlite") as store:
+        return run_local(configs, store, opts, progress=progress,
+                         start_worker=lambda t: sweep.IDLE.take(identity) or KeptWorker(t, script, identity))  # fmt: skip
+
+
+@pytest.fixture
+def idle(monkeypatch):
+    pool = sweep.IdleWorkers()
+    monkeypatch.setattr(sweep, "IDLE", pool)
+    FakeWorker.started = []
+    yield pool
+    pool.stop_all()
+
+
+def test_the_next_sweep_measures_on_the_worker_the_last_one_left_idle(tmp_path, idle):
+    sweep_kept(tmp_path, {}, CONFIGS[:2])
+    first = FakeWorker.started[0]
+    assert first.alive() and idle._idle == [first]  # parked, not stopped
+    sweep_kept(tmp_path, {}, CONFIGS[2:])
+    assert FakeWorker.started == [first] and first.measured == [c.label for c in sweep.ordered(CONFIGS[:2])] + [label(2)]
+    sweep_kept(tmp_path / "other", {}, CONFIGS[2:], identity=("python", "cpu", "another environment"))
+    assert len(FakeWorker.started) == 2  # started with something else: a worker of its own
+    idle.stop_all()
+    assert not first.alive() and not idle._idle
+
+
+def test_a_worker_that_failed_or_was_interrupted_is_never_kept(tmp_path, idle):
+    sweep_kept(tmp_path, {label(0): "hang"}, CONFIGS[:1])
+    assert not idle._idle and not FakeWorker.started[0].alive()  # killed after its timeout
+
+    class Interrupting(sweep.SilentProgress):
+        def update(self, n: int = 1) -> None:
+            raise KeyboardInterrupt
+
+    summary = sweep_kept(tmp_path, {}, CONFIGS[1:], progress=Interrupting)
+    assert summary.interrupted and not idle._idle and not FakeWorker.started[-1].alive()
+    sweep_with(tmp_path / "plain", {})  # a worker without an identity (another kind of worker) is stopped
+    assert not idle._idle and not FakeWorker.started[-1].alive()
+
+
+def test_the_pool_keeps_only_the_newest_workers(tmp_path, idle):
+    for i in range(sweep.IDLE_WORKERS_MAX + 1):
+        sweep_kept(tmp_path / str(i), {}, CONFIGS[:1], identity=("python", str(i)))
+    assert len(idle._idle) == sweep.IDLE_WORKERS_MAX and not FakeWorker.started[0].alive()
+    assert idle.take(("python", "0")) is None and idle.take(("python", "1")) is FakeWorker.started[1]

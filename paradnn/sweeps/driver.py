@@ -2,7 +2,8 @@
 
 Each configuration runs in a worker process that is reused across configurations (so
 TensorFlow's import is paid once) and replaced after a crash, a timeout or an
-out-of-memory failure. The driver (this process) never imports TensorFlow; it writes every
+out-of-memory failure; a sweep that ends normally leaves its worker idle for this
+process's next sweep (see :class:`IdleWorkers`). The driver (this process) never imports TensorFlow; it writes every
 result to the store in its own transaction the moment it arrives, so ``kill -9`` loses
 nothing that had finished and a rerun resumes. Driver and worker speak in the small
 typed messages below; :func:`run_local` takes any worker factory, so the driver's
@@ -28,6 +29,7 @@ value in proportion, instead of only the first values of the first axes.
 
 from __future__ import annotations
 
+import atexit
 import os
 import platform as pyplatform
 import random
@@ -63,6 +65,8 @@ from paradnn.store import CLAIM_MARGIN_S, STATES, Store
 FAULT_CRASH_ENV = "PARADNN_FAULT_CRASH_ON"  # fault injection for tests: a label whose worker aborts
 WORKER_START_TIMEOUT_S = 300.0
 POLL_S = 0.2
+IDLE_WORKERS_MAX = 3  # idle workers kept between sweeps (a software-stack sweep has one per stack)
+IDLE_RSS_MAX_SHARE = 0.1  # a worker holding more of the RAM than this is stopped, not kept
 
 
 # ---------------------------------------------------------------------------- messages
@@ -318,6 +322,7 @@ class ProcessWorker:
         parent, child = socket.socketpair()
         code = f"from paradnn.sweeps.driver import _worker_entry, Target; _worker_entry({child.fileno()}, {target!r})"
         env = frameworks.worker_environment(framework)  # Keras's backend is chosen when the worker imports it
+        self.identity = worker_identity(target, framework, python)
         # ``python``: another environment's interpreter (a software stack, see paradnn.sweeps.stacks). Older
         # TensorFlows log to stderr whatever TF_CPP_MIN_LOG_LEVEL says: their stderr goes to the
         # environment's worker.log, which a failed start names.
@@ -412,6 +417,79 @@ class ProcessWorker:
         except subprocess.TimeoutExpired:
             pass
         self.kill()
+
+
+def worker_identity(target: Target, framework: str = frameworks.DEFAULT, python: str | None = None) -> tuple:
+    """What a worker was started with: interpreter, target, framework and environment.
+
+    Two sweeps may share a worker only when all of these match (a test's fault-injection
+    variable or another cache folder in the environment makes a different worker).
+    """
+    env = frameworks.worker_environment(framework)
+    return (python or sys.executable, repr(target), framework, tuple(sorted(env.items())))
+
+
+class IdleWorkers:
+    """Workers this process keeps between sweeps, so that its next sweep skips TensorFlow's import.
+
+    A report's notebook runs a dozen sweeps in one kernel, and an adaptive sweep one per round;
+    each used to start its own worker, paying the import and the platform's description again
+    (about 5 s on 2 cores, more under an older software stack). A sweep that ends normally
+    parks its worker here and the next sweep with the same :func:`worker_identity` takes it.
+    Measuring in a worker that measured before is what every sweep already does from its
+    second configuration on: the worker clears Keras's session before each one. A worker that
+    was interrupted, failed or holds more than ``IDLE_RSS_MAX_SHARE`` of the RAM is stopped
+    instead; at most ``IDLE_WORKERS_MAX`` are kept (the oldest is stopped first), and all are
+    stopped when this process exits (or die with it: see ``die_with_parent``).
+    """
+
+    def __init__(self) -> None:
+        self._idle: list = []  # ProcessWorkers (or test doubles with an ``identity``), oldest first
+
+    def take(self, identity: tuple) -> ProcessWorker | None:
+        """An idle, living worker started with ``identity`` (removed from the pool), or None."""
+        for worker in list(self._idle):
+            if worker.identity == identity:
+                self._idle.remove(worker)
+                if worker.alive():
+                    return worker
+                worker.kill()
+        return None
+
+    def park(self, worker: Worker) -> None:
+        """Keep ``worker`` for a later sweep if it is alive, small and has an identity; stop it otherwise."""
+        keep = (getattr(worker, "identity", None) is not None and worker.alive()
+                and worker.rss() <= IDLE_RSS_MAX_SHARE * psutil.virtual_memory().total)  # fmt: skip
+        if not keep:
+            worker.stop()
+            return
+        self._idle.append(worker)
+        while len(self._idle) > IDLE_WORKERS_MAX:
+            self._idle.pop(0).stop()
+
+    def stop_all(self) -> None:
+        while self._idle:
+            self._idle.pop().stop()
+
+
+IDLE = IdleWorkers()
+atexit.register(IDLE.stop_all)
+
+
+def reuse_or_start(target: Target, framework: str = frameworks.DEFAULT, python: str | None = None) -> ProcessWorker:
+    """An idle worker of this process started with the same identity, or a new one."""
+    return IDLE.take(worker_identity(target, framework, python)) or ProcessWorker(target, framework, python)
+
+
+def _finish(workers: list[Worker | None], ended_normally: bool) -> None:
+    """At a sweep's end: park its workers if it ended normally, stop them otherwise."""
+    for worker in workers:
+        if worker is None:
+            continue
+        if ended_normally:
+            IDLE.park(worker)
+        else:
+            worker.stop()
 
 
 # ---------------------------------------------------------------------------- the driver
@@ -512,13 +590,13 @@ def run_local(
 ) -> SweepSummary:
     """Measure every configuration the store lacks; see the module docstring.
 
-    ``start_worker(target)`` starts a worker (default: a :class:`ProcessWorker` running the
-    settings' framework).
+    ``start_worker(target)`` starts a worker (default: an idle worker of this process, else a
+    new :class:`ProcessWorker`, running the settings' framework).
     """
     from tqdm import tqdm
 
     check_settings(configs, options)
-    start_worker = start_worker or partial(ProcessWorker, framework=options.settings.framework)
+    start_worker = start_worker or partial(reuse_or_start, framework=options.settings.framework)
 
     summary = SweepSummary(planned=len(configs), left=len(configs))  # all of them, until the store says otherwise
     deadline = time.monotonic() + options.max_minutes * 60 if options.max_minutes else None
@@ -526,6 +604,7 @@ def run_local(
     worker: Worker | None = None
     workers: dict[str, Worker | None] = {}
     bar = None
+    ended_normally = False
     try:
         info = _known_platform(store, options.target, options.settings.framework)
         if info is None:  # first sweep of this platform and stack: ask a worker
@@ -543,14 +622,13 @@ def run_local(
         workers[""], worker = worker, None  # from here on the worker lives in ``workers``
         _measure_todo(todo, store, summary, bar, budget, deadline, workers,
                       lambda _: _start_worker(store, options.target, start_worker), lambda _: options)  # fmt: skip
+        ended_normally = True
     except KeyboardInterrupt:
         summary.interrupted = True
     finally:
         if bar is not None:
             bar.close()
-        for running in (worker, *workers.values()):
-            if running is not None:
-                running.stop()
+        _finish([worker, *workers.values()], ended_normally and not summary.interrupted)
     return summary
 
 
@@ -621,6 +699,7 @@ def _xla_choices(configs: list[Config], options: SweepOptions, store: Store, inf
         answer = worker.recv() if worker.poll(WORKER_START_TIMEOUT_S) else None
         if isinstance(answer, Result):
             choices[family] = bool(answer.record["xla"])
+            worker.ceilings = answer.record["ceilings"]  # with the probe's choice: a later sweep may reuse it
             store.put_platform(fingerprint(worker.info), options.target.platform, worker.info, answer.record["ceilings"],
                                "measured")
         else:
@@ -729,7 +808,8 @@ def run_sweep_stacks(
     reversed every round, so a version ratio is taken side by side and the machine's drift
     reaches every stack alike. A stack that cannot be built or started is skipped with its
     reason (returned by name) and the others go on; if none can, ConfigError.
-    ``start_worker(target, python)`` starts a worker (default: a :class:`ProcessWorker`).
+    ``start_worker(target, python)`` starts a worker (default: an idle worker of this process,
+    else a new :class:`ProcessWorker`).
     """
     from tqdm import tqdm
 
@@ -738,7 +818,7 @@ def run_sweep_stacks(
     if options.settings.framework != "tensorflow":
         raise ConfigError("--framework", options.settings.framework, "tensorflow with --stack (stacks are TensorFlow versions)")
     check_settings(configs, options)
-    start = start_worker or (lambda target, python: ProcessWorker(target, python=python))
+    start = start_worker or (lambda target, python: reuse_or_start(target, python=python))
     skipped: dict[str, str] = {}
     workers: dict[str, Worker | None] = {}
     pythons: dict[str, str] = {}
@@ -746,6 +826,7 @@ def run_sweep_stacks(
     deadline = time.monotonic() + options.max_minutes * 60 if options.max_minutes else None
     budget = options.memory_budget_bytes or default_memory_budget(options.target)
     bar = None
+    ended_normally = False
     try:
         for stack in stacks:
             try:
@@ -782,14 +863,13 @@ def run_sweep_stacks(
             return _start_stack_worker(store, options.target, pythons[name], start)
 
         _measure_todo(todo, store, summary, bar, budget, deadline, workers, restart, plans.__getitem__)
+        ended_normally = True
     except KeyboardInterrupt:
         summary.interrupted = True
     finally:
         if bar is not None:
             bar.close()
-        for worker in workers.values():
-            if worker is not None:
-                worker.stop()
+        _finish(list(workers.values()), ended_normally and not summary.interrupted)
     summary.skipped_stacks = skipped
     return summary, skipped
 
