@@ -54,7 +54,10 @@ EXAMPLES = {
                 "paradnn predict --store outputs/quick/results.sqlite --platform cpu --family fc --preset quick --json",
                 "paradnn predict --store outputs/quick/results.sqlite --platform tpu-v2-8 --family fc --cv 5",
                 "paradnn predict --store outputs/quick/results.sqlite --platform tpu-v2-8 --family fc --replay 0.05,0.1,0.2"],
+    "profile": ["paradnn profile fc --platform 'cpu[threads=1]' --store outputs/quick/results.sqlite",
+                "paradnn profile fc layer_4-node_512-input_2000-output_1000-bs_256 --platform cpu"],
     "project": ["paradnn project --from tpu-v2-8 --to tpu-v3-8 --family fc",
+                "paradnn project --from 'cpu[threads=1]' --to cpu --family fc --store outputs/quick/results.sqlite",
                 "paradnn project --from tpu-v2-8 --to tpu-v3-8 --family fc --batch-scale 2 --json",
                 "paradnn project --from tpu-v2-8 --to h100 --dtype bfloat16 --family fc "
                 "layer_4-node_512-input_2000-output_1000-bs_8192"],
@@ -647,6 +650,47 @@ def predict(labels: tuple[str, ...], store_path: str, platform_id: str, family: 
                ("measured_step_time_s", "{:.4g}")]  # fmt: skip
     _print_table(out.to_dict("records"), columns)
     click.echo(f"model: {model.n} measured {family} configurations on {platform_id}; 90% intervals", err=True)
+
+
+@main.command(epilog=_epilog("profile", labels=True))
+@click.argument("family")
+@click.argument("labels", nargs=-1)
+@click.option("--platform", "platform_id", default="cpu", show_default=True,
+              help="A platform of this machine: cpu, cpu[threads=N] or gpu:N.")  # fmt: skip
+@click.option("--dtype", default="float32", show_default=True, help=f"Keras dtype policy: {', '.join(POLICIES)}.")
+@store_option
+def profile(family: str, labels: tuple[str, ...], platform_id: str, dtype: str, store_path: str) -> None:
+    """Profile configurations op by op on this machine and keep the profiles in the store, so that
+    `paradnn project --from PLATFORM` can project them onto hardware not at hand.
+
+    Without LABEL: every configuration of FAMILY the store has measured on --platform at
+    --dtype. TensorFlow's profiler runs in a worker with the platform's threads, XLA off;
+    what the store already holds is skipped.
+    """
+    from paradnn.engine.protocol import RunSettings
+    from paradnn.platform import parse_target
+    from paradnn.sweeps.driver import SweepOptions, profile_local
+
+    if dtype not in POLICIES:
+        raise ConfigError("--dtype", dtype, ", ".join(POLICIES))
+    target = parse_target(platform_id)
+    configs = [_config(family, label) for label in labels]
+    with _open_store(store_path, create=False) as store:
+        if not configs:
+            rows = store.results()
+            rows = rows[(rows["platform"] == target.platform) & (rows["family"] == _family(family))
+                        & (rows["dtype"] == dtype) & (rows["state"] == "ok")] if not rows.empty else rows  # fmt: skip
+            configs = [_config(family, label) for label in dict.fromkeys(rows["label"])] if not rows.empty else []
+            if not configs:
+                raise ConfigError("FAMILY", family, f"a family the store has measured on {target.platform} at {dtype} "
+                                                    "(or name the labels to profile)")  # fmt: skip
+        done = profile_local(configs, store, SweepOptions(settings=RunSettings(dtype=dtype), target=target))
+    for label, error in done["failed"].items():
+        click.echo(f"paradnn: {label}: {error}", err=True)
+    click.echo(f"{done['profiled']} profiled on {target.platform}, {done['already']} already in the store, "
+               f"{len(done['failed'])} failed", err=True)  # fmt: skip
+    if done["failed"]:
+        sys.exit(1)
 
 
 @main.command(epilog=_epilog("project", labels=True))

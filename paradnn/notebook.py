@@ -14,6 +14,7 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pandas as pd
 
 from paradnn.config import ConfigError, check_number, compute_dtype
@@ -324,6 +325,117 @@ def projection_section(store: str | Path, source: str = "tpu-v2-8", target: str 
                         obs.HOLDS if within else obs.FAILS, f"largest {same['speedup'].max():.2f}x over {len(same)} "
                         f"configurations at their own batch", platform=f"{source} -> {target}")  # fmt: skip
     return [verdict, check]
+
+
+PROJECTION_TOLERANCE = 0.25  # the validation's median error that counts as reproducing a platform (issue 26)
+
+
+def projection_picks(store: str | Path, platforms: tuple[str, str], count: int, dtype: str, xla: object) -> list[str]:
+    """Up to ``count`` FC configurations measured on both ``platforms`` at these settings, spread
+    evenly by model FLOPs from the smallest to the largest."""
+    both = [load(store, platform=p, families=["fc"], dtype=dtype, xla=xla) for p in platforms]
+    ok = [df[df["state"] == "ok"] for df in both]
+    common = ok[0][ok[0]["label"].isin(set(ok[1]["label"]))].drop_duplicates("label").sort_values("flops_model")
+    if common.empty or count < 1:
+        return []
+    index = sorted({round(i) for i in np.linspace(0, len(common) - 1, min(count, len(common)))})
+    return list(common["label"].iloc[index])
+
+
+def profile_here(store: str | Path, platform: str, labels: list[str], dtype: str) -> str:
+    """Profile FC ``labels`` op by op on the local ``platform`` (with its threads) into the store's
+    traces table, for projection; returns a summary line."""
+    from paradnn.engine.protocol import RunSettings
+    from paradnn.families import parse_label
+    from paradnn.platform import parse_target
+    from paradnn.sweeps.driver import SilentProgress, SweepOptions, profile_local
+
+    configs = [parse_label("fc", label) for label in labels]
+    with Store(store) as s:
+        done = profile_local(configs, s, SweepOptions(settings=RunSettings(dtype=dtype), target=parse_target(platform)),
+                             progress=SilentProgress)  # fmt: skip
+    failed = "".join(f"; {label} failed: {error}" for label, error in done["failed"].items())
+    return f"profiles on {platform}: {done['profiled']} taken, {done['already']} already in the store{failed}"
+
+
+def projection_check_section(store: str | Path, baseline: str, target: str, labels: list[str]) -> Verdict | None:
+    """Projection checked where the truth is here: ``baseline``'s profiled FC steps projected onto
+    ``target``'s measured ceilings, against what ``target`` measured at the same settings. Shows
+    the figure, its caption and the table; returns the package's check (median error within
+    :data:`PROJECTION_TOLERANCE`), or None without configurations to check."""
+    from IPython.display import display
+
+    from paradnn.analysis import observations as obs
+    from paradnn.analysis import plots
+    from paradnn.analysis.projection import dominant_bound, projection
+
+    if not labels:
+        print(f"No FC configuration measured on both {baseline} and {target}: projection not checked.")
+        return None
+    try:
+        rows, summary = projection(str(store), baseline, target, "fc", labels=labels)
+    except ConfigError as exc:  # no profiles of an imported baseline, say
+        print(f"Projection from {baseline} onto {target} not checked: {exc}")
+        return None
+    rows = rows.dropna(subset=["measured_step_time_s"])
+    if rows.empty:
+        print(f"No profiled configuration of {baseline} was measured on {target} at the same settings: not checked.")
+        return None
+    error = rows["projected_step_time_s"] / rows["measured_step_time_s"] - 1
+    bound = dominant_bound(rows)
+    median = float(error.abs().median())
+    by_bound = error.abs().groupby(bound).median()
+    pair = f"{baseline} -> {target}"
+    frame = pd.DataFrame({"platform": pair, "predicted_s": rows["projected_step_time_s"],
+                          "low_s": rows["interval_s"].str[0], "high_s": rows["interval_s"].str[1],
+                          "measured_s": rows["measured_step_time_s"]})  # fmt: skip
+    show(plots.predicted_vs_measured(frame, f"FC step on {target} projected from {baseline}, against its measurement",
+                                     what="projected"))  # fmt: skip
+    evidence = (f"median absolute error {median:.0%} over {len(rows)} FC configurations; by dominant bound: "
+                + ", ".join(f"{b} {v:.0%} (n={int((bound == b).sum())})" for b, v in by_bound.items()))  # fmt: skip
+    verdict = obs.Verdict("projection reproduces a platform measured here",
+                          f"projecting a profiled step op by op onto another platform's ceilings lands within "
+                          f"{PROJECTION_TOLERANCE:.0%} of its measured step (median; Habitat: 11.8% across six GPUs)",
+                          obs.HOLDS if median <= PROJECTION_TOLERANCE else obs.FAILS, evidence,
+                          {"median_abs_error": median, "by_bound": by_bound.to_dict(), "n": int(len(rows))},
+                          platform=pair, held_fixed=summary["held_fixed"])  # fmt: skip
+    caption(f"{verdict.sentence} Ceilings: {target} {summary['to']['flops'] / 1e9:.0f} GFLOP/s and "
+            f"{summary['to']['bandwidth'] / 1e9:.0f} GB/s over {baseline} {summary['from']['flops'] / 1e9:.0f} GFLOP/s and "
+            f"{summary['from']['bandwidth'] / 1e9:.0f} GB/s; bars: every scaled category at the smaller and at the "
+            f"larger ratio. Held fixed: {_held_words(summary['held_fixed'])} (the profiles themselves run XLA off).")  # fmt: skip
+    shown = rows.assign(bound=bound, error=error)[["label", "bound", "source_step_time_s", "projected_step_time_s",
+                                                   "measured_step_time_s", "error"]]  # fmt: skip
+    display(shown.round(4))
+    return verdict
+
+
+def what_if_section(store: str | Path, platform: str, onto: str, labels: list[str], check: Verdict | None) -> None:
+    """This machine's profiled FC configurations projected onto a datasheet platform ``onto``:
+    table and caption, marked as projections, with the validation error of ``check`` beside them."""
+    from IPython.display import display
+
+    from paradnn.analysis.projection import dominant_bound, projection
+
+    if not labels:
+        return
+    try:
+        rows, summary = projection(str(store), platform, onto, "fc", labels=labels)
+    except ConfigError as exc:
+        print(f"Projection from {platform} onto {onto} not shown: {exc}")
+        return
+    shown = rows.assign(bound=dominant_bound(rows))[["label", "bound", "source_step_time_s", "projected_step_time_s",
+                                                     "speedup"]]  # fmt: skip
+    checked = "the method was not checked on this machine"
+    if check is not None:
+        error = check.numbers["median_abs_error"]
+        checked = f"the same method's median error projecting {check.platform} on this machine was {error:.0%}"
+    to = summary["to"]
+    caption(f"Projected, not measured: {len(rows)} FC configurations of {platform} onto {onto}'s datasheet "
+            f"({to['flops'] / 1e12:.1f} TFLOP/s {to['dtype']}, {to['bandwidth'] / 1e12:.2f} TB/s), each operation "
+            f"category scaled by the ratio of peaks and the time its profile did not cover kept as on {platform}; "
+            f"median projected speedup {summary['median_speedup']:.0f}x. {checked[0].upper() + checked[1:]}. A GPU's "
+            "kernel-launch cost per operation is not modelled, so small steps are projected too fast.")  # fmt: skip
+    display(shown.round(6))
 
 
 def platform_section(df: pd.DataFrame, baseline: str, target: str, families: list[str], paper_pair: bool = False) -> list:
@@ -672,9 +784,13 @@ def reference_roofline_section(tpu: pd.DataFrame) -> None:
 
 
 def load_traces(store: str | Path) -> pd.DataFrame:
-    """The original study's TPU v2 profiler traces in the store (empty if none were imported)."""
+    """The original study's TPU v2 profiler traces in the store (empty if none were imported);
+    this machine's own profiles, kept there for projection, are left out."""
+    from paradnn.engine.profiler import PROFILE_SOURCE
+
     with Store(store) as s:
-        return s.traces()
+        traces = s.traces()
+    return traces[~traces["source"].astype(str).str.startswith(PROFILE_SOURCE + ":")].reset_index(drop=True)
 
 
 def trace_section(traces: pd.DataFrame, tpu: pd.DataFrame) -> list[Verdict]:

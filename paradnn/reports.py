@@ -29,6 +29,7 @@ import yaml
 from paradnn.analysis import registry
 from paradnn.config import ConfigError, check_number
 from paradnn.markup import literal
+from paradnn.platform import DATASHEETS
 
 ROOT = Path(__file__).resolve().parents[1]
 KERNEL = "paradnn"
@@ -220,7 +221,10 @@ PARAMETER_BOUNDS: dict[str, tuple[bool, float, bool]] = {
     "replay_seeds": (True, 100, True),
     "fill_fraction": (True, 1, False),
     "seed": (False, 2**32 - 1, True),
+    "projection_count": (False, 100, True),
 }
+# Text parameters with a fixed set of values: name -> what is allowed.
+PARAMETER_CHOICES: dict[str, tuple[str, ...]] = {"project_to": ("", *DATASHEETS)}
 
 
 def check_bounds(name: str, value: object, field: str = "") -> None:
@@ -231,6 +235,8 @@ def check_bounds(name: str, value: object, field: str = "") -> None:
         check_number(field, value, positive=positive, most=most, integer=integer)
     elif isinstance(value, float) and not math.isfinite(value):
         raise ConfigError(field, value, "a finite number")
+    if name in PARAMETER_CHOICES and value not in PARAMETER_CHOICES[name]:
+        raise ConfigError(field, value, "one of " + ", ".join(repr(v) for v in PARAMETER_CHOICES[name]))
 
 
 def ensure_kernel(name: str = KERNEL) -> None:

@@ -176,6 +176,8 @@ def test_generated_report_parameters_are_checked_before_anything_runs(name, valu
 def test_the_issues_report_parameters(tmp_path):
     for value in (".nan", "-5", ".inf", "0"):
         one_line(cli("report", "smoke", "-p", f"budget_minutes={value}", "--outputs", str(tmp_path)), "budget_minutes")
+    one_line(cli("report", "smoke", "-p", "project_to=h101", "--outputs", str(tmp_path)), "-p project_to: 'h101'")
+    one_line(cli("report", "smoke", "-p", "projection_count=-1", "--outputs", str(tmp_path)), "-p projection_count")
     assert not any(tmp_path.iterdir())
 
 

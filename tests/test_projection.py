@@ -134,3 +134,59 @@ def test_observation_5_is_a_projected_verdict_that_can_fail():
     only_memory = _rows([1.5], ["memory"])  # nothing compute-dominated: half the claim cannot be judged
     verdict = pj.generation_verdict(only_memory, _rows([3.0], ["memory"]), SUMMARY)
     assert verdict.verdict == "not enough data" and "no compute-dominated configuration among 1" in verdict.evidence
+
+
+# ---------------------------------------------------------------- this machine's profiles
+
+SMALL = "layer_1-node_8-input_8-output_8-bs_8"
+
+
+def breakdown(label: str = SMALL) -> pd.DataFrame:
+    """A profiled step of 10 ms wall: matmul 6 ms (600 MFLOPs over 10 MB: compute-bound at any
+    ridge below 60), element-wise 2 ms (1 MFLOP over 40 MB: memory-bound), 2 ms not covered."""
+    return pd.DataFrame({"family": "fc", "label": label, "category": ["matmul", "element-wise"], "time_s": [0.006, 0.002],
+                         "flops": [6e8, 1e6], "bytes": [1e7, 4e7], "step_wall_s": 0.010})  # fmt: skip
+
+
+def test_a_profile_becomes_trace_rows_whose_shares_cover_what_the_profile_saw():
+    from paradnn.engine.profiler import trace_rows
+
+    rows = {r["category"]: r for r in trace_rows(breakdown(), "cpu[threads=1]", "float32")}
+    assert rows["matmul"]["time_perc"] == pytest.approx(60.0) and rows["element-wise"]["time_perc"] == pytest.approx(20.0)
+    assert rows["matmul"]["raw_mb"] == pytest.approx(10.0) and rows["matmul"]["intensity"] == pytest.approx(60.0)
+    assert {r["source"] for r in rows.values()} == {"profile:cpu[threads=1]:float32"}
+
+
+def _ok(platform: str, step: float, dtype: str = "float32", xla: int = 0, label: str = SMALL) -> dict:
+    compute = "float32" if dtype == "float32" else "bfloat16"
+    return {"family": "fc", "label": label, "platform": platform, "state": "ok", "dtype": dtype, "compute_dtype": compute,
+            "xla": xla, "step_time_s": step, "run_key": f"{platform}{dtype}{xla}{step}"}  # fmt: skip
+
+
+def local_store(tmp_path):
+    """Two platforms of this machine with measured ceilings (p1: 100 GFLOP/s, 10 GB/s; p2: twice
+    the FLOPs, 1.5x the bandwidth), p1's profile of SMALL, and rows that differ in settings."""
+    from paradnn.engine.profiler import trace_rows
+
+    path = tmp_path / "local.sqlite"
+    with Store(path) as s:
+        for platform, flops, bandwidth in (("p1", 100e9, 10e9), ("p2", 200e9, 15e9)):
+            ceilings = {"matmul_flops": {"float32": {"0": flops}}, "copy_bandwidth": {"0": bandwidth}}
+            s.put_platform(f"fp-{platform}", platform, {"name": platform}, ceilings, "measured")
+        s.add_traces(trace_rows(breakdown(), "p1", "float32"))
+        s.add_traces(trace_rows(breakdown().assign(time_s=[0.001, 0.001]), "p1", "mixed_bfloat16"))  # another dtype
+        s.add_results([_ok("p1", 0.020), _ok("p1", 0.050, xla=1), _ok("p1", 0.030, dtype="mixed_bfloat16"),
+                       _ok("p2", 0.012), _ok("p2", 0.001, xla=1)])  # fmt: skip
+    return path
+
+
+def test_a_local_profile_projects_the_step_at_its_own_settings_and_meets_the_like_measurement(tmp_path):
+    rows, summary = paradnn.project("p1", "p2", "fc", store=local_store(tmp_path))
+    # p1's float32, XLA-off step of 20 ms: matmul 60% = 12 ms / 2, element-wise 20% = 4 ms / 1.5, 4 ms kept
+    assert summary["held_fixed"] == {"dtype": "float32", "xla": False} and summary["profiles"] == "store"
+    row = rows.iloc[0]
+    assert row["source_step_time_s"] == pytest.approx(0.020)
+    assert row["projected_step_time_s"] == pytest.approx(0.006 + 0.004 / 1.5 + 0.004)
+    assert row["measured_step_time_s"] == pytest.approx(0.012)  # p2's row at the same settings, not its XLA-on one
+    assert row["bound"] == {"compute": 0.6, "memory": 0.2, "overhead": 0.2}
+

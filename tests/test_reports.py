@@ -126,6 +126,14 @@ def test_the_papers_pieces_this_machine_can_show(smoke):
     comparison = (smoke / "platform_comparison.html").read_text()
     assert "FC throughput at 64 layers on cpu, tpu-v2-8, v100 (Fig. 7)" in comparison
     assert "here 2 64-layer configurations were measured on cpu" in comparison
+    # Projection checked against this machine (cpu[threads=1] -> cpu), then onto an H100's datasheet
+    assert "Projected, not measured: 2 FC configurations of cpu onto h100" in comparison
+    checks = {r.get("check"): r for r in json.loads((smoke / "observations-platform_comparison.json").read_text())}
+    check = checks["projection reproduces a platform measured here"]
+    assert check["verdict"] in ("holds", "does not hold") and check["platform"] == "cpu[threads=1] -> cpu"
+    with Store(smoke / "results.sqlite") as s:
+        profiled = s.traces().groupby("source")["label"].nunique()
+    assert profiled["profile:cpu[threads=1]:float32"] == profiled["profile:cpu:float32"] == 2
     workloads = (smoke / "workloads.html").read_text()
     assert "cpu (real workloads): share of step time waiting for the input pipeline" in workloads
     rows = json.loads((smoke / "observations-workloads.json").read_text())
@@ -149,7 +157,9 @@ def test_the_original_study_is_in_every_report_without_options(smoke):
     assert "the best-utilised trace" in arch and "75 FLOPs/byte ridge" in arch
     with Store(smoke / "results.sqlite") as s:
         platforms = set(s.results()["platform"])
-        assert {"tpu-v2-8", "v100"} <= platforms and len(s.traces()) == 230 + 2029
+        traces = s.traces()
+        original = traces[~traces["source"].str.startswith("profile:")]
+        assert {"tpu-v2-8", "v100"} <= platforms and len(original) == 230 + 2029
 
 
 def test_a_users_own_copy_of_the_original_data_still_works(tmp_path, reference):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import signal
 
+import pandas as pd
 import pytest
 
 from paradnn.config import ConfigError
@@ -287,3 +288,38 @@ def test_the_pool_keeps_only_the_newest_workers(tmp_path, idle):
         sweep_kept(tmp_path / str(i), {}, CONFIGS[:1], identity=("python", str(i)))
     assert len(idle._idle) == sweep.IDLE_WORKERS_MAX and not FakeWorker.started[0].alive()
     assert idle.take(("python", "0")) is None and idle.take(("python", "1")) is FakeWorker.started[1]
+
+
+def test_profile_local_keeps_each_profile_once_and_reports_failures(tmp_path, idle):
+    from paradnn.sweeps.driver import Profile, profile_local
+
+    class Profiler(KeptWorker):
+        def send(self, message) -> None:
+            if isinstance(message, Profile):
+                self.asked = [*getattr(self, "asked", []), message.label]
+                return
+            super().send(message)
+
+        def poll(self, timeout: float) -> bool:
+            return True
+
+        def recv(self):
+            from paradnn.engine.profiler import trace_rows
+
+            label = self.asked[-1]
+            if label == CONFIGS[1].label:
+                return Failed("RuntimeError: no profiler", "Traceback ...")
+            profiled = pd.DataFrame({"label": [label], "category": ["matmul"], "time_s": [0.001], "flops": [1e6],
+                                     "bytes": [1e4], "step_wall_s": [0.002]})  # fmt: skip
+            return Result({"rows": trace_rows(profiled, "cpu", "float32")})
+
+    options = SweepOptions(settings=RunSettings(dtype="float32"))
+    with Store(tmp_path / "r.sqlite") as store:
+        start = lambda t: sweep.IDLE.take(("python", "cpu")) or Profiler(t, {})  # noqa: E731
+        first = profile_local(CONFIGS, store, options, progress=sweep.SilentProgress, start_worker=start)
+        assert first == {"profiled": 2, "already": 0, "failed": {CONFIGS[1].label: "RuntimeError: no profiler"}}
+        assert set(store.traces()["label"]) == {CONFIGS[0].label, CONFIGS[2].label}
+        again = profile_local(CONFIGS, store, options, progress=sweep.SilentProgress, start_worker=start)
+    assert again == {"profiled": 0, "already": 2, "failed": first["failed"]}
+    assert len(FakeWorker.started) == 1  # the first call's worker, left idle and reused
+    assert FakeWorker.started[0].asked == [c.label for c in CONFIGS] + [CONFIGS[1].label]

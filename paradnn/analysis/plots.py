@@ -392,8 +392,9 @@ def share_by_batch(rows: pd.DataFrame, value: str, title: str, ylabel: str, hue:
     return fig
 
 
-def predicted_vs_measured(oof: pd.DataFrame, title: str) -> plt.Figure:
-    """Held-out predictions against measurements with their 90% intervals, one panel per platform (log-log)."""
+def predicted_vs_measured(oof: pd.DataFrame, title: str, what: str = "predicted") -> plt.Figure:
+    """Held-out predictions (or projections: ``what``) against measurements with their intervals,
+    one panel per platform (log-log)."""
     platforms = list(dict.fromkeys(oof["platform"]))
     fig, axs = plt.subplots(1, max(len(platforms), 1), figsize=(4.6 * max(len(platforms), 1), 4.2), squeeze=False)
     for ax, platform in zip(axs[0], platforms):
@@ -405,11 +406,11 @@ def predicted_vs_measured(oof: pd.DataFrame, title: str) -> plt.Figure:
             ax.errorbar(rows["measured_s"][part] * 1e3, rows["predicted_s"][part] * 1e3, yerr=err[:, part.to_numpy()], fmt="o",
                         ms=2.5, lw=0.5, alpha=0.6, color=colour, label=f"{name} ({part.sum()})")  # fmt: skip
         lo, hi = (rows[["measured_s", "low_s"]].min().min() * 1e3 * 0.8, rows[["measured_s", "high_s"]].max().max() * 1e3 * 1.25)
-        ax.plot([lo, hi], [lo, hi], color="grey", ls="--", lw=1, label="predicted = measured")
+        ax.plot([lo, hi], [lo, hi], color="grey", ls="--", lw=1, label=f"{what} = measured")
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("measured step time (ms, log scale)")
-        ax.set_ylabel("predicted step time (ms, log scale)")
+        ax.set_ylabel(f"{what} step time (ms, log scale)")
         ax.set_title(f"{platform} (n = {len(rows)})", fontsize=10)
         ax.legend(fontsize=7)
     fig.suptitle(title, fontsize=12)

@@ -8,9 +8,12 @@ and scales by the bandwidth ratio, and what no device speeds up (infeed, host wa
 the profile did not cover) is kept as it is. A projection is therefore never faster than
 the larger of the two ratios allows, and never slower than P.
 
-Profiles come from a store's ``traces`` table (op categories per configuration). The
-original study's TPU v2-8 traces ship with the package and are read from there when the
-store holds no profile of ``tpu-v2-8``.
+Profiles come from a store's ``traces`` table (op categories per configuration): this
+machine's, profiled by :func:`paradnn.sweeps.driver.profile_local` at one dtype policy with
+XLA off, or the original study's TPU v2-8 traces, which ship with the package and are read
+from there when the store holds no profile of ``tpu-v2-8``. A local source's steps are its
+rows at the profiled dtype and one XLA setting; the target's measured rows, shown beside
+the projection, must match both.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import pandas as pd
 from paradnn import families
 from paradnn.analysis.observations import PROJECTED_FAILS, PROJECTED_HOLDS, UNKNOWN, Verdict
 from paradnn.config import ConfigError
+from paradnn.engine.profiler import PROFILE_SOURCE, profile_source
 from paradnn.platform import DATASHEETS
 
 ORIGINAL = "tpu-v2-8"  # the platform whose profiles ship with the package
@@ -127,12 +131,14 @@ def project_step(profile: pd.DataFrame, step_time_s: float, source: Peaks, targe
     }
 
 
-def trace_profiles(traces: pd.DataFrame, platform: str) -> pd.DataFrame:
+def trace_profiles(traces: pd.DataFrame, platform: str, source: str | None = None) -> pd.DataFrame:
     """Per-category profiles (label, category, time_share, flops_per_byte, bytes) of ``platform``
-    from a store's traces table (the original study's op breakdowns): the category rows only."""
+    from a store's traces table (the original study's op breakdowns, or this machine's profiles
+    of ``source``): the category rows only."""
     from paradnn.store.legacy import WHOLE
 
-    rows = traces[(traces["platform"] == platform) & (traces["category"] != WHOLE)].copy()
+    rows = traces[(traces["platform"] == platform) & (traces["category"] != WHOLE)]
+    rows = (rows[rows["source"] == source] if source else rows).copy()
     rows["time_share"] = pd.to_numeric(rows["time_perc"]).fillna(0.0) / 100
     rows["bytes_share"] = pd.to_numeric(rows["raw_mb"]).fillna(0.0) * 1e6
     rows["intensity"] = pd.to_numeric(rows["intensity"]).fillna(0.0)
@@ -163,27 +169,58 @@ class Source:
     steps: pd.Series  # label -> measured step time (s)
     profiles: pd.DataFrame  # trace_profiles() rows
     where: str  # "store" or "bundled"
+    held: dict = dataclasses.field(default_factory=dict)  # settings P's steps share (local: dtype policy, xla)
 
 
 def source_of(platform: str, family: str, results: pd.DataFrame, traces: pd.DataFrame) -> Source:
     """P's steps and profiles from the store, else (for the original study's TPU v2-8) the package data."""
-    profiles = trace_profiles(traces, platform) if not traces.empty else pd.DataFrame()
-    where = "store"
+    ok = _ok_rows(results, platform, family)
+    local = _local_profiles(traces, platform, ok)
+    held = {}
+    if local is not None:  # this machine's profiles: the steps at their dtype policy and one XLA setting
+        profiles, where, held = local
+        ok = ok[(ok["dtype"] == held["dtype"]) & (ok["xla"] == held["xla"])]
+    else:
+        profiles = trace_profiles(traces, platform) if not traces.empty else pd.DataFrame()
+        where = "store"
     if profiles.empty and platform == ORIGINAL:
         results, traces = bundled_original()
+        ok = _ok_rows(results, platform, family)
         profiles, where = trace_profiles(traces, platform), "bundled"
     if profiles.empty:
-        raise ConfigError("--from", platform, f"a platform with op profiles of {family} (profiles exist for "
-                                              f"{ORIGINAL}, from the original study; profiling this machine for "
-                                              "projection is not built yet)")  # fmt: skip
-    ok = results[(results["platform"] == platform) & (results["family"] == family) & (results["state"] == "ok")]
+        raise ConfigError("--from", platform, f"a platform with op profiles of {family} ({ORIGINAL}'s ship with "
+                                              "paradnn; profile a local platform's configurations with `paradnn "
+                                              "profile`)")  # fmt: skip
     ok = ok.sort_values("finished_at", na_position="first") if "finished_at" in ok else ok
     profiles = profiles[profiles["label"].isin(set(ok["label"]))]
     if profiles.empty:
         raise ConfigError("--family", family, f"a family with op profiles on {platform}")
     dtype = str(ok["compute_dtype"].mode().iloc[0])
     steps = ok.groupby("label")["step_time_s"].last().astype(float)
-    return Source(platform, dtype, steps, profiles, where)
+    return Source(platform, dtype, steps, profiles, where, held)
+
+
+def _ok_rows(results: pd.DataFrame, platform: str, family: str) -> pd.DataFrame:
+    """The finished rows of ``family`` on ``platform`` (none from a store without results)."""
+    if not {"platform", "family", "state"} <= set(results.columns):
+        return results.iloc[0:0]
+    return results[(results["platform"] == platform) & (results["family"] == family) & (results["state"] == "ok")]
+
+
+def _local_profiles(traces: pd.DataFrame, platform: str, ok: pd.DataFrame) -> tuple[pd.DataFrame, str, dict] | None:
+    """This machine's profiles of ``platform`` at the dtype policy most of its ok rows ran (None
+    if it has none), with the settings its steps are taken at: that policy and the XLA
+    setting most of those rows ran."""
+    if traces.empty or ok.empty or "dtype" not in ok:
+        return None
+    profiled = traces[(traces["platform"] == platform) & traces["source"].astype(str).str.startswith(PROFILE_SOURCE + ":")]
+    for policy in ok["dtype"].value_counts().index:
+        rows = trace_profiles(profiled, platform, profile_source(platform, str(policy)))
+        if not rows.empty:
+            same = ok[ok["dtype"] == policy]
+            xla = bool(same["xla"].astype(bool).mode().iloc[0]) if "xla" in same else False
+            return rows, "store", {"dtype": str(policy), "xla": xla}
+    return None
 
 
 def step_profile(source: Source, label: str) -> pd.DataFrame:
@@ -270,10 +307,13 @@ def projection(store: str | None, source: str, target: str, family: str, labels:
     theirs = None
     if "state" in results:
         same = (results["platform"] == target) & (results["family"] == family) & (results["compute_dtype"] == dst.dtype)
+        for column, value in start.held.items():  # a local source: Q's rows at P's dtype policy and XLA setting
+            if column != "dtype" or dst.dtype == start.dtype:
+                same &= results[column] == value
         theirs = results[same & (results["state"] == "ok")].sort_values("finished_at")  # Q's own step, same dtype
     rows = project(start, src, dst, family, labels, batch_scale, theirs)
     return rows, {**summary(rows, src, dst), "from": vars(src), "to": vars(dst), "profiles": start.where,
-                  "batch_scale": batch_scale}  # fmt: skip
+                  "batch_scale": batch_scale, "held_fixed": start.held}  # fmt: skip
 
 
 # O5's rule: configurations dominated by one bound reach at least this share of its ratio,

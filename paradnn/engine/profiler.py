@@ -6,6 +6,12 @@ from the sizes of every op's input and output tensors. Runtime ops are fused by 
 (``_FusedMatMul`` is MatMul + BiasAdd + ReLU), so ops are compared by *category*
 (matmul, convolution, element-wise, ...), not by exact type. XLA is off while profiling:
 with XLA a step is one opaque cluster.
+
+A breakdown kept for projection (:mod:`paradnn.analysis.projection`) is stored in the
+store's ``traces`` table beside the original study's TPU traces, as :func:`trace_rows`:
+each category's share of the profiled step's wall time, its bytes and its intensity. The
+share the profile does not cover (the host's Python and executor, the profiler's own
+cost) is left out of the rows, so a projection keeps it as fixed overhead.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import glob
 import json
 import re
 import tempfile
+import time
 from collections import Counter
 
 import pandas as pd
@@ -33,6 +40,25 @@ CATEGORIES = (
     ("element-wise", r".*"),
 )
 _IGNORED = re.compile(r"^(IDLE|NoOp|Const|Placeholder|_Arg|_Retval|Shape|Size|Rank|StopGradient)$")
+PROFILE_SOURCE = "profile"  # the traces table's ``source`` of this machine's profiles: profile:PLATFORM:DTYPE
+
+
+def profile_source(platform: str, dtype: str) -> str:
+    """The ``source`` of a platform's profiles at one dtype policy in the traces table (whose rows
+    are unique per source, label and category: one profile per platform, dtype and label)."""
+    return f"{PROFILE_SOURCE}:{platform}:{dtype}"
+
+
+def trace_rows(breakdown: pd.DataFrame, platform: str, dtype: str) -> list[dict]:
+    """A breakdown (:func:`op_breakdown`) as rows of the store's traces table: per category its
+    share of the profiled step's wall time in percent, its bytes (MB per step) and intensity."""
+    rows = []
+    for r in breakdown.itertuples():
+        intensity = r.flops / r.bytes if r.bytes > 0 else 0.0
+        rows.append({"source": profile_source(platform, dtype), "platform": platform, "label": r.label,
+                     "category": r.category, "time_perc": 100 * r.time_s / r.step_wall_s, "raw_mb": r.bytes / 1e6,
+                     "intensity": intensity})  # fmt: skip
+    return rows
 
 
 def category(op_type: str) -> str:
@@ -82,8 +108,9 @@ def op_times(logdir: str) -> pd.DataFrame:
 def op_breakdown(config: Config, policy: str = "float32", steps: int = 5) -> pd.DataFrame:
     """Profile ``steps`` training steps of ``config`` (XLA off) and summarise by op category.
 
-    Columns: category, time_share, time_s (per step), flops, bytes (per step), intensity
-    (FLOPs/byte), flops_per_sec.
+    Columns: category, time_share (of the ops' time), time_s (per step), flops, bytes (per
+    step), intensity (FLOPs/byte), flops_per_sec, and step_wall_s: the profiled step's wall
+    time (the ops' time plus what the profile does not cover).
     """
     from paradnn.engine.training import Trainer, tf
 
@@ -91,7 +118,9 @@ def op_breakdown(config: Config, policy: str = "float32", steps: int = 5) -> pd.
     trainer.run(2)  # trace and warm up outside the profile
     with tempfile.TemporaryDirectory() as logdir:
         tf.profiler.experimental.start(logdir)
+        started = time.perf_counter()
         trainer.run(steps)
+        wall = (time.perf_counter() - started) / steps
         tf.profiler.experimental.stop()
         times = op_times(logdir)
     times = times[~times["type"].astype(str).str.match(_IGNORED.pattern)]
@@ -105,6 +134,7 @@ def op_breakdown(config: Config, policy: str = "float32", steps: int = 5) -> pd.
     out["time_share"] = out["time_s"] / out["time_s"].sum()
     out["intensity"] = out["flops"] / out["bytes"].where(out["bytes"] > 0)
     out["flops_per_sec"] = out["flops"] / out["time_s"].where(out["time_s"] > 0)
+    out["step_wall_s"] = max(wall, float(out["time_s"].sum()))  # ops on several threads may overlap
     out = out.reset_index(names="category").sort_values("time_share", ascending=False)
     out.insert(0, "label", config.label)
     out.insert(0, "family", config.family)

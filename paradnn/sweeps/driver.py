@@ -101,6 +101,16 @@ class ChooseXLA:
 
 
 @dataclass(frozen=True)
+class Profile:
+    """Driver -> worker: profile one configuration's step by operation category (for projection).
+    Answered with a Result whose record holds the traces table's ``rows``."""
+
+    family: str
+    label: str
+    dtype: str
+
+
+@dataclass(frozen=True)
 class Ready:
     """Worker -> driver, once: the platform it measures on."""
 
@@ -239,6 +249,7 @@ def _worker_main(conn, target: Target) -> None:
     except ConfigError as exc:
         conn.send(StartFailed(str(exc)))
         os._exit(0)
+    from paradnn.engine.profiler import op_breakdown, trace_rows
     from paradnn.engine.record import measure_config
     from paradnn.tfimport import keras
 
@@ -256,6 +267,14 @@ def _worker_main(conn, target: Target) -> None:
                 ceilings = ceil.ceilings(target, info)
                 conn.send(Result({**choice, "ceilings": ceilings}))
             except Exception as exc:  # noqa: BLE001 - the driver falls back to XLA off and says so
+                conn.send(Failed(f"{type(exc).__name__}: {exc}", traceback.format_exc(limit=5)))
+            continue
+        if isinstance(message, Profile):
+            keras.utils.clear_session(free_memory=False)
+            try:
+                breakdown = op_breakdown(parse_label(message.family, message.label), message.dtype)
+                conn.send(Result({"rows": trace_rows(breakdown, target.platform, message.dtype)}))
+            except Exception as exc:  # noqa: BLE001 - the driver reports it and goes on
                 conn.send(Failed(f"{type(exc).__name__}: {exc}", traceback.format_exc(limit=5)))
             continue
         if isinstance(message, Describe):
@@ -283,7 +302,7 @@ class Worker(Protocol):
     ceilings: dict
     base_rss: int
 
-    def send(self, message: Measure | Describe | ChooseXLA | None) -> None: ...
+    def send(self, message: Measure | Describe | ChooseXLA | Profile | None) -> None: ...
     def poll(self, timeout: float) -> bool: ...
     def recv(self) -> Result | Failed: ...  # EOFError when the worker died
     def rss(self) -> int: ...
@@ -367,7 +386,7 @@ class ProcessWorker:
         except subprocess.TimeoutExpired:
             return None
 
-    def send(self, message: Measure | Describe | ChooseXLA | None) -> None:
+    def send(self, message: Measure | Describe | ChooseXLA | Profile | None) -> None:
         self.conn.send(message)
 
     def poll(self, timeout: float) -> bool:
@@ -787,6 +806,54 @@ def _death(code: int | None, kills_before: int) -> dict:
 
 def _gb(n: float) -> str:
     return f"{n / 1e9:.1f} GB"
+
+
+# ---------------------------------------------------------------------------- profiles for projection
+
+
+def profile_local(configs: list[Config], store: Store, options: SweepOptions, progress: Callable[..., object] | None = None,
+                  start_worker: Callable[[Target], Worker] | None = None) -> dict:  # fmt: skip
+    """Profile each configuration's step by operation category on ``options.target`` (in a worker,
+    with the target's threads) and keep it in the store's traces table, for projection from this
+    platform (:mod:`paradnn.analysis.projection`). What the store already holds is skipped.
+
+    Returns counts (``profiled``, ``already``) and ``failed``: label -> error.
+    """
+    from tqdm import tqdm
+
+    from paradnn.engine.profiler import profile_source
+
+    start_worker = start_worker or partial(reuse_or_start, framework=options.settings.framework)
+    dtype, platform = options.settings.dtype, options.target.platform
+    traces = store.traces()
+    held = set(traces.loc[traces["source"] == profile_source(platform, dtype), "label"]) if not traces.empty else set()
+    todo = [c for c in configs if c.label not in held]
+    out: dict = {"profiled": 0, "already": len(configs) - len(todo), "failed": {}}
+    if not todo:
+        return out
+    worker = _start_worker(store, options.target, start_worker)
+    ended_normally = False
+    bar = (progress or tqdm)(total=len(todo), unit="config", desc=f"profile {options.target.id}", dynamic_ncols=True)
+    try:
+        for config in todo:
+            worker.send(Profile(config.family, config.label, dtype))
+            if not worker.poll(options.timeout_s):
+                out["failed"][config.label] = f"no profile within {options.timeout_s:g} s"
+                return out  # the worker may still be busy: stopped below, not kept
+            answer = worker.recv()
+            if isinstance(answer, Result):
+                store.add_traces(answer.record["rows"])
+                out["profiled"] += 1
+            else:
+                out["failed"][config.label] = answer.error
+            bar.update(1)
+        ended_normally = True
+    except EOFError:
+        out["failed"][config.label] = "the worker died while profiling"
+    finally:
+        bar.close()
+        _finish([worker], ended_normally)
+    return out
 
 
 # ---------------------------------------------------------------------------- software stacks side by side
