@@ -96,6 +96,7 @@ def test_the_target_s_own_rows_are_shown_beside_the_projection(tmp_path):
         (("tpu-v2-8", "v100", "fc"), {}, "--dtype: 'bfloat16' is not valid; allowed: a compute dtype of v100's datasheet"),
         (("tpu-v2-8", "tpu-v3-8", "fc"), {"batch_scale": 0}, "--batch-scale: 0 is not valid"),
         (("tpu-v2-8", "tpu-v2-8", "fc"), {}, "--to: 'tpu-v2-8' is not valid; allowed: a platform other than"),
+        (("tpu-v2-8", "tpu-v2-8", "fc"), {"dtype": "bfloat16"}, "--to: 'tpu-v2-8' is not valid"),  # its compute dtype
     ],
 )
 def test_bad_input_names_what_was_wrong(args, kwargs, needle):
@@ -171,7 +172,8 @@ def local_store(tmp_path):
     path = tmp_path / "local.sqlite"
     with Store(path) as s:
         for platform, flops, bandwidth in (("p1", 100e9, 10e9), ("p2", 200e9, 15e9)):
-            ceilings = {"matmul_flops": {"float32": {"0": flops}}, "copy_bandwidth": {"0": bandwidth}}
+            matmul = {"float32": {"0": flops}, "bfloat16": {"0": 4 * flops}}
+            ceilings = {"matmul_flops": matmul, "copy_bandwidth": {"0": bandwidth}}
             s.put_platform(f"fp-{platform}", platform, {"name": platform}, ceilings, "measured")
         s.add_traces(trace_rows(breakdown(), "p1", "float32"))
         s.add_traces(trace_rows(breakdown().assign(time_s=[0.001, 0.001]), "p1", "mixed_bfloat16"))  # another dtype
@@ -190,3 +192,12 @@ def test_a_local_profile_projects_the_step_at_its_own_settings_and_meets_the_lik
     assert row["measured_step_time_s"] == pytest.approx(0.012)  # p2's row at the same settings, not its XLA-on one
     assert row["bound"] == {"compute": 0.6, "memory": 0.2, "overhead": 0.2}
 
+
+def test_a_platform_projects_onto_its_own_lower_precision_and_meets_that_measurement(tmp_path):
+    """float32 onto bfloat16 on one platform: compute-bound categories gain the two ceilings' ratio (4x here)."""
+    rows, summary = paradnn.project("p1", "p1", "fc", store=local_store(tmp_path), dtype="bfloat16")
+    assert summary["to"]["flops"] == 400e9 and summary["peak_ratio"] == pytest.approx(4.0)
+    row = rows.iloc[0]
+    # matmul 12 ms / 4, element-wise 4 ms and 4 ms not covered kept (the same bandwidth)
+    assert row["projected_step_time_s"] == pytest.approx(0.003 + 0.004 + 0.004)
+    assert row["measured_step_time_s"] == pytest.approx(0.030)  # p1's mixed_bfloat16 row, XLA off as the source

@@ -295,8 +295,10 @@ def projection(store: str | None, source: str, target: str, family: str, labels:
     families.get(family)
     if isinstance(batch_scale, bool) or not isinstance(batch_scale, int) or not 1 <= batch_scale <= 64:
         raise ConfigError("--batch-scale", batch_scale, "a whole number from 1 to 64")
-    if source == target:
-        raise ConfigError("--to", target, f"a platform other than --from {source}")
+    same_platform = ConfigError("--to", target, f"a platform other than --from {source} (or {source} itself with "
+                                                "another compute --dtype)")  # fmt: skip
+    if source == target and dtype is None:
+        raise same_platform
     results, traces, platforms = pd.DataFrame(columns=["platform"]), pd.DataFrame(), pd.DataFrame(columns=["platform"])
     if store is not None:
         with Store(store, create=False, readonly=True) as s:
@@ -304,6 +306,8 @@ def projection(store: str | None, source: str, target: str, family: str, labels:
     start = source_of(source, family, results, traces)
     src = peaks_for(source, start.dtype, platforms)
     dst = peaks_for(target, dtype or start.dtype, platforms)
+    if source == target and dst.dtype == start.dtype:
+        raise same_platform
     theirs = None
     if "state" in results:
         same = (results["platform"] == target) & (results["family"] == family) & (results["compute_dtype"] == dst.dtype)
