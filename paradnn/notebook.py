@@ -358,6 +358,27 @@ def profile_here(store: str | Path, platform: str, labels: list[str], dtype: str
     return f"profiles on {platform}: {done['profiled']} taken, {done['already']} already in the store{failed}"
 
 
+def measure_like_source(store: str | Path, source: str, target: str, labels: list[str], max_seconds: float) -> str:
+    """Measure FC ``labels`` on the local ``target`` at the run settings a projection from
+    ``source`` takes its steps at (its dtype policy and XLA setting), where the store lacks
+    them: ``--xla auto`` may have chosen differently on the two platforms, and a projection is
+    checked only against a measurement at the same settings. Returns a summary line."""
+    from paradnn.analysis.projection import local_settings
+    from paradnn.engine.protocol import RunSettings
+    from paradnn.families import parse_label
+    from paradnn.platform import parse_target
+    from paradnn.sweeps.driver import SilentProgress, SweepOptions, run_local
+
+    held = local_settings(str(store), source, "fc")
+    if not labels or not held or not is_local(target):
+        return f"{target}: nothing to measure for the projection check"
+    settings = RunSettings(dtype=held["dtype"], xla=held["xla"], max_seconds=max_seconds)
+    with Store(store) as s:
+        summary = run_local([parse_label("fc", label) for label in labels], s,
+                            SweepOptions(settings=settings, target=parse_target(target)), progress=SilentProgress)  # fmt: skip
+    return f"{target} at {source}'s settings ({_held_words(held)}): {summary.line()}"
+
+
 def projection_check_section(store: str | Path, baseline: str, target: str, labels: list[str]) -> Verdict | None:
     """Projection checked where the truth is here: ``baseline``'s profiled FC steps projected onto
     ``target``'s measured ceilings, against what ``target`` measured at the same settings. Shows

@@ -178,14 +178,16 @@ def local_store(tmp_path):
         s.add_traces(trace_rows(breakdown(), "p1", "float32"))
         s.add_traces(trace_rows(breakdown().assign(time_s=[0.001, 0.001]), "p1", "mixed_bfloat16"))  # another dtype
         s.add_results([_ok("p1", 0.020), _ok("p1", 0.050, xla=1), _ok("p1", 0.030, dtype="mixed_bfloat16"),
-                       _ok("p2", 0.012), _ok("p2", 0.001, xla=1)])  # fmt: skip
+                       _ok("p2", 0.012), _ok("p2", 0.001, xla=1), {**_ok("p2", 0.002), "input_mode": "host", "run_key": "h"},
+                       {**_ok("p2", 0.003), "devices": 2, "run_key": "d"}])  # fed by the host, or two replicas: not like p1's
     return path
 
 
 def test_a_local_profile_projects_the_step_at_its_own_settings_and_meets_the_like_measurement(tmp_path):
     rows, summary = paradnn.project("p1", "p2", "fc", store=local_store(tmp_path))
     # p1's float32, XLA-off step of 20 ms: matmul 60% = 12 ms / 2, element-wise 20% = 4 ms / 1.5, 4 ms kept
-    assert summary["held_fixed"] == {"dtype": "float32", "xla": False} and summary["profiles"] == "store"
+    assert summary["held_fixed"] == {"dtype": "float32", "xla": False, "framework": "tensorflow", "input_mode": "device",
+                                     "devices": 1} and summary["profiles"] == "store"  # fmt: skip
     row = rows.iloc[0]
     assert row["source_step_time_s"] == pytest.approx(0.020)
     assert row["projected_step_time_s"] == pytest.approx(0.006 + 0.004 / 1.5 + 0.004)

@@ -179,7 +179,7 @@ def source_of(platform: str, family: str, results: pd.DataFrame, traces: pd.Data
     held = {}
     if local is not None:  # this machine's profiles: the steps at their dtype policy and one XLA setting
         profiles, where, held = local
-        ok = ok[(ok["dtype"] == held["dtype"]) & (ok["xla"] == held["xla"])]
+        ok = held_rows(ok, held)
     else:
         profiles = trace_profiles(traces, platform) if not traces.empty else pd.DataFrame()
         where = "store"
@@ -200,6 +200,18 @@ def source_of(platform: str, family: str, results: pd.DataFrame, traces: pd.Data
     return Source(platform, dtype, steps, profiles, where, held)
 
 
+def local_settings(store: str, platform: str, family: str) -> dict:
+    """The run settings a projection from ``platform`` takes its steps at (its profiles' dtype
+    policy and the XLA setting most of those rows ran; see :func:`source_of`), or {} where the
+    store holds no profile of this machine for it."""
+    from paradnn.store import Store
+
+    with Store(store, create=False, readonly=True) as s:
+        results, traces = s.results(), s.traces()
+    local = _local_profiles(traces, platform, _ok_rows(results, platform, family))
+    return local[2] if local else {}
+
+
 def _ok_rows(results: pd.DataFrame, platform: str, family: str) -> pd.DataFrame:
     """The finished rows of ``family`` on ``platform`` (none from a store without results)."""
     if not {"platform", "family", "state"} <= set(results.columns):
@@ -216,11 +228,25 @@ def _local_profiles(traces: pd.DataFrame, platform: str, ok: pd.DataFrame) -> tu
     profiled = traces[(traces["platform"] == platform) & traces["source"].astype(str).str.startswith(PROFILE_SOURCE + ":")]
     for policy in ok["dtype"].value_counts().index:
         rows = trace_profiles(profiled, platform, profile_source(platform, str(policy)))
-        if not rows.empty:
-            same = ok[ok["dtype"] == policy]
+        same = held_rows(ok, {"dtype": policy, **PROFILED})
+        if not rows.empty and not same.empty:
             xla = bool(same["xla"].astype(bool).mode().iloc[0]) if "xla" in same else False
-            return rows, "store", {"dtype": str(policy), "xla": xla}
+            return rows, "store", {"dtype": str(policy), "xla": xla, **PROFILED}
     return None
+
+
+# What a profile of this machine runs besides its dtype and XLA setting: the plain step, fed
+# from device memory, on one device, under TensorFlow (a missing value in a row means these).
+PROFILED = {"framework": "tensorflow", "input_mode": "device", "devices": 1}
+
+
+def held_rows(rows: pd.DataFrame, held: dict) -> pd.DataFrame:
+    """The rows whose run settings equal ``held`` (a setting the rows lack a column for is not checked)."""
+    keep = pd.Series(True, index=rows.index)
+    for column, value in held.items():
+        if column in rows:
+            keep &= rows[column].fillna(PROFILED.get(column, value)) == value
+    return rows[keep]
 
 
 def step_profile(source: Source, label: str) -> pd.DataFrame:
@@ -311,10 +337,10 @@ def projection(store: str | None, source: str, target: str, family: str, labels:
     theirs = None
     if "state" in results:
         same = (results["platform"] == target) & (results["family"] == family) & (results["compute_dtype"] == dst.dtype)
-        for column, value in start.held.items():  # a local source: Q's rows at P's dtype policy and XLA setting
-            if column != "dtype" or dst.dtype == start.dtype:
-                same &= results[column] == value
-        theirs = results[same & (results["state"] == "ok")].sort_values("finished_at")  # Q's own step, same dtype
+        theirs = results[same & (results["state"] == "ok")]  # Q's own step, same compute dtype
+        # a local source: Q's rows at its run settings too (its dtype policy only onto the same compute dtype)
+        theirs = held_rows(theirs, {k: v for k, v in start.held.items() if k != "dtype" or dst.dtype == start.dtype})
+        theirs = theirs.sort_values("finished_at")
     rows = project(start, src, dst, family, labels, batch_scale, theirs)
     return rows, {**summary(rows, src, dst), "from": vars(src), "to": vars(dst), "profiles": start.where,
                   "batch_scale": batch_scale, "held_fixed": start.held}  # fmt: skip
