@@ -28,7 +28,7 @@ import pandas as pd
 from paradnn import families
 from paradnn.analysis.observations import PROJECTED_FAILS, PROJECTED_HOLDS, UNKNOWN, Verdict
 from paradnn.config import ConfigError
-from paradnn.engine.profiler import PROFILE_SOURCE, profile_source
+from paradnn.engine.profiler import profile_source
 from paradnn.platform import DATASHEETS
 
 ORIGINAL = "tpu-v2-8"  # the platform whose profiles ship with the package
@@ -176,13 +176,12 @@ def source_of(platform: str, family: str, results: pd.DataFrame, traces: pd.Data
     """P's steps and profiles from the store, else (for the original study's TPU v2-8) the package data."""
     ok = _ok_rows(results, platform, family)
     local = _local_profiles(traces, platform, ok)
-    held = {}
+    held, where = {}, "store"
     if local is not None:  # this machine's profiles: the steps at their dtype policy and one XLA setting
-        profiles, where, held = local
+        profiles, held = local
         ok = held_rows(ok, held)
     else:
         profiles = trace_profiles(traces, platform) if not traces.empty else pd.DataFrame()
-        where = "store"
     if profiles.empty and platform == ORIGINAL:
         results, traces = bundled_original()
         ok = _ok_rows(results, platform, family)
@@ -209,7 +208,7 @@ def local_settings(store: str, platform: str, family: str) -> dict:
     with Store(store, create=False, readonly=True) as s:
         results, traces = s.results(), s.traces()
     local = _local_profiles(traces, platform, _ok_rows(results, platform, family))
-    return local[2] if local else {}
+    return local[1] if local else {}
 
 
 def _ok_rows(results: pd.DataFrame, platform: str, family: str) -> pd.DataFrame:
@@ -219,19 +218,18 @@ def _ok_rows(results: pd.DataFrame, platform: str, family: str) -> pd.DataFrame:
     return results[(results["platform"] == platform) & (results["family"] == family) & (results["state"] == "ok")]
 
 
-def _local_profiles(traces: pd.DataFrame, platform: str, ok: pd.DataFrame) -> tuple[pd.DataFrame, str, dict] | None:
+def _local_profiles(traces: pd.DataFrame, platform: str, ok: pd.DataFrame) -> tuple[pd.DataFrame, dict] | None:
     """This machine's profiles of ``platform`` at the dtype policy most of its ok rows ran (None
     if it has none), with the settings its steps are taken at: that policy and the XLA
     setting most of those rows ran."""
     if traces.empty or ok.empty or "dtype" not in ok:
         return None
-    profiled = traces[(traces["platform"] == platform) & traces["source"].astype(str).str.startswith(PROFILE_SOURCE + ":")]
     for policy in ok["dtype"].value_counts().index:
-        rows = trace_profiles(profiled, platform, profile_source(platform, str(policy)))
+        rows = trace_profiles(traces, platform, profile_source(platform, str(policy)))
         same = held_rows(ok, {"dtype": policy, **PROFILED})
         if not rows.empty and not same.empty:
             xla = bool(same["xla"].astype(bool).mode().iloc[0]) if "xla" in same else False
-            return rows, "store", {"dtype": str(policy), "xla": xla, **PROFILED}
+            return rows, {"dtype": str(policy), "xla": xla, **PROFILED}
     return None
 
 

@@ -3,9 +3,9 @@
 Each configuration runs in a worker process that is reused across configurations (so
 TensorFlow's import is paid once) and replaced after a crash, a timeout or an
 out-of-memory failure; a sweep that ends normally leaves its worker idle for this
-process's next sweep (see :class:`IdleWorkers`). The driver (this process) never imports TensorFlow; it writes every
-result to the store in its own transaction the moment it arrives, so ``kill -9`` loses
-nothing that had finished and a rerun resumes. Driver and worker speak in the small
+process's next sweep (see :class:`IdleWorkers`). The driver (this process) never imports
+TensorFlow; it writes every result to the store in its own transaction the moment it
+arrives, so ``kill -9`` loses nothing that had finished and a rerun resumes. Driver and worker speak in the small
 typed messages below; :func:`run_local` takes any worker factory, so the driver's
 handling of timeouts, crashes and kills is tested in-process with a fake worker.
 
