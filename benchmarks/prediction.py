@@ -8,6 +8,10 @@ Sections (targets in brackets):
   levels    TPU v2 FC, each interior level of each axis held out whole [<= 8% every level]
   cross     fit on the V100 sweep, predict the TPU v2 on the shared configurations with the
             TPU's datasheet roofline (reported; no target)
+  prior     the projection as prior: the V100's 176 configurations predicted from the TPU v2's
+            steps and traces, calibrated on 0/3/6/12/24 measured V100 rows (10 draws each),
+            against the same calibration on the V100's roofline, the model fitted on those rows
+            alone, and the roofline swap (reported; issue 26 item 5)
   cpu       this machine's FC grid from --cpu-store, random 5-fold [<= 8%]
   replay    TPU v2 FC: error on the unmeasured rest after measuring 5/10/20% of the grid,
             adaptive vs random, 3 seeds [adaptive within 2 points of the full-data model by
@@ -68,6 +72,66 @@ def cross_platform(store: Store) -> dict:
     return scores.as_dict()
 
 
+PRIOR_ROWS = (0, 3, 6, 12, 24)
+PRIOR_DRAWS = 10
+
+
+def scored(predicted: np.ndarray, truth: np.ndarray, low: np.ndarray | None = None, high: np.ndarray | None = None) -> dict:
+    ape = np.abs(predicted / truth - 1) * 100
+    out = {"median_ape": float(np.median(ape)), "mape": float(ape.mean())}
+    if low is not None and np.isfinite(low).all():
+        out["coverage"] = float(np.mean((low <= truth) & (truth <= high)))
+    return out
+
+
+def roofline_terms(rows: pd.DataFrame, featurizer: predict.Featurizer) -> np.ndarray:
+    """The baseline's calibration terms: the V100 roofline bound, one per step, the batch."""
+    bound = np.exp(predict.log_bound(*featurizer.bound_s(rows, predict.counts("fc", rows))))
+    return np.column_stack([bound, np.ones(len(rows)), rows["batch"].to_numpy(dtype=float)])
+
+
+def projection_as_prior(store: Store, path: str) -> dict:
+    """Issue 26 item 5: the V100 predicted from the TPU v2 with k of its rows measured."""
+    from scipy.optimize import nnls
+
+    from paradnn.analysis.prior import projection_prior
+
+    v100, on_v100 = fitted_rows(store, "v100")
+    tpu, on_tpu = fitted_rows(store, "tpu-v2-8")
+    prior, measured = projection_prior(path, "tpu-v2-8", "v100", "fc", "float16")
+    truth = measured.set_index("label")["step_time_s"].astype(float)
+    labels = list(truth.index)
+    rows = v100.set_index("label").loc[labels].reset_index()
+    baseline_x = roofline_terms(rows, on_v100)
+    swap = predict.PerformanceModel.fit(tpu, on_tpu)  # the TPU's model moved onto the V100's roofline
+    swap.featurizer = predict.Featurizer("fc", on_v100.ceilings, swap.featurizer.categories)
+    swapped = swap.predict(rows.assign(dtype=tpu["dtype"].iloc[0], xla=tpu["xla"].iloc[0]))["step_time_s"].to_numpy()
+    report: dict = {"n": len(labels), "swap_tpu_model_onto_v100": scored(swapped, truth.to_numpy())}
+    for k in PRIOR_ROWS:
+        draws = []
+        for seed in range(PRIOR_DRAWS if k else 1):
+            chosen = np.random.default_rng(seed).choice(len(labels), k, replace=False)
+            rest = np.setdiff1d(np.arange(len(labels)), chosen)
+            fitted = prior.calibrated(measured.set_index("label").loc[[labels[i] for i in chosen]].reset_index())
+            out = fitted.predict([labels[i] for i in rest])
+            t = truth.to_numpy()[rest]
+            own = (out["parts_from"] == "profile").to_numpy()
+            draw = {"prior": scored(out["step_time_s"].to_numpy(), t, out["step_time_low_s"].to_numpy(),
+                                    out["step_time_high_s"].to_numpy()),
+                    "prior_own_profile": scored(out["step_time_s"].to_numpy()[own], t[own]),
+                    "prior_neighbours": scored(out["step_time_s"].to_numpy()[~own], t[~own])}  # fmt: skip
+            if k >= 3:
+                coef, _ = nnls(baseline_x[chosen] / truth.to_numpy()[chosen][:, None], np.ones(k))
+                draw["roofline_calibrated"] = scored(baseline_x[rest] @ coef, t)
+            if k >= predict.MIN_ROWS:
+                model = predict.PerformanceModel.fit(rows.iloc[chosen], predict.Featurizer("fc", on_v100.ceilings), seed)
+                draw["model_on_these_rows"] = scored(model.predict(rows.iloc[rest])["step_time_s"].to_numpy(), t)
+            draws.append(draw)
+        report[f"rows_{k}"] = {name: {m: float(np.mean([d[name][m] for d in draws])) for m in draws[0][name]}
+                               for name in draws[0]}  # fmt: skip
+    return report
+
+
 def verdicts(rows: pd.DataFrame, featurizer: predict.Featurizer, fraction: float = 0.2) -> dict:
     """Fig. 2's regression (FLOP/s on log2 hyperparameters) from the measured grid and from a filled one."""
     grid = rows.reset_index(drop=True)
@@ -88,7 +152,7 @@ def main() -> None:
     parser.add_argument("--cpu-store", help="A store with this machine's FC grid (at least 12 ok rows).")
     parser.add_argument("--only", help="Comma-separated sections.")
     args = parser.parse_args()
-    only = set(args.only.split(",")) if args.only else {"random", "levels", "cross", "cpu", "replay", "verdicts"}
+    only = set(args.only.split(",")) if args.only else {"random", "levels", "cross", "prior", "cpu", "replay", "verdicts"}
     report: dict = {}
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
@@ -104,6 +168,9 @@ def main() -> None:
         if "cross" in only:
             report["cross"] = cross_platform(store)
             print("cross", json.dumps(report["cross"]), flush=True)
+        if "prior" in only:
+            report["prior"] = projection_as_prior(store, str(Path(tmp) / "reference.sqlite"))
+            print("prior", json.dumps(report["prior"], indent=1), flush=True)
         if "cpu" in only and args.cpu_store:
             with Store(args.cpu_store, create=False, readonly=True) as cpu:
                 platform = cpu.platform_names()[0]

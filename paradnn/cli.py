@@ -20,7 +20,7 @@ from paradnn import families
 from paradnn.config import POLICIES, ConfigError
 from paradnn.families import Config
 from paradnn.store import StoreError
-from paradnn.store.guard import damaged
+from paradnn.store.guard import damaged, store_errors
 
 FAMILIES = families.names()
 EXAMPLES = {
@@ -609,14 +609,21 @@ def scorecard(store_path: str, as_json: bool) -> None:
 @click.option("--cv", "folds", type=int, help="Instead of predicting: K-fold held-out error of the model and the baselines.")
 @click.option("--replay", help="Instead: replay the stored grid, adaptive vs random sampling, at these fractions (0.05,0.1).")
 @click.option("--seed", default=0, show_default=True, type=click.IntRange(0, 2**32 - 1), help="Seed of subsampling and folds.")
+@click.option("--prior-from", "prior_from", help="For a platform with few or no rows (a datasheet or measured ceilings): "
+                                                 "project this profiled platform's steps onto it and calibrate on its rows.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def predict(labels: tuple[str, ...], store_path: str, platform_id: str, family: str, labels_file, preset: str | None,
-            dtype: str | None, folds: int | None, replay: str | None, seed: int, as_json: bool) -> None:  # fmt: skip
+            dtype: str | None, folds: int | None, replay: str | None, seed: int, prior_from: str | None,
+            as_json: bool) -> None:  # fmt: skip
     """Predict step time and examples/s of configurations a platform has not run, with 90% intervals.
 
     The model (see docs/performance.md) learns from the store's measured rows of one
     platform and family. Each prediction comes with its 90% interval and, where the store
     holds out-of-memory rows, the probability that the configuration fits.
+
+    With --prior-from P, a platform with fewer rows than the model needs (none at all, for a
+    datasheet) is predicted from P's steps projected onto it, calibrated on the rows it has
+    (README, "Predicting a platform with few rows").
     """
     from paradnn.analysis import predict as pr
     from paradnn.space import expand
@@ -635,6 +642,11 @@ def predict(labels: tuple[str, ...], store_path: str, platform_id: str, family: 
         raise ConfigError("LABEL", "(none)", "labels, --labels-file, --preset, --cv or --replay")
     for label in wanted:  # every label checked before the model is fitted
         families.parse_label(family, label)
+    if prior_from is not None:
+        if evaluate:
+            raise ConfigError("--prior-from", prior_from, "labels, --labels-file or --preset to predict (not --cv or --replay)")
+        _predict_with_prior(store_path, platform_id, family, prior_from, wanted, dtype, seed, as_json)
+        return
     with _open_store(store_path, create=False, readonly=True) as store:
         model, rows = pr.fit_store(store, platform_id, family, seed)
     if evaluate:
@@ -742,6 +754,37 @@ def _lines(path: str) -> list[str]:
     except UnicodeDecodeError:
         raise ConfigError("--labels-file", path, "a UTF-8 text file of labels, one per line (this one is binary)") from None
     return [x.strip() for x in text.splitlines() if x.strip()]
+
+
+def _predict_with_prior(store_path: str, platform_id: str, family: str, source: str, wanted: list[str], dtype: str | None,
+                        seed: int, as_json: bool) -> None:  # fmt: skip
+    """``paradnn predict --prior-from P``: the projection prior of :mod:`paradnn.analysis.prior`."""
+    from paradnn.analysis.prior import projection_prior, source_model_from
+    from paradnn.config import compute_dtype
+
+    if dtype is not None and dtype not in POLICIES:
+        raise ConfigError("--dtype", dtype, ", ".join(POLICIES))
+    if source == platform_id:
+        raise ConfigError("--prior-from", source, f"a platform other than --platform {platform_id}")
+    with _open_store(store_path, create=False, readonly=True) as store:
+        mine = store.results(platform=platform_id) if platform_id in store.platform_names() else None
+    if dtype is None and mine is not None and (mine["family"] == _family(family)).any():
+        dtype = str(mine.loc[mine["family"] == _family(family), "dtype"].mode().iloc[0])  # what Q was measured in
+    with store_errors(store_path):
+        prior, theirs = projection_prior(store_path, source, platform_id, _family(family),
+                                         compute_dtype(dtype) if dtype else None,
+                                         source_model_from(store_path, source, _family(family), seed))  # fmt: skip
+        prior = prior.calibrated(theirs)
+        out = prior.predict(wanted)
+    out["measured_step_time_s"] = out["label"].map(theirs.drop_duplicates("label", keep="last").set_index("label")["step_time_s"])
+    if as_json:
+        _emit({"prior": prior.describe(), "rows": [{k: _finite(v) for k, v in r.items()} for r in out.to_dict("records")]},
+              True)  # fmt: skip
+        return
+    _print_table(out.to_dict("records"), [("label", "{}"), ("step_time_s", "{:.4g}"), ("step_time_low_s", "{:.4g}"),
+                                          ("step_time_high_s", "{:.4g}"), ("examples_per_sec", "{:.4g}"),
+                                          ("parts_from", "{}"), ("measured_step_time_s", "{:.4g}")])  # fmt: skip
+    click.echo(prior.describe(), err=True)
 
 
 def _predict_evaluation(rows, model, folds: int | None, fractions: list[float], seed: int, as_json: bool) -> None:

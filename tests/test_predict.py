@@ -292,6 +292,27 @@ def test_predict_cross_validation_json(legacy_store):
     assert out["mape"] < out["baselines"]["roofline"]["mape"] and out["mape"] < out["baselines"]["paper_regression"]["mape"]
 
 
+TRACED = "layer_4-node_128-input_2000-output_1000-bs_16384"  # measured on both sweeps and traced on the TPU
+
+
+def test_predict_with_the_projection_as_prior_calibrates_on_the_rows_q_has(legacy_store):
+    """V100 from the TPU v2's traces: calibrated on the V100's 176 rows; H100 (a datasheet, no rows): not calibrated."""
+    done = cli("predict", "--store", str(legacy_store), "--platform", "v100", "--family", "fc", "--prior-from", "tpu-v2-8",
+               "--json", TRACED)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert "calibrated on 176 measured rows of v100" in out["prior"] and "float16" in out["prior"]
+    row = out["rows"][0]
+    assert row["parts_from"] == "profile" and row["measured_step_time_s"] > 0
+    assert row["step_time_low_s"] < row["step_time_s"] < row["step_time_high_s"]
+    done = cli("predict", "--store", str(legacy_store), "--platform", "h100", "--family", "fc", "--prior-from", "tpu-v2-8",
+               "--json", TRACED)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert "not calibrated" in out["prior"] and out["rows"][0]["step_time_low_s"] is None
+    assert out["rows"][0]["measured_step_time_s"] is None and out["rows"][0]["step_time_s"] > 0
+
+
 FC_LABEL = "layer_4-node_256-input_2000-output_1000-bs_64"
 
 
@@ -308,6 +329,9 @@ FC_LABEL = "layer_4-node_256-input_2000-output_1000-bs_64"
         (["--platform", "v100", "--family", "fc", "--cv", "1"], "--cv: 1 is not valid"),
         (["--platform", "v100", "--family", "fc", "--replay", "2"], "--replay: '2' is not valid"),
         (["--platform", "v100", "--family", "fc", "--dtype", "float32", FC_LABEL], "--dtype: 'float32' is not valid"),
+        (["--platform", "v100", "--family", "fc", "--prior-from", "tpu-v2-8", "--cv", "3"], "--prior-from: 'tpu-v2-8' is not"),
+        (["--platform", "h100", "--family", "fc", "--prior-from", "v100", FC_LABEL], "--from: 'v100' is not valid"),
+        (["--platform", "nowhere", "--family", "fc", "--prior-from", "tpu-v2-8", FC_LABEL], "platform: 'nowhere' is not"),
     ],
 )
 def test_predict_bad_input_is_one_line_and_exit_2(legacy_store, args, needle):

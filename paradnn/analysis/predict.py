@@ -378,7 +378,7 @@ def fit_store(store, platform: str, family: str, seed: int = 0) -> tuple[Perform
     ok, failed = training_rows(store.results(platform=platform), family)
     if len(ok) < MIN_ROWS:
         raise PredictionError(f"the store has {len(ok)} measured {family} configurations on {platform}; "
-                              f"prediction needs at least {MIN_ROWS}")  # fmt: skip
+                              f"prediction needs at least {MIN_ROWS} (or --prior-from a profiled platform)")  # fmt: skip
     featurizer = Featurizer(family, platform_ceilings(store.platforms(), platform))
     return PerformanceModel.fit(ok, featurizer, seed, failed), ok
 

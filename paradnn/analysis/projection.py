@@ -106,8 +106,9 @@ def project_step(profile: pd.DataFrame, step_time_s: float, source: Peaks, targe
     ``source``; ``step_time_s``: its measured step) onto ``target``.
 
     Returns the projected step, the speedup (source step over projection), each bound's share
-    of the source step, and a bracket: the projection if every scaled category gained the
-    smaller ratio, and if every one gained the larger (the uncertainty of the bound labels).
+    of the source step, the time kept as it was (``kept_s``: overhead), and a bracket: the
+    projection if every scaled category gained the smaller ratio, and if every one gained the
+    larger (the uncertainty of the bound labels).
     """
     profile = profile[["category", "time_s", "flops", "bytes"]].copy()
     untraced = step_time_s - float(profile["time_s"].sum())
@@ -128,6 +129,7 @@ def project_step(profile: pd.DataFrame, step_time_s: float, source: Peaks, targe
         "speedup": total / projected if projected > 0 else math.nan,
         "bound": {b: round(float(shares.get(b, 0.0)), 4) for b in BOUNDS},
         "interval_s": [fixed + moved * min(ratios), fixed + moved * max(ratios)],
+        "kept_s": fixed,
     }
 
 
@@ -308,17 +310,15 @@ def summary(projected: pd.DataFrame, source: Peaks, target: Peaks) -> dict:
             "peak_ratio": target.flops / source.flops, "bandwidth_ratio": target.bandwidth / source.bandwidth}  # fmt: skip
 
 
-def projection(store: str | None, source: str, target: str, family: str, labels: list[str] | None = None,
-               batch_scale: int = 1, dtype: str | None = None) -> tuple[pd.DataFrame, dict]:  # fmt: skip
-    """Project ``family``'s configurations measured on platform ``source`` onto ``target`` (a
-    datasheet or a platform with measured ceilings in ``store``; None: no store, the bundled
-    original study only). ``dtype``: the compute dtype on the target (default: the source's).
-    Returns the rows (:func:`project`) and a summary with both platforms' peaks."""
+def projection_inputs(store: str | None, source: str, target: str, family: str,
+                      dtype: str | None = None) -> tuple[Source, Peaks, Peaks, pd.DataFrame | None]:  # fmt: skip
+    """What projecting ``family`` from ``source`` onto ``target`` starts from: P's steps and
+    profiles, both platforms' peaks (``dtype``: the compute dtype on Q, default P's), and Q's
+    own ok rows at that compute dtype and P's run settings (None where the store has no
+    results), oldest first."""
     from paradnn.store import Store
 
     families.get(family)
-    if isinstance(batch_scale, bool) or not isinstance(batch_scale, int) or not 1 <= batch_scale <= 64:
-        raise ConfigError("--batch-scale", batch_scale, "a whole number from 1 to 64")
     same_platform = ConfigError("--to", target, f"a platform other than --from {source} (or {source} itself with "
                                                 "another compute --dtype)")  # fmt: skip
     if source == target and dtype is None:
@@ -339,6 +339,18 @@ def projection(store: str | None, source: str, target: str, family: str, labels:
         # a local source: Q's rows at its run settings too (its dtype policy only onto the same compute dtype)
         theirs = held_rows(theirs, {k: v for k, v in start.held.items() if k != "dtype" or dst.dtype == start.dtype})
         theirs = theirs.sort_values("finished_at")
+    return start, src, dst, theirs
+
+
+def projection(store: str | None, source: str, target: str, family: str, labels: list[str] | None = None,
+               batch_scale: int = 1, dtype: str | None = None) -> tuple[pd.DataFrame, dict]:  # fmt: skip
+    """Project ``family``'s configurations measured on platform ``source`` onto ``target`` (a
+    datasheet or a platform with measured ceilings in ``store``; None: no store, the bundled
+    original study only). ``dtype``: the compute dtype on the target (default: the source's).
+    Returns the rows (:func:`project`) and a summary with both platforms' peaks."""
+    if isinstance(batch_scale, bool) or not isinstance(batch_scale, int) or not 1 <= batch_scale <= 64:
+        raise ConfigError("--batch-scale", batch_scale, "a whole number from 1 to 64")
+    start, src, dst, theirs = projection_inputs(store, source, target, family, dtype)
     rows = project(start, src, dst, family, labels, batch_scale, theirs)
     return rows, {**summary(rows, src, dst), "from": vars(src), "to": vars(dst), "profiles": start.where,
                   "batch_scale": batch_scale, "held_fixed": start.held}  # fmt: skip
