@@ -11,7 +11,8 @@ Sections (targets in brackets):
   prior     the projection as prior: the V100's 176 configurations predicted from the TPU v2's
             steps and traces, calibrated on 0/3/6/12/24 measured V100 rows (10 draws each),
             against the same calibration on the V100's roofline, the model fitted on those rows
-            alone, and the roofline swap (reported; issue 26 item 5)
+            alone, and the roofline swap (reported; issue 26 item 5); with --cpu-store holding
+            profiles of cpu[threads=1] (`paradnn profile`), cpu from them the same way
   cpu       this machine's FC grid from --cpu-store, random 5-fold [<= 8%]
   replay    TPU v2 FC: error on the unmeasured rest after measuring 5/10/20% of the grid,
             adaptive vs random, 3 seeds [adaptive within 2 points of the full-data model by
@@ -91,7 +92,7 @@ def roofline_terms(rows: pd.DataFrame, featurizer: predict.Featurizer) -> np.nda
 
 
 def projection_as_prior(store: Store, path: str) -> dict:
-    """Issue 26 item 5: the V100 predicted from the TPU v2 with k of its rows measured."""
+    """Issue 26 item 5: the V100 predicted from the TPU v2 with k of its rows measured, beside the baselines."""
     from scipy.optimize import nnls
 
     from paradnn.analysis.prior import projection_prior
@@ -99,36 +100,57 @@ def projection_as_prior(store: Store, path: str) -> dict:
     v100, on_v100 = fitted_rows(store, "v100")
     tpu, on_tpu = fitted_rows(store, "tpu-v2-8")
     prior, measured = projection_prior(path, "tpu-v2-8", "v100", "fc", "float16")
-    truth = measured.set_index("label")["step_time_s"].astype(float)
-    labels = list(truth.index)
-    rows = v100.set_index("label").loc[labels].reset_index()
+    rows = v100.set_index("label").loc[list(measured["label"])].reset_index()
     baseline_x = roofline_terms(rows, on_v100)
     swap = predict.PerformanceModel.fit(tpu, on_tpu)  # the TPU's model moved onto the V100's roofline
     swap.featurizer = predict.Featurizer("fc", on_v100.ceilings, swap.featurizer.categories)
     swapped = swap.predict(rows.assign(dtype=tpu["dtype"].iloc[0], xla=tpu["xla"].iloc[0]))["step_time_s"].to_numpy()
-    report: dict = {"n": len(labels), "swap_tpu_model_onto_v100": scored(swapped, truth.to_numpy())}
-    for k in PRIOR_ROWS:
-        draws = []
-        for seed in range(PRIOR_DRAWS if k else 1):
+
+    def baselines(chosen: np.ndarray, rest: np.ndarray, truth: np.ndarray, seed: int) -> dict:
+        out = {}
+        if len(chosen) >= 3:
+            coef, _ = nnls(baseline_x[chosen] / truth[chosen][:, None], np.ones(len(chosen)))
+            out["roofline_calibrated"] = scored(baseline_x[rest] @ coef, truth[rest])
+        if len(chosen) >= predict.MIN_ROWS:
+            model = predict.PerformanceModel.fit(rows.iloc[chosen], predict.Featurizer("fc", on_v100.ceilings), seed)
+            out["model_on_these_rows"] = scored(model.predict(rows.iloc[rest])["step_time_s"].to_numpy(), truth[rest])
+        return out
+
+    return {"n": len(measured), "swap_tpu_model_onto_v100": scored(swapped, measured["step_time_s"].to_numpy(dtype=float)),
+            **held_out_prior(prior, measured, PRIOR_ROWS, PRIOR_DRAWS, baselines)}  # fmt: skip
+
+
+def local_prior(path: str, source: str = "cpu[threads=1]", target: str = "cpu") -> dict:
+    """The same on this machine: ``target`` from ``source``'s profiles (``paradnn profile``), where the store has them."""
+    from paradnn.analysis.prior import projection_prior
+
+    prior, measured = projection_prior(path, source, target, "fc")
+    measured = measured.drop_duplicates("label", keep="last")
+    measured = measured[measured["label"].isin(prior.source.steps.index)].reset_index(drop=True)
+    return {"pair": f"{source} -> {target}", "n": len(measured), "held_fixed": prior.source.held,
+            **held_out_prior(prior, measured, (0, 3, 5, 8), 20)}  # fmt: skip
+
+
+def held_out_prior(prior, measured: pd.DataFrame, ks, draws: int, baselines=None) -> dict:
+    """The prior calibrated on k of ``measured``'s rows drawn at random and scored on the rest,
+    averaged over ``draws`` draws per k (``baselines(chosen, rest, truth, seed)`` adds others)."""
+    labels = list(measured["label"])
+    truth = measured["step_time_s"].to_numpy(dtype=float)
+    report = {}
+    for k in ks:
+        runs = []
+        for seed in range(draws if k else 1):
             chosen = np.random.default_rng(seed).choice(len(labels), k, replace=False)
             rest = np.setdiff1d(np.arange(len(labels)), chosen)
-            fitted = prior.calibrated(measured.set_index("label").loc[[labels[i] for i in chosen]].reset_index())
-            out = fitted.predict([labels[i] for i in rest])
-            t = truth.to_numpy()[rest]
+            out = prior.calibrated(measured.iloc[chosen]).predict([labels[i] for i in rest])
+            step, t = out["step_time_s"].to_numpy(), truth[rest]
             own = (out["parts_from"] == "profile").to_numpy()
-            draw = {"prior": scored(out["step_time_s"].to_numpy(), t, out["step_time_low_s"].to_numpy(),
-                                    out["step_time_high_s"].to_numpy()),
-                    "prior_own_profile": scored(out["step_time_s"].to_numpy()[own], t[own]),
-                    "prior_neighbours": scored(out["step_time_s"].to_numpy()[~own], t[~own])}  # fmt: skip
-            if k >= 3:
-                coef, _ = nnls(baseline_x[chosen] / truth.to_numpy()[chosen][:, None], np.ones(k))
-                draw["roofline_calibrated"] = scored(baseline_x[rest] @ coef, t)
-            if k >= predict.MIN_ROWS:
-                model = predict.PerformanceModel.fit(rows.iloc[chosen], predict.Featurizer("fc", on_v100.ceilings), seed)
-                draw["model_on_these_rows"] = scored(model.predict(rows.iloc[rest])["step_time_s"].to_numpy(), t)
-            draws.append(draw)
-        report[f"rows_{k}"] = {name: {m: float(np.mean([d[name][m] for d in draws])) for m in draws[0][name]}
-                               for name in draws[0]}  # fmt: skip
+            run = {"prior": scored(step, t, out["step_time_low_s"].to_numpy(), out["step_time_high_s"].to_numpy())}
+            if own.any() and (~own).any():
+                run |= {"prior_own_profile": scored(step[own], t[own]), "prior_neighbours": scored(step[~own], t[~own])}
+            runs.append(run | (baselines(chosen, rest, truth, seed) if baselines else {}))
+        report[f"rows_{k}"] = {name: {m: float(np.mean([r[name][m] for r in runs])) for m in runs[0][name]}
+                               for name in runs[0]}  # fmt: skip
     return report
 
 
@@ -171,6 +193,9 @@ def main() -> None:
         if "prior" in only:
             report["prior"] = projection_as_prior(store, str(Path(tmp) / "reference.sqlite"))
             print("prior", json.dumps(report["prior"], indent=1), flush=True)
+        if "prior" in only and args.cpu_store:
+            report["prior_local"] = local_prior(args.cpu_store)
+            print("prior_local", json.dumps(report["prior_local"], indent=1), flush=True)
         if "cpu" in only and args.cpu_store:
             with Store(args.cpu_store, create=False, readonly=True) as cpu:
                 platform = cpu.platform_names()[0]

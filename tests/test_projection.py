@@ -203,3 +203,16 @@ def test_a_platform_projects_onto_its_own_lower_precision_and_meets_that_measure
     # matmul 12 ms / 4, element-wise 4 ms and 4 ms not covered kept (the same bandwidth)
     assert row["projected_step_time_s"] == pytest.approx(0.003 + 0.004 + 0.004)
     assert row["measured_step_time_s"] == pytest.approx(0.030)  # p1's mixed_bfloat16 row, XLA off as the source
+
+
+def test_the_prior_from_a_local_profile_calibrates_on_the_like_measurement_only(tmp_path):
+    """p1 -> p2 as predict's prior: p2's one row at p1's settings (12 ms) scales the 12.67 ms projection."""
+    from paradnn.analysis.prior import projection_prior
+
+    prior, measured = projection_prior(str(local_store(tmp_path)), "p1", "p2", "fc")
+    assert measured.to_dict("records") == [{"label": SMALL, "step_time_s": pytest.approx(0.012)}]
+    projected = 0.006 + 0.004 / 1.5 + 0.004
+    assert prior.predict([SMALL])["step_time_s"].iloc[0] == pytest.approx(projected)
+    fitted = prior.calibrated(measured)
+    assert fitted.coef[0] == pytest.approx(0.012 / projected)
+    assert fitted.predict([SMALL])["step_time_s"].iloc[0] == pytest.approx(0.012)
