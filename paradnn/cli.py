@@ -213,7 +213,7 @@ def platform(platform: str, as_json: bool, refresh: bool) -> None:
     machine.apply_threads(target)
     info = machine.describe(target)
     if not refresh and not ceilings.cached_ceilings(info):
-        click.echo("measuring this platform's ceilings once (about 20 s)...", err=True)
+        click.echo("measuring this platform's ceilings once (about 30 s)...", err=True)
     info["ceilings"] = ceilings.ceilings(target, info, refresh=refresh)
     info["peaks"] = {p: dict(zip(("flops", "source"), plat.peak(info, info["ceilings"], p))) for p in POLICIES}
     if as_json:
@@ -294,7 +294,7 @@ def measure(family: str, label: str, max_seconds: float, memory_gb: float | None
 
     info = machine.describe(target)
     if not ceil.cached_ceilings(info):
-        click.echo("measuring this platform's ceilings once (about 20 s)...", err=True)
+        click.echo("measuring this platform's ceilings once (about 30 s)...", err=True)
     record = measure_config(config, settings, target, info, ceil.ceilings(target, info))
     _emit(record, as_json)
     if record["state"] != "ok":

@@ -80,6 +80,28 @@ def test_ceilings_keep_their_trials_spread(monkeypatch, tmp_path):
         assert worst <= best == result["matmul_flops"]["float32"][xla]
 
 
+def test_the_curve_is_the_best_matmul_flops_at_each_size(monkeypatch):
+    from paradnn.engine import ceilings
+
+    monkeypatch.setattr(ceilings, "CURVE_SIZES", (32, 64))
+    curve = ceilings.measure_curve(ceilings.Target(), ["float32"], trials=1)
+    assert set(curve) == {"float32"} and set(curve["float32"]) == {"32", "64"}
+    assert all(rate > 0 for rate in curve["float32"].values())
+
+
+def test_ceilings_cached_without_a_curve_get_one_and_keep_the_rest(monkeypatch, tmp_path):
+    """A cache written before curves existed: the sizes are measured once, the largest is the no-XLA ceiling."""
+    from paradnn.engine import ceilings
+
+    monkeypatch.setenv("PARADNN_CACHE_DIR", str(tmp_path))
+    info = {"id": "cpu", "name": "Fake CPU", "cores": 2, "software": {"tensorflow": "9.9", "keras": "9.9", "cuda": ""}}
+    ceilings._write(info, {"matmul_size": 2048, "matmul_flops": {"float32": {"xla": 6.0, "no_xla": 5.0}}})
+    monkeypatch.setattr(ceilings, "measure_curve", lambda target, dtypes: {d: {"64": 1.0} for d in dtypes})
+    got = ceilings.ceilings(ceilings.Target(), info)
+    assert got["matmul_curve"] == {"float32": {"64": 1.0, "2048": 5.0}} and got["matmul_flops"]["float32"]["xla"] == 6.0
+    assert ceilings.cached_ceilings(info)["matmul_curve"] == got["matmul_curve"]
+
+
 def test_cpu_theoretical_peak_is_cores_times_fma_width_times_clock():
     from paradnn.platform import cpu_theoretical_peak, theoretical_sentence
 

@@ -42,6 +42,29 @@ def test_the_ridge_point_separates_compute_from_memory():
     assert pj.scale_factor(1e9, 1.0, "infeed", P, Q) == ("overhead", 1.0)
 
 
+def test_between_two_measured_curves_a_compute_category_scales_by_the_rates_at_its_size():
+    """Intensity 64/6 FLOPs/byte in float32 is a 64 x 64 matmul: p reaches 10, q 8 FLOP/s there (q slower)."""
+    p = pj.Peaks("p", "float32", 100.0, 10.0, "test", curve=((64, 10.0), (256, 90.0)))  # ridge 10 FLOPs/byte
+    q = pj.Peaks("q", "float32", 200.0, 20.0, "test", curve=((64, 8.0), (256, 180.0)))
+    assert pj.matmul_size(64 / 6, "float32") == pytest.approx(64) and pj.matmul_size(64 / 3, "bfloat16") == pytest.approx(64)
+    assert p.flops_at(128) == pytest.approx(50.0) and p.flops_at(16) == 10.0 and p.flops_at(4096) == 90.0  # log-linear, ends held
+    assert pj.scale_factor(64 / 6, 1.0, "matmul", p, q) == ("compute", pytest.approx(10 / 8))
+    assert pj.scale_factor(1e9, 1.0, "matmul", p, q) == ("compute", pytest.approx(0.5))  # beyond the curve: its last point
+    assert pj.scale_factor(64 / 6, 1.0, "matmul", p, Q) == ("compute", pytest.approx(100 / 300))  # no curve on q: the peaks
+    out = pj.project_step(pd.DataFrame({"category": ["matmul"], "time_s": [1.0], "flops": [64 / 6], "bytes": [1.0]}), 1.0, p, q)
+    assert out["projected_step_time_s"] == pytest.approx(1.25) and out["interval_s"] == pytest.approx([0.5, 1.25])
+
+
+def test_measured_peaks_carry_the_best_curve_of_the_platform_s_fingerprints(tmp_path):
+    with Store(tmp_path / "c.sqlite") as s:
+        for fp, rate in (("a", 10.0), ("b", 12.0)):
+            ceilings = {"matmul_flops": {"float32": {"no_xla": 100.0}}, "copy_bandwidth": {"x": 1.0},
+                        "matmul_curve": {"float32": {"64": rate, "2048": 100.0}}}  # fmt: skip
+            s.put_platform(fp, "cpu", {"name": "cpu"}, ceilings, "measured")
+        platforms = s.platforms()
+    assert pj.measured_peaks("cpu", "float32", platforms).curve == ((64, 12.0), (2048, 100.0))
+
+
 @pytest.fixture(scope="module")
 def fresh_store(tmp_path_factory):
     path = tmp_path_factory.mktemp("projection") / "fresh.sqlite"

@@ -207,7 +207,7 @@ def test_xla_choice_is_probed_once_and_cached(tmp_path, monkeypatch):
     from paradnn.engine import ceilings as ceil
 
     monkeypatch.setenv("PARADNN_CACHE_DIR", str(tmp_path))
-    ceil._write(INFO, {"matmul_flops": {}})  # ceilings already measured for this platform
+    ceil._write(INFO, {"matmul_flops": {}, "matmul_curve": {}})  # ceilings already measured for this platform
     probes = []
     monkeypatch.setattr(ceil, "probe_xla", lambda target, family, dtype: probes.append(family) or {"xla": family == "cnn"})
     target = Target()

@@ -5,8 +5,11 @@ predicts GPUs the same way: each operation category of a step measured on platfo
 its FLOPs and bytes on Q; one whose intensity (FLOPs/byte) is at or above P's ridge point
 is compute-bound and runs ``peak_P / peak_Q`` times as long, one below it is memory-bound
 and scales by the bandwidth ratio, and what no device speeds up (infeed, host waits, time
-the profile did not cover) is kept as it is. A projection is therefore never faster than
-the larger of the two ratios allows, and never slower than P.
+the profile did not cover) is kept as it is. Between two platforms measured here, a
+compute-bound category scales instead by the two platforms' FLOP/s at its size (their
+measured matmul curves), as Habitat scales a kernel by what each GPU reaches on it. With
+datasheets on either side a projection is never faster than the larger of the two ratios
+allows, and never slower than P; with curves, the bounds are the curves' ratios.
 
 Profiles come from a store's ``traces`` table (op categories per configuration): this
 machine's, profiled by :func:`paradnn.sweeps.driver.profile_local` at one dtype policy with
@@ -23,6 +26,7 @@ import functools
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
 from paradnn import families
@@ -47,11 +51,29 @@ class Peaks:
     flops: float
     bandwidth: float
     source: str
+    curve: tuple[tuple[int, float], ...] = ()  # measured (n, FLOP/s) of n x n matmuls, n ascending; () for a datasheet
 
     @property
     def ridge(self) -> float:
         """The roofline's ridge point: the intensity (FLOPs/byte) above which a step is compute-bound."""
         return self.flops / self.bandwidth
+
+    def flops_at(self, n: float) -> float:
+        """FLOP/s of an n x n matmul: interpolated in log n between the curve's sizes, its end
+        values beyond them (the peak where there is no curve)."""
+        if not self.curve:
+            return self.flops
+        sizes, rates = zip(*self.curve)
+        return float(np.interp(math.log(max(n, 1.0)), np.log(sizes), rates))
+
+
+# Bytes per element of a compute dtype: an n x n matmul moves 3 n^2 of them for 2 n^3 FLOPs.
+ELEMENT_BYTES = {"float32": 4, "tf32": 4, "bfloat16": 2, "float16": 2}
+
+
+def matmul_size(intensity: float, dtype: str) -> float:
+    """The n of the square matmul with this intensity (FLOPs/byte): 2n^3 / (3 n^2 e) = I."""
+    return 1.5 * ELEMENT_BYTES.get(dtype, 4) * intensity
 
 
 def datasheet_peaks(platform: str, dtype: str) -> Peaks:
@@ -72,11 +94,15 @@ def measured_peaks(platform: str, dtype: str, platforms: pd.DataFrame) -> Peaks 
     rows = platforms[platforms["platform"] == platform] if "platform" in platforms else platforms.iloc[0:0]
     ceilings = platform_ceilings(rows).values()
     flops = max((ceiling_of(c, dtype) for c in ceilings), default=0.0)
+    curve: dict[int, float] = {}
+    for c in ceilings:  # a maximum per size over fingerprints, like the peaks
+        for n, rate in ((c.get("matmul_curve") or {}).get(dtype) or {}).items():
+            curve[int(n)] = max(curve.get(int(n), 0.0), float(rate))
     bandwidth = max((max([float(v) for v in (c.get("copy_bandwidth") or {}).values() if v], default=0.0) for c in ceilings),
                     default=0.0)  # fmt: skip
     if flops <= 0 or bandwidth <= 0:
         return None
-    return Peaks(platform, dtype, flops, bandwidth, "measured")
+    return Peaks(platform, dtype, flops, bandwidth, "measured", tuple(sorted((n, r) for n, r in curve.items() if r > 0)))
 
 
 def peaks_for(platform: str, dtype: str, platforms: pd.DataFrame) -> Peaks:
@@ -92,11 +118,20 @@ def peaks_for(platform: str, dtype: str, platforms: pd.DataFrame) -> Peaks:
 
 
 def scale_factor(flops: float, bytes_: float, category: str, source: Peaks, target: Peaks) -> tuple[str, float]:
-    """The bound of one operation category on ``source`` and by how much its time is multiplied on ``target``."""
+    """The bound of one operation category on ``source`` and by how much its time is multiplied on ``target``.
+
+    A compute-bound category scales by the two peaks' ratio, or, where both platforms have a
+    measured curve, by their FLOP/s at its size: the n of the square matmul of the same
+    intensity (:func:`matmul_size`). Small operations do not reach a platform's peak, and two
+    threads gain nothing on them (the projection across thread counts was 29-37% too fast
+    without this)."""
     if category in OVERHEAD_CATEGORIES or category == UNTRACED or (flops <= 0 and bytes_ <= 0):
         return "overhead", 1.0
     intensity = math.inf if bytes_ <= 0 else flops / bytes_
     if intensity >= source.ridge:
+        if source.curve and target.curve:
+            n = matmul_size(intensity, source.dtype)
+            return "compute", source.flops_at(n) / target.flops_at(n)
         return "compute", source.flops / target.flops
     return "memory", source.bandwidth / target.bandwidth
 
@@ -107,8 +142,9 @@ def project_step(profile: pd.DataFrame, step_time_s: float, source: Peaks, targe
 
     Returns the projected step, the speedup (source step over projection), each bound's share
     of the source step, the time kept as it was (``kept_s``: overhead), and a bracket: the
-    projection if every scaled category gained the smaller ratio, and if every one gained the
-    larger (the uncertainty of the bound labels).
+    projection if every scaled category gained the smallest factor (of the two peaks' ratios
+    and those the categories got), and if every one gained the largest (the uncertainty of
+    the bound labels).
     """
     profile = profile[["category", "time_s", "flops", "bytes"]].copy()
     untraced = step_time_s - float(profile["time_s"].sum())
@@ -119,8 +155,8 @@ def project_step(profile: pd.DataFrame, step_time_s: float, source: Peaks, targe
     profile["factor"] = [factor for _, factor in rows]
     projected = float((profile["time_s"] * profile["factor"]).sum())
     total = float(profile["time_s"].sum())
-    ratios = (source.flops / target.flops, source.bandwidth / target.bandwidth)
     scaled = profile["bound"] != "overhead"
+    ratios = (source.flops / target.flops, source.bandwidth / target.bandwidth, *profile.loc[scaled, "factor"])
     fixed = float(profile.loc[~scaled, "time_s"].sum())
     moved = float(profile.loc[scaled, "time_s"].sum())
     shares = profile.groupby("bound")["time_s"].sum() / total if total > 0 else pd.Series(dtype=float)

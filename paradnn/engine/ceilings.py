@@ -1,6 +1,7 @@
 """Measured ceilings: the FLOP/s and bandwidth this platform really reaches, cached.
 
-Large-matmul FLOP/s per dtype with XLA on and off, and a streaming copy bandwidth, timed
+Large-matmul FLOP/s per dtype with XLA on and off, smaller matmuls' FLOP/s (the curve a
+projection scales each operation by), and a streaming copy bandwidth, timed
 with the harness's own protocol. They are measured once per machine and software stack
 (the platform fingerprint of :mod:`paradnn.identity`) and cached as JSON in
 ``PARADNN_CACHE_DIR`` (default ``~/.cache/paradnn``).
@@ -55,6 +56,12 @@ def _copy_runner(n_bytes: int, xla: bool):
 
 
 TRIALS = 3  # a peak is a maximum: the best of this many trials, spread over the measurement
+# Smaller square matmuls timed beside the largest (XLA off, as a profile runs): the FLOP/s an
+# operation of that size reaches, which a projection between two measured platforms scales by.
+# Two threads gain nothing below n = 256 on a 2-core CPU and 1.9x at 2048.
+CURVE_SIZES = (64, 128, 256, 512, 1024)
+CURVE_SECONDS = 0.08  # per size and trial: small matmuls need few calls to time (building them takes longer)
+CURVE_TRIALS = 2  # the curve's points: 6-7 s for two dtypes on a 2-core CPU
 
 
 def measure_ceilings(target: Target, seconds: float = 0.5, trials: int = TRIALS, dtypes: list[str] | None = None,
@@ -88,7 +95,39 @@ def measure_ceilings(target: Target, seconds: float = 0.5, trials: int = TRIALS,
         best_of, spread_of = (result[kind].setdefault(dtype, {}), result[spread].setdefault(dtype, {})) if dtype else \
             (result[kind], result[spread])
         best_of[xla], spread_of[xla] = max(values), [min(values), max(values)]
+    if copy:  # a full measurement: the sizes' curve too
+        with_curve(target, result)
     return result
+
+
+def with_curve(target: Target, ceilings: dict) -> dict:
+    """``ceilings`` with its ``matmul_curve`` measured (per dtype it has a ceiling of); the largest
+    size is the no-XLA ceiling itself. Updated in place; returns it."""
+    curves = measure_curve(target, list(ceilings.get("matmul_flops") or {}) or ["float32"])
+    for dtype, curve in curves.items():
+        no_xla = ((ceilings.get("matmul_flops") or {}).get(dtype) or {}).get(_key(False))
+        if no_xla and ceilings.get("matmul_size"):
+            curve[str(ceilings["matmul_size"])] = no_xla
+    ceilings["matmul_curve"] = curves
+    return ceilings
+
+
+def measure_curve(target: Target, dtypes: list[str], trials: int = CURVE_TRIALS) -> dict[str, dict[str, float]]:
+    """Matmul FLOP/s at each of ``CURVE_SIZES`` per dtype, XLA off, the best of ``trials`` rounds
+    (each round times every size and dtype in turn)."""
+    from paradnn.engine.protocol import RunSettings, run_protocol
+    from paradnn.tfimport import tf
+
+    settings = RunSettings(max_seconds=CURVE_SECONDS, min_call_seconds=0.02, max_steps_per_call=20000, max_warmup_calls=2)
+    best: dict[str, dict[str, float]] = {d: {} for d in dtypes}
+    with tf.device(target.tf_device):
+        runs = {(d, n): _matmul_runner(n, d, False) for d in dtypes for n in CURVE_SIZES}
+        for _ in range(trials):
+            for (dtype, n), run in runs.items():
+                m = run_protocol(run, settings)
+                if m.stats:
+                    best[dtype][str(n)] = max(best[dtype].get(str(n), 0.0), 2 * n**3 / m.stats.median)
+    return best
 
 
 def _key(xla: bool) -> str:
@@ -157,6 +196,8 @@ def ceilings(target: Target, info: dict | None = None, refresh: bool = False) ->
     """Measured ceilings of ``target``, from the cache when this stack measured them before."""
     info = info or describe(target)
     cached = None if refresh else cached_ceilings(info)
+    if cached and "matmul_curve" not in cached:  # cached before sizes were measured: add them
+        _write(info, with_curve(target, cached))
     if cached:
         return cached
     result = measure_ceilings(target)
