@@ -60,12 +60,12 @@ def axis_matrix(family: str, labels: list[str]) -> np.ndarray:
 def parts_of(projected: pd.DataFrame) -> pd.DataFrame:
     """Per profiled label (rows of :func:`~paradnn.analysis.projection.project`): the share of
     P's step that is kept as it is on Q, and the factor the rest of it is multiplied by."""
+    step = projected["source_step_time_s"].to_numpy(dtype=float)
     projected_s = projected["projected_step_time_s"].to_numpy(dtype=float)
-    total = projected["speedup"].to_numpy(dtype=float) * projected_s  # the profile's time, untraced included
-    kept = projected["kept_s"].to_numpy(dtype=float)
-    moved = total - kept
+    kept = np.minimum(projected["kept_s"].to_numpy(dtype=float), step)  # a profile may add up to more than the step
+    moved = step - kept
     factor = np.divide(projected_s - kept, moved, out=np.ones_like(moved), where=moved > 0)
-    return pd.DataFrame({"kept_share": kept / total, "moved_factor": factor}, index=projected["label"].to_numpy())
+    return pd.DataFrame({"kept_share": kept / step, "moved_factor": factor}, index=projected["label"].to_numpy())
 
 
 @dataclass(frozen=True)
