@@ -34,6 +34,21 @@ def test_each_category_scales_by_its_bound_and_the_rest_is_kept():
     assert out["interval_s"] == pytest.approx([1 + 3 * (1 / 3), 1 + 3 * 0.5])  # every scaled op at each ratio
 
 
+def test_the_bracket_holds_the_projection_exactly_when_one_ratio_decides_it():
+    """One memory-bound category on a platform twice as slow: the projection is the bracket's
+    upper end, and rounding must not leave it outside (it did for 30 of these 2,000 steps)."""
+    outside = []
+    for i in range(2000):
+        step, share = 1e-4 * (1 + i / 20), 0.05 + 0.9 * (i % 97) / 97
+        profile = pd.DataFrame({"category": ["element-wise", "infeed"], "time_s": [step * share, step * (1 - share)],
+                                "flops": [1.0, 0.0], "bytes": [10.0, 1.0]})  # fmt: skip
+        out = pj.project_step(profile, step, Q, P)
+        low, high = out["interval_s"]
+        if not low <= out["projected_step_time_s"] <= high:
+            outside.append((step, share))
+    assert outside == []
+
+
 def test_the_ridge_point_separates_compute_from_memory():
     at_ridge = pj.scale_factor(100.0, 10.0, "matmul", P, Q)
     below = pj.scale_factor(99.0, 10.0, "matmul", P, Q)

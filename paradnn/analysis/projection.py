@@ -160,11 +160,14 @@ def project_step(profile: pd.DataFrame, step_time_s: float, source: Peaks, targe
     fixed = float(profile.loc[~scaled, "time_s"].sum())
     moved = float(profile.loc[scaled, "time_s"].sum())
     shares = profile.groupby("bound")["time_s"].sum() / total if total > 0 else pd.Series(dtype=float)
+    # The bracket holds the projection; where one ratio decides both (a single scaled category
+    # at an end of the ratios) rounding alone could leave it a hair outside.
+    low, high = min(fixed + moved * min(ratios), projected), max(fixed + moved * max(ratios), projected)
     return {
         "projected_step_time_s": projected,
         "speedup": total / projected if projected > 0 else math.nan,
         "bound": {b: round(float(shares.get(b, 0.0)), 4) for b in BOUNDS},
-        "interval_s": [fixed + moved * min(ratios), fixed + moved * max(ratios)],
+        "interval_s": [low, high],
         "kept_s": fixed,
     }
 
