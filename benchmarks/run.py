@@ -17,6 +17,8 @@ Sections (targets in brackets):
   overhead  sweep wall time outside timed samples, per configuration [median < 2 s without compile]
   ray       scheduling gap between configurations on a node, local vs a 2-node Ray cluster here [median < 1 s]
   repeat    the same configurations in two separate sweeps [median |diff| <= 5%]
+  projection cpu[threads=1]'s profiled steps projected onto cpu, against cpu's own, FC/CNN/RNN at quick size
+            [median |error| <= 25%, goal 10%]
   analysis  each notebook over a store of 20,000 synthetic rows [< 60 s each]; store rates
   main      wall time of the README's main command from an empty store (--main-job)
 
@@ -400,6 +402,40 @@ def bench_repeat(tiny: bool, work: Path) -> None:
         row("repeat", "within-run CV of step time", f"quantile {q:.1f}", float(np.quantile(cv, q)))
 
 
+def bench_projection(tiny: bool, work: Path) -> None:
+    """Projection checked where the truth is here (issue 26): each configuration is measured on
+    ``cpu[threads=1]`` and ``cpu`` in turn (XLA off, float32), profiled on the first, projected onto
+    the second's measured ceilings and compared with the second's own step."""
+    from paradnn.analysis.projection import dominant_bound, projection
+    from paradnn.platform import parse_target
+    from paradnn.space import expand
+    from paradnn.store import Store
+    from paradnn.sweeps.driver import SilentProgress, SweepOptions, profile_local, run_local
+
+    source, target = "cpu[threads=1]", "cpu"
+    grids = {"fc": ("smoke", {"nodes": [64], "batch": [64]})} if tiny else {f: ("quick", None) for f in ("fc", "cnn", "rnn")}
+    settings = RunSettings(xla=False, max_seconds=0.3 if tiny else 2.0)
+    store = work / "projection.sqlite"
+    for family, (preset, overrides) in grids.items():
+        configs = expand(family, preset, overrides)
+        with Store(store) as s:
+            for config in configs:  # the two platforms alternate, configuration by configuration
+                for platform in (source, target):
+                    run_local([config], s, SweepOptions(settings=settings, target=parse_target(platform)),
+                              progress=SilentProgress)  # fmt: skip
+            profile_local(configs, s, SweepOptions(settings=settings, target=parse_target(source)), progress=SilentProgress)
+        rows, summary = projection(str(store), source, target, family)
+        rows = rows.dropna(subset=["measured_step_time_s"])
+        error = rows["projected_step_time_s"] / rows["measured_step_time_s"] - 1
+        median = float(error.abs().median())
+        case = f"{family} {preset}, {source} -> {target} ({len(rows)} configs)"
+        row("projection", case, "median |error| of the step", median, "<= 0.25 (goal 0.10)", median <= 0.25)
+        row("projection", case, "median signed error (+: projected too slow)", float(error.median()))
+        bound = dominant_bound(rows)
+        for name, errors in error.abs().groupby(bound):
+            row("projection", case, f"median |error|, {name}-dominated (n={len(errors)})", float(errors.median()))
+
+
 # ------------------------------------------------------------------ analysis at scale
 
 
@@ -473,7 +509,8 @@ def bench_main_job(work: Path) -> None:
     row("main", "paradnn report quick, empty store", "wall s", value, "exit status 0", result.returncode == 0)
 
 
-SECTIONS = ("harness", "fit", "workloads", "ceiling", "input", "devices", "jax", "overhead", "ray", "repeat", "analysis")
+SECTIONS = ("harness", "fit", "workloads", "ceiling", "input", "devices", "jax", "overhead", "ray", "repeat", "projection",
+            "analysis")  # fmt: skip
 
 
 def main() -> int:
@@ -503,10 +540,13 @@ def main() -> int:
             "overhead": lambda: bench_overhead(args.tiny, work),
             "ray": lambda: bench_ray(args.tiny, work),
             "repeat": lambda: bench_repeat(args.tiny, work),
+            "projection": lambda: bench_projection(args.tiny, work),
             "analysis": lambda: bench_analysis(args.tiny, work),
         }
         for name in only:
+            started = time.perf_counter()
             steps[name]()
+            print(f"benchmarks: {name} took {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
         if args.main_job:
             bench_main_job(work)
     out = Path(args.output)

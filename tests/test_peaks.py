@@ -123,3 +123,29 @@ def test_a_cpu_without_its_maximum_clock_gets_no_peak_but_the_clock_its_ceiling_
     assert "not known here" in sentence and "at least 2.50 GHz" in sentence
     beaten = theoretical_sentence(cpu_theoretical_peak({"fma", "avx2"}, cores=1, max_ghz=1.0), 40e9, "float32")
     assert "exceeds" in beaten and "does not hold" in beaten  # never a share above 100%
+
+
+def test_two_processes_needing_the_same_ceilings_measure_them_once(monkeypatch, tmp_path):
+    """Three callers at once (threads holding their own lock files, as processes do): one measures, two read."""
+    import threading
+    import time
+
+    from paradnn.engine import ceilings
+
+    monkeypatch.setenv("PARADNN_CACHE_DIR", str(tmp_path))
+    info = {"id": "cpu", "name": "Fake CPU", "cores": 2, "software": {"tensorflow": "9.9", "keras": "9.9", "cuda": ""}}
+    measured = []
+
+    def slow_measure(target):
+        measured.append(threading.get_ident())
+        time.sleep(0.3)
+        return {"matmul_flops": {"float32": {"no_xla": 5.0}}, "matmul_curve": {"float32": {"64": 1.0}}}
+
+    monkeypatch.setattr(ceilings, "measure_ceilings", slow_measure)
+    got = []
+    callers = [threading.Thread(target=lambda: got.append(ceilings.ceilings(ceilings.Target(), info))) for _ in range(3)]
+    for caller in callers:
+        caller.start()
+    for caller in callers:
+        caller.join()
+    assert len(measured) == 1 and len(got) == 3 and all(g["matmul_flops"]["float32"]["no_xla"] == 5.0 for g in got)

@@ -30,6 +30,7 @@ hyperparameters).
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 import warnings
@@ -92,17 +93,23 @@ def counts(family: str, rows: pd.DataFrame) -> pd.DataFrame:
     """``flops_model``, ``bytes_estimate`` and ``memory_estimate`` of every row, from its configuration.
 
     Computed from the family's counter rather than read from the store, so imported rows
-    (which lack a byte estimate) and unmeasured labels are treated alike.
+    (which lack a byte estimate) and unmeasured labels are treated alike. Each distinct
+    configuration is counted once per process: an adaptive replay asks for the same grid's
+    counts at every round, and counting was most of its time.
     """
     fam = families.get(family)
-    out = []
-    for _, row in rows.iterrows():
-        config = fam.make(**{a.name: a.kind(row[a.name]) for a in fam.axes})  # store columns may read as floats
-        dtype = str(row["dtype"])
-        out.append(
-            (counting.flops_model(config), counting.bytes_estimate(config, dtype), counting.memory_estimate(config, dtype))
-        )
+    names = [a.name for a in fam.axes]
+    values = zip(*(rows[name].to_numpy() for name in names), rows["dtype"].astype(str).to_numpy())
+    out = [_counted(family, tuple(_plain(v) for v in row[:-1]), row[-1]) for row in values]
     return pd.DataFrame(out, columns=["flops_model", "bytes_estimate", "memory_estimate"], index=rows.index, dtype=float)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _counted(family: str, axes: tuple, dtype: str) -> tuple[int, int, int]:
+    """The three counts of one configuration (``axes``: its axis values in the family's order)."""
+    fam = families.get(family)
+    config = fam.make(**{a.name: a.kind(v) for a, v in zip(fam.axes, axes)})  # store columns may read as floats
+    return counting.flops_model(config), counting.bytes_estimate(config, dtype), counting.memory_estimate(config, dtype)
 
 
 def _plain(value: object) -> object:

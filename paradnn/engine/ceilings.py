@@ -12,12 +12,20 @@ FLOPs) with XLA off and on, and the faster setting is used for that family on th
 platform and stack. On a 2-core CPU XLA makes a small CNN 38x slower and turns mixed
 bfloat16's speedup into a slowdown, while it speeds up large FC steps: a single global
 setting would judge every family through somebody's slow path.
+
+One process measures a platform's ceilings (or probes its XLA choice) at a time, under a
+file lock beside the cache entry; another that needs them waits and reads what the first
+wrote. Two measuring at once would each pay for it and each time the other's load, and a
+ceiling is a maximum, not what a contended trial reached.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from paradnn.config import cache_dir
@@ -138,12 +146,13 @@ def remeasure(target: Target, info: dict, ceilings: dict, dtype: str) -> dict:
     """Measure the matmul ceiling of ``dtype`` again, now (a configuration beat it): each setting's
     ceiling becomes the best of the old and the new trials. ``ceilings`` is updated in place (the
     worker keeps using it) and written back to the cache; returns it."""
-    fresh = measure_ceilings(target, dtypes=[dtype], copy=False)
-    old = ceilings.setdefault("matmul_flops", {}).setdefault(dtype, {})
-    for xla, value in fresh["matmul_flops"].get(dtype, {}).items():
-        old[xla] = max(old.get(xla, 0.0), value)
-    ceilings.setdefault("remeasured", []).append({"dtype": dtype, "matmul_flops": fresh["matmul_flops"].get(dtype, {})})
-    _write(info, ceilings)
+    with _measuring(info):
+        fresh = measure_ceilings(target, dtypes=[dtype], copy=False)
+        old = ceilings.setdefault("matmul_flops", {}).setdefault(dtype, {})
+        for xla, value in fresh["matmul_flops"].get(dtype, {}).items():
+            old[xla] = max(old.get(xla, 0.0), value)
+        ceilings.setdefault("remeasured", []).append({"dtype": dtype, "matmul_flops": fresh["matmul_flops"].get(dtype, {})})
+        _write(info, ceilings)
     return ceilings
 
 
@@ -172,16 +181,29 @@ def probe_xla(target: Target, family: str, dtype: str, seconds: float = 1.0) -> 
 
 def xla_choice(target: Target, info: dict, family: str, dtype: str) -> dict:
     """The XLA setting ``--xla auto`` uses for ``family`` and ``dtype`` here: cached, else probed and cached."""
-    cached = ceilings(target, info)
     key = f"{family}|{dtype}"
+    cached = ceilings(target, info)
     if key not in cached.get("xla", {}):
-        cached.setdefault("xla", {})[key] = probe_xla(target, family, dtype)
-        _write(info, cached)
+        with _measuring(info):
+            cached = cached_ceilings(info) or cached  # another process may have probed it meanwhile
+            if key not in cached.get("xla", {}):
+                cached.setdefault("xla", {})[key] = probe_xla(target, family, dtype)
+                _write(info, cached)
     return cached["xla"][key]
 
 
 def _cache_path(info: dict) -> Path:
     return cache_dir() / f"ceilings-{fingerprint(info)}.json"
+
+
+@contextmanager
+def _measuring(info: dict) -> Iterator[None]:
+    """Hold the platform's measuring lock (a file beside its cache entry) for the block."""
+    path = _cache_path(info).with_suffix(".lock")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def cached_ceilings(info: dict) -> dict | None:
@@ -196,13 +218,17 @@ def ceilings(target: Target, info: dict | None = None, refresh: bool = False) ->
     """Measured ceilings of ``target``, from the cache when this stack measured them before."""
     info = info or describe(target)
     cached = None if refresh else cached_ceilings(info)
-    if cached and "matmul_curve" not in cached:  # cached before sizes were measured: add them
-        _write(info, with_curve(target, cached))
-    if cached:
+    if cached and "matmul_curve" in cached:
         return cached
-    result = measure_ceilings(target)
-    _write(info, result)
-    return result
+    with _measuring(info):
+        cached = None if refresh else cached_ceilings(info)  # another process may have measured them meanwhile
+        if cached and "matmul_curve" not in cached:  # cached before sizes were measured: add them
+            _write(info, with_curve(target, cached))
+        if cached:
+            return cached
+        result = measure_ceilings(target)
+        _write(info, result)
+        return result
 
 
 def _write(info: dict, result: dict) -> None:
