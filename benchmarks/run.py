@@ -28,6 +28,7 @@ Prints one table and writes it as JSON to ``outputs/bench/latest.json``.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -406,7 +407,7 @@ def bench_projection(tiny: bool, work: Path) -> None:
     """Projection checked where the truth is here (issue 26): each configuration is measured on
     ``cpu[threads=1]`` and ``cpu`` in turn (XLA off, float32), profiled on the first, projected onto
     the second's measured ceilings and compared with the second's own step."""
-    from paradnn.analysis.projection import dominant_bound, projection
+    from paradnn.analysis.projection import Peaks, dominant_bound, projection, scale_factor
     from paradnn.platform import parse_target
     from paradnn.space import expand
     from paradnn.store import Store
@@ -434,6 +435,14 @@ def bench_projection(tiny: bool, work: Path) -> None:
         bound = dominant_bound(rows)
         for name, errors in error.abs().groupby(bound):
             row("projection", case, f"median |error|, {name}-dominated (n={len(errors)})", float(errors.median()))
+        # The baseline: the whole step scaled by one roofline ratio (peaks, no curve), as `predict`'s roofline moves a step.
+        peaks = [dataclasses.replace(Peaks(**summary[side]), curve=()) for side in ("from", "to")]
+        factor = [scale_factor(i, 1.0, "step", *peaks)[1] for i in rows["intensity"]]
+        roofline = rows["source_step_time_s"] * factor / rows["measured_step_time_s"] - 1
+        row("projection", case, "median |error|, whole step by the roofline ratio (baseline)", float(roofline.abs().median()))
+        for r, e in zip(rows.itertuples(), error):
+            print(f"  {r.label}: projected {r.projected_step_time_s * 1e3:.3g} ms, measured {r.measured_step_time_s * 1e3:.3g} "
+                  f"ms ({e:+.0%}), bound {r.bound}", file=sys.stderr)  # fmt: skip
 
 
 # ------------------------------------------------------------------ analysis at scale

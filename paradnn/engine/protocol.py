@@ -11,11 +11,6 @@
    warm-up to the last sample, as ``timeit`` does.
 6. Stop adaptively: once the median's 95% confidence half-width is within
    ``target_precision`` of it (after ``min_samples``), or when ``max_seconds`` is spent.
-7. An unstable pass (CV above ``UNSTABLE_CV``) is timed once more with a budget of its own,
-   and the steadier of the two passes is kept; the other's samples stay in the record
-   (``extra.other_pass_s``). A transient disturbance of the machine spoils one pass, not
-   both: sweeps saw a configuration 30-92% off in one sweep of twelve, its CV 12.5%
-   against 4.6% in the others.
 
 A non-finite loss makes timings unrepresentative (denormals and NaNs run at other
 speeds); it is reported as state ``error`` with the numbers kept, never hidden.
@@ -67,7 +62,6 @@ class RunSettings:
     max_warmup_calls: int = 10
     warmup_tolerance: float = 0.05
     target_precision: float = 0.01
-    resample_unstable: bool = True  # step 7: time an unstable pass once more and keep the steadier
 
     def __post_init__(self) -> None:
         for name, value in parse_settings({k: getattr(self, k) for k in RUN_FIELDS}, defaults=False).items():
@@ -164,7 +158,6 @@ class Measurement:
     stats: Stats | None = None
     unstable: bool = False
     final_loss: float = float("nan")
-    other_pass_s: list[float] = field(default_factory=list)  # the unstable pass not kept (step 7), if any
     wall_time_s: float = 0.0
     peak_memory_bytes: int | None = None
     graph: GraphCount | None = None
@@ -211,7 +204,7 @@ class Measurement:
             "peak_memory_bytes": self.peak_memory_bytes,
             "samples_s": list(self.samples),
             "warmup_s": list(self.warmup_s),
-            "extra": {"phases": dict(self.phases), **({"other_pass_s": list(self.other_pass_s)} if self.other_pass_s else {})},
+            "extra": {"phases": dict(self.phases)},
             "energy_per_step_j": self.energy_per_step_j,
             **self._against_reference(),
             "energy_source": self.energy_source or None,
@@ -334,11 +327,6 @@ def run_protocol(run: Callable[[int], float], settings: RunSettings, meter: Mete
             ref(k)
         steps_before, joules_before = calls.steps, meter.read() if meter else None
         m.samples, m.reference_samples = sample(calls, k, settings, budget_end, ref)
-        if settings.resample_unstable and Stats.of(m.samples).cv > UNSTABLE_CV:
-            first = m.samples, m.reference_samples
-            second = sample(calls, k, settings, time.perf_counter() + settings.max_seconds, ref)
-            steadier = Stats.of(second[0]).cv < Stats.of(first[0]).cv
-            (m.samples, m.reference_samples), m.other_pass_s = (second, first[0]) if steadier else (first, second[0])
         m.phases["timed_s"] = time.perf_counter() - timed_start
         if meter and joules_before is not None:
             m.energy_per_step_j = (meter.read() - joules_before) / (calls.steps - steps_before)
