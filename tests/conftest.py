@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shutil
+import subprocess
+import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,13 +21,14 @@ ROOT = Path(__file__).resolve().parents[1]
 ORACLE = Path(os.environ.get("PARADNN_REFERENCE", ROOT.parent / "shared" / "reference" / "paradnn-2019"))
 
 
-# Test files in descending order of their time in a fresh-clone run (2026-12-03, 2 vCPU AMD EPYC: reports 781 s,
-# benchmarks 308 s, sweep 244 s); the rest follow in file order. xdist hands out files in this order, so the last
-# to start is a short one. The two files that start Ray clusters come second and third: they run one after the
-# other on the worker that is not running the reports, never waiting for each other's lock.
-LONGEST_FIRST = ("test_reports", "test_benchmarks", "test_cluster", "test_sweep", "test_predict", "test_merge",
-                 "test_stacks", "test_families", "test_harness", "test_cli", "test_parallel", "test_frameworks",
-                 "test_inputs", "test_workloads")  # fmt: skip
+# Test files in descending order of their time in a fresh-clone run (2026-12-03, 2 vCPU AMD EPYC: the smoke pipeline
+# 550 s, benchmarks 300 s, sweep 244 s); the rest follow in file order. xdist hands out files in this order, so the
+# last to start is a short one. The smoke pipeline's file holds nothing else, so the other worker takes the rest
+# meanwhile; the two files that start Ray clusters come next, one after the other on that worker, never waiting
+# for each other's lock.
+LONGEST_FIRST = ("test_reports", "test_benchmarks", "test_cluster", "test_report_runs", "test_sweep", "test_predict",
+                 "test_merge", "test_stacks", "test_families", "test_harness", "test_cli", "test_parallel",
+                 "test_frameworks", "test_inputs", "test_workloads")  # fmt: skip
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -66,3 +71,32 @@ def ray_alone():
     with open(Path(tempfile.gettempdir()) / "paradnn-tests-ray.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         yield
+
+
+def _report(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "paradnn.cli", "report", *args], capture_output=True, text=True,
+                          env=os.environ.copy(), cwd=ROOT)  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def report() -> Callable[..., subprocess.CompletedProcess]:
+    """``paradnn report ARGS...`` in a fresh process from the repository root, its output captured."""
+    return _report
+
+
+def _chromium_dom(page: Path, tmp_path: Path) -> str:
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None:
+        pytest.skip("Debian's chromium is not installed (make test installs it)")
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-sync",
+             "--disable-background-networking", "--disable-component-update", f"--user-data-dir={tmp_path / 'profile'}",
+             "--virtual-time-budget=10000", "--dump-dom"]  # fmt: skip
+    result = subprocess.run([browser, *flags, page.as_uri()], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result.stdout
+
+
+@pytest.fixture(scope="session")
+def chromium_dom() -> Callable[[Path, Path], str]:
+    """The DOM of a page after Debian's headless Chromium has loaded it (skips where Chromium is missing)."""
+    return _chromium_dom

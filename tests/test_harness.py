@@ -85,6 +85,16 @@ def test_garbage_collection_is_paused_while_timing_and_restored(monkeypatch, los
     assert gc.isenabled()
 
 
+def test_tensorflow_s_import_is_frozen_out_of_the_collector():
+    """The collection before each measurement walks only what was made since the import, not TensorFlow's
+    hundreds of thousands of long-lived objects."""
+    import gc
+
+    from paradnn.tfimport import tf
+
+    assert tf.__version__ and gc.get_freeze_count() > 100_000
+
+
 def test_non_finite_loss_is_reported_not_hidden(monkeypatch):
     device = FakeDevice(monkeypatch, step=0.01, losses=lambda call: 1.0 if call < 6 else math.nan)
     m = run_protocol(device, RunSettings())
