@@ -355,9 +355,12 @@ def bench_ray(tiny: bool, work: Path) -> None:
 
     grid = ["--set", "layers=1", "--set", "nodes=16,32" if tiny else "nodes=16,32,64,128", "--set", "batch=8,16,32,64",
             "--set", "input=32", "--set", "output=10", "--max-seconds", "0.3"]  # fmt: skip
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    from paradnn.sweeps.cluster import add_local_node
+
+    cluster = Cluster()
     try:
-        cluster.add_node(num_cpus=1)
+        add_local_node(cluster)  # the head
+        add_local_node(cluster)
         cluster.wait_for_nodes()
         for backend in ("local", "ray"):
             store = work / f"ray-{backend}.sqlite"

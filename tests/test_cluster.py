@@ -12,6 +12,8 @@ from collections import Counter
 
 import pytest
 
+from paradnn.sweeps.cluster import add_local_node
+
 pytestmark = pytest.mark.slow
 ray_cluster_utils = pytest.importorskip("ray.cluster_utils")
 
@@ -22,7 +24,8 @@ N = 6
 @pytest.fixture(scope="module")
 def cluster(ray_alone):
     """A Ray head with one CPU; each test adds (and may kill) its own second node. Everything is stopped after."""
-    c = ray_cluster_utils.Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    c = ray_cluster_utils.Cluster()
+    add_local_node(c)
     yield c
     c.shutdown()
 
@@ -48,8 +51,25 @@ def wait_for_rows(store, n: int, process: subprocess.Popen, timeout: float = 300
         time.sleep(0.2)
 
 
+def test_a_node_that_does_not_start_in_time_is_started_again_up_to_three_times():
+    class Slow:  # Ray's own timeout, as a raylet too slow to register raises it
+        def __init__(self, failures: int) -> None:
+            self.failures, self.calls = failures, 0
+
+        def add_node(self, num_cpus: int) -> str:
+            self.calls += 1
+            if self.calls <= self.failures:
+                raise Exception("The current node timed out during startup.")
+            return f"node with {num_cpus} cpu"
+
+    twice = Slow(2)
+    assert add_local_node(twice) == "node with 1 cpu" and twice.calls == 3
+    with pytest.raises(Exception, match="timed out during startup"):
+        add_local_node(Slow(3))
+
+
 def test_a_sweep_spreads_over_both_nodes_and_survives_losing_one(cluster, tmp_path):
-    second = cluster.add_node(num_cpus=1)
+    second = add_local_node(cluster)
     cluster.wait_for_nodes()
     store = tmp_path / "r.sqlite"
     sweep = subprocess.Popen(sweep_args(store, cluster.address), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -65,7 +85,7 @@ def test_a_sweep_spreads_over_both_nodes_and_survives_losing_one(cluster, tmp_pa
 
 
 def test_a_driver_killed_with_sigkill_keeps_every_result_and_a_rerun_completes_the_grid(cluster, tmp_path):
-    cluster.add_node(num_cpus=1)
+    add_local_node(cluster)
     cluster.wait_for_nodes()
     store = tmp_path / "r.sqlite"
     sweep = subprocess.Popen(sweep_args(store, cluster.address), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

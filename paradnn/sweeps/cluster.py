@@ -375,3 +375,31 @@ def device_hours(results, preset: str, platform: str):
         rows.append({"family": family, "configurations": size, "measured": len(measured), "median_s": median,
                      "device_hours": size * median / 3600})  # fmt: skip
     return pd.DataFrame(rows, columns=["family", "configurations", "measured", "median_s", "device_hours"])
+
+
+NODE_START_ATTEMPTS = 3
+
+
+def add_local_node(cluster, num_cpus: int = 1):
+    """Add a node of ``num_cpus`` to ``cluster`` (a ``ray.cluster_utils.Cluster`` on this machine) and return it.
+
+    Ray gives a starting raylet 30 s to register with the GCS, a limit it does not let one
+    change; on a loaded 2-core machine (a notebook's kernel measuring beside it) that was
+    not enough once in a suite of three cluster starts. A start that times out has its
+    processes stopped and is tried again, up to ``NODE_START_ATTEMPTS`` times in all."""
+    import psutil
+
+    for attempt in range(1, NODE_START_ATTEMPTS + 1):
+        started = time.time()
+        try:
+            return cluster.add_node(num_cpus=num_cpus)
+        except Exception:  # Ray raises a bare Exception on the timeout
+            if attempt == NODE_START_ATTEMPTS:
+                raise
+            for child in psutil.Process().children(recursive=True):  # the failed node's GCS, raylet, workers
+                try:
+                    if child.create_time() >= started - 1:
+                        child.kill()
+                except psutil.Error:
+                    pass
+            logging.getLogger(__name__).warning("a Ray node did not start in time (attempt %d); trying again", attempt)
