@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 
@@ -68,6 +69,30 @@ def test_between_two_measured_curves_a_compute_category_scales_by_the_rates_at_i
     assert pj.scale_factor(64 / 6, 1.0, "matmul", p, Q) == ("compute", pytest.approx(100 / 300))  # no curve on q: the peaks
     out = pj.project_step(pd.DataFrame({"category": ["matmul"], "time_s": [1.0], "flops": [64 / 6], "bytes": [1.0]}), 1.0, p, q)
     assert out["projected_step_time_s"] == pytest.approx(1.25) and out["interval_s"] == pytest.approx([0.5, 1.25])
+
+
+def test_a_category_s_matrix_products_decide_its_size_on_the_curves_not_its_intensity():
+    """A skinny product has a small matmul's intensity and a large one's work: its work decides."""
+    p = pj.Peaks("p", "float32", 100.0, 10.0, "test", curve=((64, 10.0), (256, 90.0)))
+    q = pj.Peaks("q", "float32", 200.0, 20.0, "test", curve=((64, 8.0), (256, 180.0)))
+    assert pj.scale_factor(64 / 6, 1.0, "matmul", p, q, size=256.0) == ("compute", pytest.approx(0.5))
+    assert pj.scale_factor(64 / 6, 1.0, "matmul", p, q, size=128.0) == ("compute", pytest.approx(50 / 94))
+    assert pj.scale_factor(64 / 6, 1.0, "matmul", p, pj.Peaks("q", "float32", 200.0, 20.0, "test"), size=256.0) == (
+        "compute", pytest.approx(0.5))  # no curve on q: the peaks  # fmt: skip
+    profile = pd.DataFrame({"category": ["matmul", "element-wise"], "time_s": [1.0, 1.0], "flops": [64 / 6, 1.0],
+                            "bytes": [1.0, 1.0], "op_size": [256.0, math.nan]})  # fmt: skip
+    assert pj.project_step(profile, 2.0, p, q)["projected_step_time_s"] == pytest.approx(0.5 + 0.5)  # memory: 10 -> 20 GB/s
+
+
+def test_the_size_of_matrix_products_is_their_flop_weighted_geometric_mean_cube_root():
+    from paradnn.engine.profiler import op_sizes
+
+    sizes = op_sizes([("MatMul", 2 * 8**3), ("_FusedMatMul", 2 * 64**3), ("Conv2DBackpropFilter", 2 * 64 * 1024 * 1024),
+                      ("Relu", 10**6), ("MatMul", 0)])  # fmt: skip
+    w8, w64 = 2 * 8**3, 2 * 64**3
+    assert sizes["matmul"] == pytest.approx(math.exp((w8 * math.log(8) + w64 * math.log(64)) / (w8 + w64)))
+    assert sizes["convolution"] == pytest.approx((64 * 1024 * 1024) ** (1 / 3))  # 406: an FC layer's 64 x 1024 x 1024
+    assert set(sizes) == {"matmul", "convolution"}  # element-wise work has no size
 
 
 def test_measured_peaks_carry_the_best_curve_of_the_platform_s_fingerprints(tmp_path):
@@ -190,8 +215,9 @@ def breakdown(label: str = SMALL) -> pd.DataFrame:
 def test_a_profile_becomes_trace_rows_whose_shares_cover_what_the_profile_saw():
     from paradnn.engine.profiler import trace_rows
 
-    rows = {r["category"]: r for r in trace_rows(breakdown(), "cpu[threads=1]", "float32")}
+    rows = {r["category"]: r for r in trace_rows(breakdown().assign(op_size=[406.0, math.nan]), "cpu[threads=1]", "float32")}
     assert rows["matmul"]["time_perc"] == pytest.approx(60.0) and rows["element-wise"]["time_perc"] == pytest.approx(20.0)
+    assert rows["matmul"]["op_size"] == 406.0 and rows["element-wise"]["op_size"] is None
     assert rows["matmul"]["raw_mb"] == pytest.approx(10.0) and rows["matmul"]["intensity"] == pytest.approx(60.0)
     assert {r["source"] for r in rows.values()} == {"profile:cpu[threads=1]:float32"}
 
@@ -231,6 +257,23 @@ def test_a_local_profile_projects_the_step_at_its_own_settings_and_meets_the_lik
     assert row["projected_step_time_s"] == pytest.approx(0.006 + 0.004 / 1.5 + 0.004)
     assert row["measured_step_time_s"] == pytest.approx(0.012)  # p2's row at the same settings, not its XLA-on one
     assert row["bound"] == {"compute": 0.6, "memory": 0.2, "overhead": 0.2}
+
+
+def test_a_stored_profile_keeps_its_matrix_product_size_and_the_projection_reads_the_curves_there(tmp_path):
+    """p1 and p2 with curves: at 256 p2 is twice as fast as p1, at the n of the matmul's intensity (360) 1.72x."""
+    from paradnn.engine.profiler import trace_rows
+
+    path = tmp_path / "curves.sqlite"
+    with Store(path) as s:
+        for platform, at_256 in (("p1", 50e9), ("p2", 100e9)):
+            curve = {"float32": {"256": at_256, "2048": 100e9}}
+            ceilings = {"matmul_flops": {"float32": {"0": 100e9}}, "copy_bandwidth": {"0": 10e9}, "matmul_curve": curve}
+            s.put_platform(f"fp-{platform}", platform, {"name": platform}, ceilings, "measured")
+        s.add_traces(trace_rows(breakdown().assign(op_size=[256.0, math.nan]), "p1", "float32"))
+        s.add_results([_ok("p1", 0.020), _ok("p2", 0.012)])
+    rows, _ = paradnn.project("p1", "p2", "fc", store=path)
+    # matmul 12 ms at 256: halved; element-wise 4 ms and the 4 ms not covered: the same bandwidth, kept
+    assert rows.iloc[0]["projected_step_time_s"] == pytest.approx(0.006 + 0.004 + 0.004)
 
 
 def test_a_platform_projects_onto_its_own_lower_precision_and_meets_that_measurement(tmp_path):

@@ -102,6 +102,7 @@ def test_a_v1_store_migrates_and_keeps_every_row(tmp_path):
         assert s.schema_version == SCHEMA_VERSION
         df = s.results()
         assert len(s.traces()) == traces and len(s.platforms()) == platforms and s.claims().empty
+        assert "op_size" in s.traces().columns  # schema 3: a profile's matrix-product size per category
     after = df.set_index("id")
     for row in before:  # every old value is still there, unchanged
         new = after.loc[row["id"]]

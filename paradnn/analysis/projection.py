@@ -6,8 +6,9 @@ its FLOPs and bytes on Q; one whose intensity (FLOPs/byte) is at or above P's ri
 is compute-bound and runs ``peak_P / peak_Q`` times as long, one below it is memory-bound
 and scales by the bandwidth ratio, and what no device speeds up (infeed, host waits, time
 the profile did not cover) is kept as it is. Between two platforms measured here, a
-compute-bound category scales instead by the two platforms' FLOP/s at its size (their
-measured matmul curves), as Habitat scales a kernel by what each GPU reaches on it. With
+compute-bound category scales instead by the two platforms' FLOP/s (their measured matmul
+curves) at the size of its matrix products, as Habitat scales a kernel by what each GPU
+reaches on it. With
 datasheets on either side a projection is never faster than the larger of the two ratios
 allows, and never slower than P; with curves, the bounds are the curves' ratios.
 
@@ -117,20 +118,22 @@ def peaks_for(platform: str, dtype: str, platforms: pd.DataFrame) -> Peaks:
     return found
 
 
-def scale_factor(flops: float, bytes_: float, category: str, source: Peaks, target: Peaks) -> tuple[str, float]:
+def scale_factor(flops: float, bytes_: float, category: str, source: Peaks, target: Peaks,
+                 size: float | None = None) -> tuple[str, float]:  # fmt: skip
     """The bound of one operation category on ``source`` and by how much its time is multiplied on ``target``.
 
     A compute-bound category scales by the two peaks' ratio, or, where both platforms have a
-    measured curve, by their FLOP/s at its size: the n of the square matmul of the same
-    intensity (:func:`matmul_size`). Small operations do not reach a platform's peak, and two
-    threads gain nothing on them (the projection across thread counts was 29-37% too fast
-    without this)."""
+    measured curve, by their FLOP/s at its size: ``size``, the n of the square matmul with
+    the work of its matrix products (:func:`paradnn.engine.profiler.op_sizes`), or where a
+    profile has none the n of the square matmul of the same intensity (:func:`matmul_size`).
+    Small operations do not reach a platform's peak, and two threads gain nothing on them
+    (the projection across thread counts was 29-37% too fast without the curves)."""
     if category in OVERHEAD_CATEGORIES or category == UNTRACED or (flops <= 0 and bytes_ <= 0):
         return "overhead", 1.0
     intensity = math.inf if bytes_ <= 0 else flops / bytes_
     if intensity >= source.ridge:
         if source.curve and target.curve:
-            n = matmul_size(intensity, source.dtype)
+            n = size if size is not None and size > 0 else matmul_size(intensity, source.dtype)
             return "compute", source.flops_at(n) / target.flops_at(n)
         return "compute", source.flops / target.flops
     return "memory", source.bandwidth / target.bandwidth
@@ -138,7 +141,7 @@ def scale_factor(flops: float, bytes_: float, category: str, source: Peaks, targ
 
 def project_step(profile: pd.DataFrame, step_time_s: float, source: Peaks, target: Peaks) -> dict:
     """Project one configuration's step (``profile``: category, time_s, flops, bytes of one step on
-    ``source``; ``step_time_s``: its measured step) onto ``target``.
+    ``source``, and optionally op_size; ``step_time_s``: its measured step) onto ``target``.
 
     Returns the projected step, the speedup (source step over projection), each bound's share
     of the source step, the time kept as it was (``kept_s``: overhead), and a bracket: the
@@ -146,11 +149,13 @@ def project_step(profile: pd.DataFrame, step_time_s: float, source: Peaks, targe
     and those the categories got), and if every one gained the largest (the uncertainty of
     the bound labels).
     """
-    profile = profile[["category", "time_s", "flops", "bytes"]].copy()
+    profile = profile.reindex(columns=["category", "time_s", "flops", "bytes", "op_size"])
     untraced = step_time_s - float(profile["time_s"].sum())
     if untraced > 0:
-        profile.loc[len(profile)] = [UNTRACED, untraced, 0.0, 0.0]
-    rows = [scale_factor(f, b, c, source, target) for c, f, b in zip(profile["category"], profile["flops"], profile["bytes"])]
+        profile.loc[len(profile)] = [UNTRACED, untraced, 0.0, 0.0, math.nan]
+    sizes = [None if pd.isna(n) else float(n) for n in profile["op_size"]]
+    rows = [scale_factor(f, b, c, source, target, n)
+            for c, f, b, n in zip(profile["category"], profile["flops"], profile["bytes"], sizes)]  # fmt: skip
     profile["bound"] = [bound for bound, _ in rows]
     profile["factor"] = [factor for _, factor in rows]
     projected = float((profile["time_s"] * profile["factor"]).sum())
@@ -173,9 +178,10 @@ def project_step(profile: pd.DataFrame, step_time_s: float, source: Peaks, targe
 
 
 def trace_profiles(traces: pd.DataFrame, platform: str, source: str | None = None) -> pd.DataFrame:
-    """Per-category profiles (label, category, time_share, flops_per_byte, bytes) of ``platform``
-    from a store's traces table (the original study's op breakdowns, or this machine's profiles
-    of ``source``): the category rows only."""
+    """Per-category profiles (label, category, time_share, intensity, bytes_share, op_size) of
+    ``platform`` from a store's traces table (the original study's op breakdowns, or this
+    machine's profiles of ``source``): the category rows only. ``op_size`` is NaN where the
+    traces have none (the original study's, a profile stored before schema 3)."""
     from paradnn.store.legacy import WHOLE
 
     rows = traces[(traces["platform"] == platform) & (traces["category"] != WHOLE)]
@@ -183,7 +189,8 @@ def trace_profiles(traces: pd.DataFrame, platform: str, source: str | None = Non
     rows["time_share"] = pd.to_numeric(rows["time_perc"]).fillna(0.0) / 100
     rows["bytes_share"] = pd.to_numeric(rows["raw_mb"]).fillna(0.0) * 1e6
     rows["intensity"] = pd.to_numeric(rows["intensity"]).fillna(0.0)
-    return rows[["label", "category", "time_share", "intensity", "bytes_share"]].reset_index(drop=True)
+    rows["op_size"] = pd.to_numeric(rows["op_size"]) if "op_size" in rows else math.nan
+    return rows[["label", "category", "time_share", "intensity", "bytes_share", "op_size"]].reset_index(drop=True)
 
 
 @functools.lru_cache(maxsize=1)
@@ -289,12 +296,12 @@ def held_rows(rows: pd.DataFrame, held: dict) -> pd.DataFrame:
 
 
 def step_profile(source: Source, label: str) -> pd.DataFrame:
-    """One configuration's profile in seconds of its measured step: category, time_s, flops, bytes."""
+    """One configuration's profile in seconds of its measured step: category, time_s, flops, bytes, op_size."""
     rows = source.profiles[source.profiles["label"] == label]
     step = float(source.steps[label])
     return pd.DataFrame({"category": rows["category"].to_numpy(), "time_s": (rows["time_share"] * step).to_numpy(),
                          "flops": (rows["intensity"] * rows["bytes_share"]).to_numpy(),
-                         "bytes": rows["bytes_share"].to_numpy()})  # fmt: skip
+                         "bytes": rows["bytes_share"].to_numpy(), "op_size": rows["op_size"].to_numpy()})  # fmt: skip
 
 
 def scaled_label(family: str, label: str, batch_scale: int) -> str:

@@ -23,6 +23,7 @@ class GraphCount:
     flops: int
     by_op_type: dict[str, int]
     uncounted_ops: list[str]
+    by_op: tuple[tuple[str, int], ...] = ()  # (op type, FLOPs) of each op the profiler counted
 
 
 def count_graph_flops(graph: Any) -> GraphCount:
@@ -38,11 +39,14 @@ def count_graph_flops(graph: Any) -> GraphCount:
     )
     result = tf.compat.v1.profiler.profile(graph, options=options)
     by_type: Counter[str] = Counter()
+    by_op = []
     for child in result.children:
         try:
-            by_type[graph.get_operation_by_name(child.name).type] += child.total_float_ops
+            op_type = graph.get_operation_by_name(child.name).type
         except (KeyError, ValueError):
-            by_type["other"] += child.total_float_ops
+            op_type = "other"
+        by_type[op_type] += child.total_float_ops
+        by_op.append((op_type, int(child.total_float_ops)))
     uncounted = sorted(
         {
             op.type
@@ -50,4 +54,4 @@ def count_graph_flops(graph: Any) -> GraphCount:
             if _COMPUTE_OP.search(op.type) and tf_ops.get_stats_for_node_def(graph, op.node_def, "flops").value is None
         }
     )
-    return GraphCount(int(result.total_float_ops), dict(by_type), uncounted)
+    return GraphCount(int(result.total_float_ops), dict(by_type), uncounted, tuple(by_op))

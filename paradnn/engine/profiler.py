@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import glob
 import json
+import math
 import re
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterable
 
 import pandas as pd
 
@@ -51,13 +53,15 @@ def profile_source(platform: str, dtype: str) -> str:
 
 def trace_rows(breakdown: pd.DataFrame, platform: str, dtype: str) -> list[dict]:
     """A breakdown (:func:`op_breakdown`) as rows of the store's traces table: per category its
-    share of the profiled step's wall time in percent, its bytes (MB per step) and intensity."""
+    share of the profiled step's wall time in percent, its bytes (MB per step), its intensity and
+    the size of its matrix products (None for a category without any)."""
     rows = []
     for r in breakdown.itertuples():
         intensity = r.flops / r.bytes if r.bytes > 0 else 0.0
+        size = float(getattr(r, "op_size", math.nan))
         rows.append({"source": profile_source(platform, dtype), "platform": platform, "label": r.label,
                      "category": r.category, "time_perc": 100 * r.time_s / r.step_wall_s, "raw_mb": r.bytes / 1e6,
-                     "intensity": intensity})  # fmt: skip
+                     "intensity": intensity, "op_size": None if math.isnan(size) else size})  # fmt: skip
     return rows
 
 
@@ -69,8 +73,30 @@ def category(op_type: str) -> str:
     return "element-wise"
 
 
-def _graph_counts(trainer) -> tuple[Counter, Counter]:
-    """FLOPs and bytes per category of one step's graph."""
+# Op types whose work is a matrix product (a convolution's is its im2col product): their size is
+# the n of the square matmul with the same FLOPs, 2 m k n = 2 n^3.
+_MATRIX_PRODUCT = re.compile(r"MatMul|Einsum|Conv")
+
+
+def op_sizes(by_op: Iterable[tuple[str, int]]) -> dict[str, float]:
+    """Per category, the size of its matrix products: the geometric mean, weighted by FLOPs, of
+    each product's (FLOPs / 2) ** (1/3), the n of the square matmul of the same work.
+
+    A projection reads the platforms' matmul curves at this size. An FC layer's 64 x 1024 x
+    1024 product has the intensity of a 170 x 170 matmul but the work of a 406 x 406 one, and
+    two threads speed it up like the latter (by intensity the projection across thread counts
+    was 32% off on FC at quick size, by this size 6%)."""
+    logs: Counter[str] = Counter()
+    weights: Counter[str] = Counter()
+    for op_type, n in by_op:
+        if n > 0 and _MATRIX_PRODUCT.search(op_type):
+            logs[category(op_type)] += n * math.log(n / 2) / 3
+            weights[category(op_type)] += n
+    return {c: math.exp(logs[c] / weights[c]) for c in weights}
+
+
+def _graph_counts(trainer) -> tuple[Counter, Counter, dict[str, float]]:
+    """FLOPs, bytes and matrix-product size (:func:`op_sizes`) per category of one step's graph."""
     from paradnn.engine.graphcount import count_graph_flops
 
     graph_count = count_graph_flops(trainer.trace().graph)
@@ -90,7 +116,7 @@ def _graph_counts(trainer) -> tuple[Counter, Counter]:
             if t.shape.is_fully_defined() and t.dtype.size:
                 n += t.shape.num_elements() * t.dtype.size
         moved[category(op.type)] += n
-    return flops, moved
+    return flops, moved, op_sizes(graph_count.by_op)
 
 
 def op_times(logdir: str) -> pd.DataFrame:
@@ -109,8 +135,9 @@ def op_breakdown(config: Config, policy: str = "float32", steps: int = 5) -> pd.
     """Profile ``steps`` training steps of ``config`` (XLA off) and summarise by op category.
 
     Columns: category, time_share (of the ops' time), time_s (per step), flops, bytes (per
-    step), intensity (FLOPs/byte), flops_per_sec, and step_wall_s: the profiled step's wall
-    time (the ops' time plus what the profile does not cover).
+    step), op_size (of its matrix products, :func:`op_sizes`; NaN without any), intensity
+    (FLOPs/byte), flops_per_sec, and step_wall_s: the profiled step's wall time (the ops' time
+    plus what the profile does not cover).
     """
     from paradnn.engine.training import Trainer, tf
 
@@ -126,10 +153,11 @@ def op_breakdown(config: Config, policy: str = "float32", steps: int = 5) -> pd.
     times = times[~times["type"].astype(str).str.match(_IGNORED.pattern)]
     times["category"] = times["type"].map(category)
     seconds = times.groupby("category")["total_self_time"].sum() / 1e6 / steps
-    flops, moved = _graph_counts(trainer)
+    flops, moved, sizes = _graph_counts(trainer)
     out = pd.DataFrame({"time_s": seconds})
     out["flops"] = pd.Series(flops, dtype=float)
     out["bytes"] = pd.Series(moved, dtype=float)
+    out["op_size"] = pd.Series(sizes, dtype=float)
     out = out.fillna({"flops": 0.0, "bytes": 0.0})
     out["time_share"] = out["time_s"] / out["time_s"].sum()
     out["intensity"] = out["flops"] / out["bytes"].where(out["bytes"] > 0)

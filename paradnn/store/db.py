@@ -7,7 +7,8 @@ Tables
                  error text, all figures, the raw samples (JSON), timestamps and ``source``
                  (``measured`` or ``legacy:<file>``);
   ``platforms``  identity and ceilings of each platform (one row per fingerprint);
-  ``traces``     profiler-trace figures imported from the original study;
+  ``traces``     op-category breakdowns: the original study's TPU traces and this machine's
+                 profiles (schema 3 adds each category's matrix-product size);
   ``claims``     configurations being measured right now, so two sweeps never measure one
                  twice (a claim dies with its process, or expires).
 
@@ -47,7 +48,7 @@ __all__ = ["STATES", "SCHEMA_VERSION", "Store", "StoreError", "export", "run_key
 APP = "paradnn"
 # Version 2: the ``claims`` table (leases on configurations being measured). Columns are
 # not versioned: every column this paradnn knows is added to an older store when it opens.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 STATES = ("ok", "oom", "error", "timeout", "skipped")
 
 # (column, SQL type) of the results table, in order; the hyperparameter columns (one per
@@ -121,7 +122,8 @@ _JSON_COLUMNS = ("uncounted_ops", "samples_s", "warmup_s", "extra")
 # Columns whose NOT NULL constraint an ALTER TABLE cannot add: given a default instead.
 _ADDED_DEFAULTS = {**LATER_IDENTITY}
 TRACE_COLUMNS = ("source", "platform", "label", "category", "flops_perc", "flops_perc_mean", "flops_perc_std",
-                 "memory_bandwidth", "intensity", "raw_mb", "time_perc", "infeed", "infeed_mean", "infeed_std")  # fmt: skip
+                 "memory_bandwidth", "intensity", "raw_mb", "time_perc", "infeed", "infeed_mean", "infeed_std",
+                 "op_size")  # fmt: skip
 _TRACE_TYPES = {"source": "TEXT", "platform": "TEXT", "label": "TEXT", "category": "TEXT"}
 
 
@@ -156,7 +158,7 @@ def _schema() -> list[str]:
 
 
 # Statements that bring a store from the version before to this version (columns aside).
-MIGRATIONS: dict[int, list[str]] = {2: [_CLAIMS]}
+MIGRATIONS: dict[int, list[str]] = {2: [_CLAIMS], 3: ["ALTER TABLE traces ADD COLUMN op_size REAL"]}
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 # A claim on a configuration outlives its sweep's process by this much on another host
