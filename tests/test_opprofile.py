@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from paradnn.counting import count_params
@@ -25,3 +27,7 @@ def test_optimizer_row_counts_the_fused_update():
     assert optimizer["bytes"] == 7 * 4 * weights + 8
     assert optimizer["time_s"] > 0
     assert out["time_share"].sum() == pytest.approx(1.0)
+    # Its products are 16 x 50 x 32, 16 x 32 x 32 and 16 x 32 x 10 (forward and gradients alike):
+    # their size lies between the cube roots of the smallest and largest work; the optimizer has none.
+    assert 5120 ** (1 / 3) < out.loc["matmul", "op_size"] < 25600 ** (1 / 3)
+    assert math.isnan(optimizer["op_size"])

@@ -23,11 +23,16 @@ class GraphCount:
     flops: int
     by_op_type: dict[str, int]
     uncounted_ops: list[str]
-    by_op: tuple[tuple[str, int], ...] = ()  # (op type, FLOPs) of each op the profiler counted
 
 
 def count_graph_flops(graph: Any) -> GraphCount:
     """Profile a traced training-step graph (``Trainer.trace().graph``) with ``float_operation``."""
+    return count_graph_flops_by_op(graph)[0]
+
+
+def count_graph_flops_by_op(graph: Any) -> tuple[GraphCount, list[tuple[str, int]]]:
+    """:func:`count_graph_flops`, and each counted op's type and FLOPs (what a profile sizes its
+    matrix products by; kept out of :class:`GraphCount`, which travels with every measurement)."""
     from paradnn.tfimport import tf  # first: it quiets TensorFlow's start-up logging
 
     from tensorflow.python.framework import ops as tf_ops  # isort: skip
@@ -54,4 +59,4 @@ def count_graph_flops(graph: Any) -> GraphCount:
             if _COMPUTE_OP.search(op.type) and tf_ops.get_stats_for_node_def(graph, op.node_def, "flops").value is None
         }
     )
-    return GraphCount(int(result.total_float_ops), dict(by_type), uncounted, tuple(by_op))
+    return GraphCount(int(result.total_float_ops), dict(by_type), uncounted), by_op

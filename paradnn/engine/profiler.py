@@ -97,9 +97,9 @@ def op_sizes(by_op: Iterable[tuple[str, int]]) -> dict[str, float]:
 
 def _graph_counts(trainer) -> tuple[Counter, Counter, dict[str, float]]:
     """FLOPs, bytes and matrix-product size (:func:`op_sizes`) per category of one step's graph."""
-    from paradnn.engine.graphcount import count_graph_flops
+    from paradnn.engine.graphcount import count_graph_flops_by_op
 
-    graph_count = count_graph_flops(trainer.trace().graph)
+    graph_count, by_op = count_graph_flops_by_op(trainer.trace().graph)
     flops: Counter[str] = Counter()
     for op_type, n in graph_count.by_op_type.items():
         flops[category(op_type)] += n
@@ -116,7 +116,7 @@ def _graph_counts(trainer) -> tuple[Counter, Counter, dict[str, float]]:
             if t.shape.is_fully_defined() and t.dtype.size:
                 n += t.shape.num_elements() * t.dtype.size
         moved[category(op.type)] += n
-    return flops, moved, op_sizes(graph_count.by_op)
+    return flops, moved, op_sizes(by_op)
 
 
 def op_times(logdir: str) -> pd.DataFrame:
