@@ -46,7 +46,8 @@ from paradnn.store.peaks import PEAK_COLUMNS, current_peaks, current_utilisation
 __all__ = ["STATES", "SCHEMA_VERSION", "Store", "StoreError", "export", "run_key"]
 
 APP = "paradnn"
-# Version 2: the ``claims`` table (leases on configurations being measured). Columns are
+# Version 2: the ``claims`` table (leases on configurations being measured); version 3: the
+# traces' ``op_size`` (a profile's matrix-product size per category). Results columns are
 # not versioned: every column this paradnn knows is added to an older store when it opens.
 SCHEMA_VERSION = 3
 STATES = ("ok", "oom", "error", "timeout", "skipped")
