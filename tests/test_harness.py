@@ -95,6 +95,26 @@ def test_tensorflow_s_import_is_frozen_out_of_the_collector():
     assert tf.__version__ and gc.get_freeze_count() > 100_000
 
 
+SKLEARN_AFTER_TF = """
+import sys
+import paradnn.tfimport
+print("loaded_by_import", "sklearn" in sys.modules)
+import sklearn
+from sklearn.linear_model import LinearRegression
+print("importable_after", sklearn.__version__ != "" and LinearRegression is not None)
+"""
+
+
+def test_tensorflow_s_import_skips_scikit_learn_yet_leaves_it_importable():
+    """Keras's scikit-learn wrappers are not loaded by every worker; prediction still imports scikit-learn."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", SKLEARN_AFTER_TF], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "loaded_by_import False" in done.stdout and "importable_after True" in done.stdout
+
+
 def test_non_finite_loss_is_reported_not_hidden(monkeypatch):
     device = FakeDevice(monkeypatch, step=0.01, losses=lambda call: 1.0 if call < 6 else math.nan)
     m = run_protocol(device, RunSettings())
