@@ -11,12 +11,14 @@ garbage, and every full collection walked them all, 0.28 s each on a 2-core CPU.
 protocol collects once before each measurement, so that was 0.28 s per configuration
 (a smoke sweep of 10 configurations 16.5 -> 14.0 s, medians of four alternated runs).
 
-Keras imports scikit-learn, if it is installed, for its scikit-learn wrappers, which paradnn
-never uses: about 15% of the import's CPU time (5.1 -> 4.3 s user on a 2 vCPU EPYC Zen 3,
-three runs alternated), paid by every sweep worker, replica and kernel. Unless scikit-learn
-is already loaded, the import runs with it hidden (Keras then defines its wrappers without
-it), and the name is released afterwards, so ``import sklearn`` later (prediction) loads it
-as usual.
+Three optional packages are loaded by the import for features paradnn never uses, if they
+are installed: scikit-learn (Keras's scikit-learn wrappers), Matplotlib (Keras's image
+gallery) and JAX (TensorFlow Lite's converter). Each import is guarded by Keras or
+TensorFlow, so the import runs with the ones not already loaded hidden, and releases the
+names afterwards: ``import sklearn`` later (prediction) or Matplotlib (figures) loads them as
+usual. JAX stays visible where Keras runs on it (``KERAS_BACKEND=jax``). Hiding scikit-learn
+alone took a TensorFlow import 5.75 -> 4.76 s (user 5.23 -> 4.19 s; medians of four
+alternated runs on a 2 vCPU EPYC Zen 3): every sweep worker, replica and kernel pays it.
 """
 
 from __future__ import annotations
@@ -27,18 +29,24 @@ import os
 import sys
 
 
+def _unused_by_paradnn() -> tuple[str, ...]:
+    """Packages the import loads only for features paradnn does not use (see the module's docstring)."""
+    names = ("sklearn", "matplotlib")
+    return names if os.environ.get("KERAS_BACKEND", "tensorflow") == "jax" else (*names, "jax")
+
+
 @contextlib.contextmanager
-def _sklearn_hidden():
-    """Make ``import sklearn`` fail during the block, unless it is already loaded."""
-    if "sklearn" in sys.modules:
-        yield
-        return
-    sys.modules["sklearn"] = None  # type: ignore[assignment]  # None makes the import raise ImportError
+def _hidden(names: tuple[str, ...]):
+    """Make ``import name`` fail inside the block for each name not already loaded, then undo that."""
+    hidden = [name for name in names if name not in sys.modules]
+    for name in hidden:
+        sys.modules[name] = None  # type: ignore[assignment]  # None makes the import raise ImportError
     try:
         yield
     finally:
-        if sys.modules.get("sklearn", ...) is None:
-            del sys.modules["sklearn"]
+        for name in hidden:
+            if sys.modules.get(name, ...) is None:
+                del sys.modules[name]
 
 
 @contextlib.contextmanager
@@ -61,7 +69,7 @@ def _fd2_silenced():
         os.close(devnull)
 
 
-with _fd2_silenced(), _sklearn_hidden():
+with _fd2_silenced(), _hidden(_unused_by_paradnn()):
     import keras  # noqa: E402
     import tensorflow as tf  # noqa: E402
 
