@@ -322,17 +322,24 @@ def execute_notebook(source: Path, executed: Path, params: dict, kernel: str = K
     """Run ``source`` with ``params`` through papermill into ``executed``.
 
     The kernel is local, so it talks over Unix sockets (IPC) rather than TCP: no ports are
-    opened, and ipykernel has no reason to warn about unencrypted TCP traffic. Its stderr
-    goes to ``<executed>.kernel.log``.
+    opened, and ipykernel has no reason to warn about unencrypted TCP traffic. Its sockets
+    live in a directory of their own: jupyter_client's default, ``kernel-ipc-N`` relative to
+    the working directory, lets two kernels started at the same moment (two reports at once)
+    pick the same sockets, and the second then waits 60 s for a kernel that never answers.
+    Its stderr goes to ``<executed>.kernel.log``.
     """
+    import tempfile
+
     import papermill as pm
     from traitlets.config import Config
 
     os.environ[KERNEL_LOG_ENV] = str(executed.with_suffix(".kernel.log"))
     try:
-        pm.execute_notebook(str(source), str(executed), parameters=params, kernel_name=kernel, cwd=str(ROOT),
-                            progress_bar=False, kernel_manager_class=_kernel_manager_class(),
-                            config=Config({"KernelManager": {"transport": "ipc"}}))  # fmt: skip
+        with tempfile.TemporaryDirectory(prefix="paradnn-kernel-") as sockets:
+            config = Config({"KernelManager": {"transport": "ipc", "ip": os.path.join(sockets, "ipc")}})
+            pm.execute_notebook(str(source), str(executed), parameters=params, kernel_name=kernel, cwd=str(ROOT),
+                                progress_bar=False, kernel_manager_class=_kernel_manager_class(),
+                                config=config)  # fmt: skip
     finally:
         os.environ.pop(KERNEL_LOG_ENV, None)
 

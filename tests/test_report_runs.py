@@ -123,3 +123,38 @@ def test_papermill_alone_understands_list_parameters_given_as_text(tmp_path):
                         parameters={"store": str(store), "families": "[fc]", "overrides": "{fc: {batch: [64]}}",
                                     "measure_missing": False}, progress_bar=False, cwd=str(ROOT))  # fmt: skip
     assert (tmp_path / "out.ipynb").exists()
+
+
+def test_two_kernels_started_at_once_each_get_their_own_sockets(tmp_path):
+    """Two reports at once (two users, two test workers) must not share kernel sockets.
+
+    jupyter_client's default IPC address, ``kernel-ipc-N`` relative to the working directory,
+    let two kernels started in the same moment pick the same sockets; the loser then failed
+    after 60 s with "Kernel didn't respond".
+    """
+    import threading
+
+    import nbformat
+
+    from paradnn.reports import ensure_kernel, execute_notebook
+
+    ensure_kernel()
+    source = tmp_path / "where.ipynb"
+    cell = "import ipykernel, json\nprint(json.load(open(ipykernel.get_connection_file()))['ip'])"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(cell)]), source)
+    errors: list[BaseException] = []
+
+    def run(n: int) -> None:
+        try:
+            execute_notebook(source, tmp_path / f"out{n}.ipynb", {})
+        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(180)
+    assert not errors
+    ips = [nbformat.read(tmp_path / f"out{n}.ipynb", 4).cells[0].outputs[0]["text"].strip() for n in range(2)]
+    assert ips[0] != ips[1] and all(Path(ip).is_absolute() and ROOT not in Path(ip).parents for ip in ips)
