@@ -299,10 +299,11 @@ def paradnn(*args: str) -> subprocess.CompletedProcess:
 
 
 def sweep_rows(store: Path):
+    """The latest row of each configuration in ``store`` (with ``--windows`` the merged one)."""
     from paradnn.store import Store
 
     with Store(store, create=False) as s:
-        return s.results()
+        return s.results().drop_duplicates("label", keep="last")
 
 
 def bench_overhead(tiny: bool, work: Path) -> None:
@@ -380,30 +381,39 @@ def bench_ray(tiny: bool, work: Path) -> None:
 
 
 def bench_repeat(tiny: bool, work: Path) -> None:
-    sets = ["--set", "layers=2,4", "--set", "nodes=64,256,1024", "--set", "batch=64,256"]  # the default 10 s each
+    """Two sweeps of one grid, compared row by row: once with one timing window per configuration,
+    once with ``--windows 2`` (the same budget in two windows a pass apart, the faster kept). The
+    four sweeps alternate (1, 2, 1, 2) so both see the same drift of the machine."""
+    sets = ["--set", "layers=2,4", "--set", "nodes=64,256,1024", "--set", "batch=64,256"]  # the default 3 s each
     if tiny:
         sets = ["--set", "layers=1", "--set", "nodes=32,64", "--set", "batch=32", "--set", "input=100", "--set", "output=10",
                 "--max-seconds", "0.5"]  # fmt: skip
-    stores = [work / "repeat-a.sqlite", work / "repeat-b.sqlite"]
-    for store in stores:
-        result = paradnn("sweep", "fc", *sets, "--store", str(store))
+    choices = (2,) if tiny else (1, 2)  # tiny: the windowed path only, two sweeps as before
+    stores = {(w, run): work / f"repeat-w{w}-{run}.sqlite" for run in "ab" for w in choices}
+    for (windows, _), store in stores.items():
+        result = paradnn("sweep", "fc", *sets, "--windows", str(windows), "--store", str(store))
         assert result.returncode == 0, result.stderr
-    a, b = (sweep_rows(s).set_index("label")["examples_per_sec"] for s in stores)
-    ratio = (b / a).dropna()
-    diff = (ratio - 1).abs()
-    # A shared machine's speed drifts between runs; that moves every configuration alike.
-    # Dividing by the median ratio separates it from the harness's own scatter.
-    drift = float(ratio.median())
-    scatter = (ratio / drift - 1).abs()
-    cv = np.concatenate([sweep_rows(s)["step_time_cv"].dropna().to_numpy() for s in stores])
-    case = f"fc, {len(diff)} configurations, two sweeps"
-    row("repeat", case, "median |diff| examples/s", float(diff.median()), "<= 0.05", bool(diff.median() <= 0.05))
-    row("repeat", case, f"worst |diff| examples/s ({diff.idxmax()})", float(diff.max()))
-    row("repeat", case, "common drift (median b/a)", drift)
-    row("repeat", case, "median |diff| after drift", float(scatter.median()))
-    row("repeat", case, f"worst |diff| after drift ({scatter.idxmax()})", float(scatter.max()))
+    for windows in choices:
+        a, b = (sweep_rows(stores[windows, run]).set_index("label")["examples_per_sec"] for run in "ab")
+        ratio = (b / a).dropna()
+        diff = (ratio - 1).abs()
+        # A shared machine's speed drifts between runs; that moves every configuration alike.
+        # Dividing by the median ratio separates it from the harness's own scatter.
+        drift = float(ratio.median())
+        scatter = (ratio / drift - 1).abs()
+        case = f"fc, {len(diff)} configurations, two sweeps, --windows {windows}"
+        row("repeat", case, "median |diff| examples/s", float(diff.median()), "<= 0.05", bool(diff.median() <= 0.05))
+        row("repeat", case, f"worst |diff| examples/s ({diff.idxmax()})", float(diff.max()))
+        row("repeat", case, "common drift (median b/a)", drift)
+        row("repeat", case, "median |diff| after drift", float(scatter.median()))
+        row("repeat", case, f"worst |diff| after drift ({scatter.idxmax()})", float(scatter.max()))
+    cv = np.concatenate([sweep_rows(stores[choices[0], run])["step_time_cv"].dropna().to_numpy() for run in "ab"])
     for q in (0.5, 0.9, 1.0):
-        row("repeat", "within-run CV of step time", f"quantile {q:.1f}", float(np.quantile(cv, q)))
+        row("repeat", f"within-run CV of step time (--windows {choices[0]})", f"quantile {q:.1f}", float(np.quantile(cv, q)))
+    spread = [r["window_spread"] for run in "ab" for r in sweep_rows(stores[2, run])["extra"] if "window_spread" in (r or {})]
+    if spread:
+        row("repeat", "--windows 2: slow window / fast - 1", "median", float(np.median(spread)))
+        row("repeat", "--windows 2: slow window / fast - 1", "max", float(np.max(spread)))
 
 
 def bench_projection(tiny: bool, work: Path) -> None:

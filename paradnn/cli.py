@@ -319,6 +319,8 @@ store_option = click.option("--store", "store_path", default=DEFAULT_STORE, show
 @click.option("--memory-budget", "memory_gb", type=float, help="GB a configuration may use (default: 60% of RAM on CPU).")
 @click.option("--retry-failed", is_flag=True, help="Measure again what failed before (oom, error, timeout, skipped).")
 @click.option("--force", is_flag=True, help="Measure everything again (old rows are kept).")
+@click.option("--windows", default=1, show_default=True, type=int,
+              help="Time each configuration in this many windows, a pass over the grid apart; the faster stands.")
 @click.option("--adaptive", is_flag=True, help="Measure part of the grid where the model is least sure; predict the rest.")
 @click.option("--budget", help="With --adaptive: configurations to measure (40) or minutes (30m).")
 @click.option("--backend", default="local", show_default=True, type=click.Choice(("local", "ray")),
@@ -327,7 +329,8 @@ store_option = click.option("--store", "store_path", default=DEFAULT_STORE, show
 @click.option("--stack", "stack_texts", multiple=True, metavar="REQ[,REQ...]|current",
               help="Measure under this software stack too (an environment built with uv), interleaved; repeatable.")
 def sweep(family: str, preset: str, overrides: tuple[str, ...], store_path: str, max_minutes: float | None,
-          max_seconds: float, timeout_s: float, memory_gb: float | None, retry_failed: bool, force: bool, adaptive: bool,
+          max_seconds: float, timeout_s: float, memory_gb: float | None, retry_failed: bool, force: bool, windows: int,
+          adaptive: bool,
           budget: str | None, backend: str, address: str | None, stack_texts: tuple[str, ...], platform_name: str | None,
           **run: object) -> None:  # fmt: skip
     """Measure a preset's grid for FAMILY, skipping what the store already has.
@@ -349,6 +352,8 @@ def sweep(family: str, preset: str, overrides: tuple[str, ...], store_path: str,
     from paradnn.sweeps import stacks as stk
 
     stacks = [stk.parse(text) for text in stack_texts]
+    if windows != 1 and (stacks or adaptive or backend == "ray"):
+        raise ConfigError("--windows", windows, "1 with --stack, --adaptive or --backend ray (a plain local sweep only)")
     if stacks and (adaptive or backend == "ray"):
         raise ConfigError("--stack", stack_texts[0], "a plain local sweep (not with --adaptive or --backend ray)")
     if backend == "ray" and not address:
@@ -367,7 +372,8 @@ def sweep(family: str, preset: str, overrides: tuple[str, ...], store_path: str,
 
         parsed_budget = Budget.parse(budget or "")
     options = SweepOptions(settings=settings, target=target, memory_budget_bytes=memory_gb * 1e9 if memory_gb else None,
-                           timeout_s=timeout_s, max_minutes=max_minutes, retry_failed=retry_failed, force=force)  # fmt: skip
+                           timeout_s=timeout_s, max_minutes=max_minutes, retry_failed=retry_failed, force=force,
+                           windows=windows)  # fmt: skip
     check_settings(configs, options)  # before the store is opened
     predicted = None
     with _open_store(store_path) as store, _terminate_as_interrupt() as terminated:

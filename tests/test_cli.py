@@ -40,6 +40,8 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
         (["sweep", "fc", "--platform", "tpu"], "no TPU path exists yet"),
         (["sweep", "fc", "--input", "tape"], "input: 'tape' is not valid; allowed: device, host, host-prep"),
         (["sweep", "fc", "--devices", "0"], "devices: 0 is not valid; allowed: a whole number from 1 to 1024"),
+        (["sweep", "fc", "--windows", "0"], "windows: 0 is not valid; allowed: a whole number from 1 to 5"),
+        (["sweep", "fc", "--windows", "2", "--adaptive", "--budget", "3"], "--windows: 2 is not valid; allowed: 1 with"),
         (["compare", "--by", "input", "--baseline", "device", "--target", "tape"], "--target: 'tape'"),
         (["compare", "--baseline", "cpu", "--target", "gpu:0", "--free", "colour"], "run setting: 'colour'"),
     ],

@@ -7,6 +7,7 @@ import signal
 import pandas as pd
 import pytest
 
+from paradnn.analysis.results import Results
 from paradnn.config import ConfigError
 from paradnn.engine.protocol import RunSettings
 from paradnn.platform import Target
@@ -323,3 +324,58 @@ def test_profile_local_keeps_each_profile_once_and_reports_failures(tmp_path, id
     assert again == {"profiled": 0, "already": 2, "failed": first["failed"]}
     assert len(FakeWorker.started) == 1  # the first call's worker, left idle and reused
     assert FakeWorker.started[0].asked == [c.label for c in CONFIGS] + [CONFIGS[1].label]
+
+
+class TimedWorker(FakeWorker):
+    """A fake worker whose step time for a label is the next of its scripted times."""
+
+    def __init__(self, target: Target, script: dict[str, str], times: dict[str, list[float]]) -> None:
+        super().__init__(target, script)
+        self.times = {k: list(v) for k, v in times.items()}
+        self.budgets: list[float] = []
+
+    def send(self, message) -> None:
+        if isinstance(message, Measure):
+            self.budgets.append(message.settings["max_seconds"])
+        super().send(message)
+
+    def recv(self):
+        result = super().recv()
+        if isinstance(result, Result) and result.record.get("state") == "ok":
+            result.record["step_time_s"] = self.times[self.pending].pop(0)
+        return result
+
+
+def test_windows_time_each_configuration_a_pass_apart_and_keep_the_faster(tmp_path):
+    times = {label(0): [0.02, 0.01], label(1): [0.010, 0.011]}  # label 0's windows disagree by 100%, label 1's by 10%
+    workers: list[TimedWorker] = []
+
+    def start(target):
+        workers.append(TimedWorker(target, {label(2): "failed"}, times))
+        return workers[-1]
+
+    options = SweepOptions(settings=RunSettings(max_seconds=0.4), timeout_s=5, memory_budget_bytes=1e12, windows=2)
+    with Store(tmp_path / "r.sqlite") as store:
+        summary = run_local(CONFIGS, store, options, start_worker=start)
+        df = store.results()
+    (worker,) = workers
+    order = [c.label for c in sweep.ordered(CONFIGS)]
+    assert worker.measured == order + [x for x in order if x != label(2)]  # a whole pass between windows; failed: once
+    assert worker.budgets == [0.2] * 5  # the windows share max_seconds
+    assert summary.states == {"ok": 2, "error": 1} and summary.left == 0
+    assert df.groupby("label").size().to_dict() == {label(0): 2, label(1): 2, label(2): 1}
+    latest = df.sort_values("id").groupby("label").last()
+    assert latest.loc[label(0), "step_time_s"] == 0.01 and latest.loc[label(1), "step_time_s"] == 0.010
+    windows = latest.loc[label(0), "extra"]["windows"]
+    assert [w["step_time_s"] for w in windows] == [0.02, 0.01]
+    assert latest.loc[label(0), "extra"]["window_spread"] == pytest.approx(1.0)
+    assert latest.loc[label(1), "extra"]["window_spread"] == pytest.approx(0.1)
+    assert bool(latest.loc[label(0), "unstable"]) and not bool(latest.loc[label(1), "unstable"])
+    assert latest["max_seconds"].to_dict() == {label(0): 0.4, label(1): 0.4, label(2): 0.2}  # the budget each row had
+    assert Results.load(tmp_path / "r.sqlite").reruns().empty  # a configuration's windows are one attempt, not reruns
+
+
+@pytest.mark.parametrize("windows", [0, 6, 1.5, True])
+def test_windows_must_be_a_small_whole_number(windows):
+    with pytest.raises(ConfigError, match="windows"):
+        SweepOptions(windows=windows)

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from paradnn import settings
@@ -31,6 +32,21 @@ def _column(df: pd.DataFrame, declared: settings.Setting) -> pd.Series:
     if declared.column not in df:
         return pd.Series([declared.default] * len(df), index=df.index, dtype=object)
     return df[declared.column].fillna(declared.default) if declared.schema > 1 else df[declared.column]
+
+
+def one_row_per_attempt(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ``df`` less those a later timing window superseded. A sweep with ``--windows``
+    stores a row per window pass, each with the configuration's first start (``started_at``) and
+    the later ones with ``extra.windows``; of such a group the last row is the attempt's record."""
+    if "extra" not in df or "started_at" not in df:
+        return df
+    windowed = {(key, start) for key, start, extra in zip(df["run_key"], df["started_at"], df["extra"])
+                if isinstance(extra, dict) and extra.get("windows")}  # fmt: skip
+    if not windowed:
+        return df
+    grouped = np.array([(k, t) in windowed for k, t in zip(df["run_key"], df["started_at"])], dtype=bool)
+    rows = df[grouped].sort_values("id") if "id" in df else df[grouped]
+    return pd.concat([df[~grouped], rows.drop_duplicates(["run_key", "started_at"], keep="last")])
 
 
 @dataclass(frozen=True)
@@ -107,6 +123,7 @@ class Results:
         ok = ok[~ok["source"].fillna("").str.startswith("legacy")] if "source" in ok else ok
         if "run_key" not in ok:  # a table built by hand: the key its rows would have in a store
             ok = ok.assign(run_key=[run_key(r) for r in ok.to_dict("records")])
+        ok = one_row_per_attempt(ok)
         groups = ok.groupby("run_key")
         out = pd.DataFrame({"family": groups["family"].first(), "label": groups["label"].first(), "n": groups.size(),
                             "difference": groups[metric].max() / groups[metric].min() - 1})  # fmt: skip
