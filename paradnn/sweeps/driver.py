@@ -683,12 +683,12 @@ def merge_windows(first: dict, later: dict, max_seconds: float) -> dict:
     as a ceiling is a maximum. ``extra["windows"]`` keeps every window's median and start;
     ``window_spread`` (slow / fast - 1) above :data:`WINDOW_SPREAD_UNSTABLE` marks the row unstable.
     """
-    windows = first.get("extra", {}).get("windows") or [_window(first)]
+    windows = (first.get("extra") or {}).get("windows") or [_window(first)]
     windows = [*windows, _window(later)]
     best = min((first, later), key=lambda r: r["step_time_s"])
     steps = [w["step_time_s"] for w in windows]
     spread = max(steps) / min(steps) - 1
-    extra = {**best.get("extra", {}), "windows": windows, "window_spread": spread}
+    extra = {**(best.get("extra") or {}), "windows": windows, "window_spread": spread}
     return {**best, "extra": extra, "max_seconds": max_seconds, "started_at": first["started_at"],
             "unstable": bool(best.get("unstable")) or spread > WINDOW_SPREAD_UNSTABLE}  # fmt: skip
 
