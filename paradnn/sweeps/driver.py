@@ -676,7 +676,8 @@ def window_options(options: SweepOptions) -> SweepOptions:
 
 
 def merge_windows(first: dict, later: dict, max_seconds: float) -> dict:
-    """One record from two timing windows of a configuration, taken a pass over the grid apart.
+    """One record from a configuration's record so far (``first``, itself merged after a third
+    window) and its next timing window (``later``), taken a pass over the grid apart.
 
     A shared machine's speed moves for seconds at a time (another tenant, a frequency
     step), and it only ever makes a step slower; so the faster window's record stands,
