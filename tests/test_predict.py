@@ -70,6 +70,21 @@ def test_predictions_carry_consistent_intervals_and_are_reproducible():
     assert np.isnan(out["fits_probability"])  # no failed rows: nothing to say about memory
 
 
+def test_fitting_and_predicting_use_one_blas_thread(monkeypatch):
+    """Beside another busy process two spinning OpenBLAS threads made the prediction report 2-3x slower."""
+    from threadpoolctl import threadpool_info
+
+    seen = []
+    fit_gp = predict.fit_gp
+    monkeypatch.setattr(predict, "fit_gp", lambda *a: seen.append(threadpool_info()) or fit_gp(*a))
+    model = predict.PerformanceModel.fit(grid_frame(), featurizer())
+    gp_predict = model.gp.predict
+    monkeypatch.setattr(model.gp, "predict", lambda *a, **k: seen.append(threadpool_info()) or gp_predict(*a, **k))
+    model.predict(predict.label_rows("fc", ["layer_3-node_48-input_64-output_8-bs_24"], "float32", "true"))
+    blas = [[lib["num_threads"] for lib in info if lib["user_api"] == "blas"] for info in seen]
+    assert len(blas) >= 2 and all(blas) and all(n == 1 for threads in blas for n in threads)
+
+
 def test_a_held_out_level_is_interpolated():
     table = predict.level_holdout(grid_frame(), featurizer())
     assert set(table["axis"]) == {"layers", "nodes", "batch"}  # input and output have one level: nothing interior

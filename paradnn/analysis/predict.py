@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+from threadpoolctl import threadpool_limits
 
 from paradnn import counting, families
 from paradnn.analysis.roofline import Ceilings, ceilings_for
@@ -56,6 +57,24 @@ GP_ROWS = 2000  # rows the GP conditions on (the mean uses all)
 Z90 = 1.6448536269514722  # two-sided 90% normal quantile
 FAILED_TO_FIT = ("oom", "skipped")
 BASELINES = ("roofline", "paper_regression")
+
+# Fitting and predicting use one BLAS thread. Their matrices (a GP on at most GP_ROWS rows, ridge fits on a few
+# hundred features) are too small to gain from a second thread, and OpenBLAS's threads spin while they wait: beside
+# another busy process (a sweep, a second test worker) the two-thread prediction report took 2-3x as long
+# (docs/performance.md, section 15).
+
+
+def one_blas_thread(function: Callable) -> Callable:
+    """Run ``function`` with NumPy's and SciPy's BLAS on one thread each."""
+
+    @functools.wraps(function)
+    def limited(*args, **kwargs):
+        import scipy.linalg  # noqa: F401  SciPy brings its own BLAS: load it first, so that the limit reaches it
+
+        with threadpool_limits(limits=1, user_api="blas"):
+            return function(*args, **kwargs)
+
+    return limited
 
 
 class PredictionError(ConfigError):
@@ -266,6 +285,7 @@ class PerformanceModel:
         return np.log(np.maximum(compute_s, memory_s) + self.floor_s)
 
     @classmethod
+    @one_blas_thread
     def fit(
         cls, rows: pd.DataFrame, featurizer: Featurizer, seed: int = 0, failed: pd.DataFrame | None = None
     ) -> PerformanceModel:
@@ -324,6 +344,7 @@ class PerformanceModel:
         x = self.featurizer.matrix(held, counts(self.featurizer.family, held))
         return self.scaler.transform(x), outside
 
+    @one_blas_thread
     def predict(self, rows: pd.DataFrame) -> pd.DataFrame:
         """Step time with its 90% interval, examples/s, the probability the configuration fits, and
         whether it lies outside the measured range (``extrapolated``)."""
