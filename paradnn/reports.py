@@ -28,6 +28,7 @@ import yaml
 
 from paradnn.analysis import registry
 from paradnn.config import ConfigError, check_number
+from paradnn.imports import papermill
 from paradnn.markup import literal
 from paradnn.platform import DATASHEETS
 
@@ -330,8 +331,9 @@ def execute_notebook(source: Path, executed: Path, params: dict, kernel: str = K
     """
     import tempfile
 
-    import papermill as pm
     from traitlets.config import Config
+
+    pm = papermill()
 
     os.environ[KERNEL_LOG_ENV] = str(executed.with_suffix(".kernel.log"))
     try:
@@ -359,10 +361,8 @@ def notebook_parameters(pipeline: Pipeline, entry: dict, overrides: dict, store:
 def declared_parameters(notebook: Path) -> dict:
     """The parameters a notebook declares in its ``parameters`` cell (papermill reads them);
     ConfigError (naming the file, never echoing its content) for a file that is not a notebook."""
-    import papermill as pm
-
     try:
-        return pm.inspect_notebook(str(notebook))
+        return papermill().inspect_notebook(str(notebook))
     except Exception as exc:  # noqa: BLE001 - papermill raises anything from JSON, nbformat or a kernel lookup
         raise ConfigError("notebook", str(notebook), f"a Jupyter notebook with kernel metadata ({type(exc).__name__})") from None
 
@@ -426,6 +426,7 @@ def _verdict_summary(path: Path | None) -> str:
 def export_html(executed: Path, target: Path, header: str, title: str = "") -> None:
     """HTML without code cells: ``title`` as the page title, ``header`` under the notebook's
     first heading, and every figure's title as its image's alternative text."""
+    papermill()  # nbformat and nbconvert validate with jsonschema: imported first without what they do not use
     import nbformat
     from bs4 import BeautifulSoup
     from nbconvert import HTMLExporter

@@ -26,27 +26,14 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
-import sys
+
+from paradnn.imports import hidden
 
 
 def _unused_by_paradnn() -> tuple[str, ...]:
     """Packages the import loads only for features paradnn does not use (see the module's docstring)."""
     names = ("sklearn", "matplotlib")
     return names if os.environ.get("KERAS_BACKEND", "tensorflow") == "jax" else (*names, "jax")
-
-
-@contextlib.contextmanager
-def _hidden(names: tuple[str, ...]):
-    """Make ``import name`` fail inside the block for each name not already loaded, then undo that."""
-    hidden = [name for name in names if name not in sys.modules]
-    for name in hidden:
-        sys.modules[name] = None  # type: ignore[assignment]  # None makes the import raise ImportError
-    try:
-        yield
-    finally:
-        for name in hidden:
-            if sys.modules.get(name, ...) is None:
-                del sys.modules[name]
 
 
 @contextlib.contextmanager
@@ -69,7 +56,7 @@ def _fd2_silenced():
         os.close(devnull)
 
 
-with _fd2_silenced(), _hidden(_unused_by_paradnn()):
+with _fd2_silenced(), hidden(_unused_by_paradnn()):
     import keras  # noqa: E402
     import tensorflow as tf  # noqa: E402
 

@@ -19,6 +19,29 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
 
 
+UNUSED_BY_REPORTS = """
+import sys
+from pathlib import Path
+from paradnn import reports
+print("after_import", sorted({"statsmodels", "papermill"} & set(sys.modules)))
+reports.declared_parameters(Path("notebooks/prediction.ipynb"))
+print("after_papermill", "papermill" in sys.modules, "rfc3987_syntax" in sys.modules)
+import rfc3987_syntax
+print("importable_after", callable(rfc3987_syntax.is_valid_syntax))
+"""
+
+
+def test_the_report_command_loads_neither_statsmodels_nor_rfc3987_syntax_yet_both_stay_importable():
+    """A bad-input `paradnn report` took 4.4 s, 3 of them these two imports that no report process uses."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("rfc3987_syntax")
+    done = subprocess.run([sys.executable, "-c", UNUSED_BY_REPORTS], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:3] == ["after_import []", "after_papermill True False", "importable_after True"]
+
+
 def test_a_users_own_copy_of_the_original_data_still_works(tmp_path, reference, report):
     """--reference DIR imports that folder's files instead of the shipped ones (here: the V100 and TPU sweeps only)."""
     mine = tmp_path / "mine"

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-import statsmodels.api as sm
 
 from paradnn import families
 
@@ -64,7 +63,10 @@ def regress(
     x = (x - x.mean()) / x.std(ddof=0)
     y = data[target].astype(float)
     y = (y - y.mean()) / y.std(ddof=0) if form == "paper" else y
-    fit = sm.OLS(y, sm.add_constant(x)).fit()
+    from statsmodels.regression.linear_model import OLS  # here, not at import: 1.5 s that most callers never need
+    from statsmodels.tools.tools import add_constant
+
+    fit = OLS(y, add_constant(x)).fit()
     ci = fit.conf_int(0.05)
     table = pd.DataFrame({"coef": fit.params, "ci_low": ci[0], "ci_high": ci[1], "p_value": fit.pvalues}).drop(index="const")
     return RegressionResult(target, table, float(fit.rsquared), len(data), dropped, fit, form)
