@@ -58,14 +58,15 @@ Z90 = 1.6448536269514722  # two-sided 90% normal quantile
 FAILED_TO_FIT = ("oom", "skipped")
 BASELINES = ("roofline", "paper_regression")
 
-# Fitting and predicting use one BLAS thread. Their matrices (a GP on at most GP_ROWS rows, ridge fits on a few
-# hundred features) are too small to gain from a second thread, and OpenBLAS's threads spin while they wait: beside
-# another busy process (a sweep, a second test worker) the two-thread prediction report took 2-3x as long
-# (docs/performance.md, section 15).
-
 
 def one_blas_thread(function: Callable) -> Callable:
-    """Run ``function`` with NumPy's and SciPy's BLAS on one thread each."""
+    """Run ``function`` with NumPy's and SciPy's BLAS on one thread each.
+
+    The model's matrices (a GP on at most ``GP_ROWS`` rows, ridge fits on a few hundred
+    features) gain nothing from a second thread, and OpenBLAS's threads spin while they wait:
+    beside another busy process (a sweep, a second test worker) two threads made the fits
+    2-3x slower (docs/performance.md, section 15).
+    """
 
     @functools.wraps(function)
     def limited(*args, **kwargs):
