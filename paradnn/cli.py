@@ -330,9 +330,8 @@ store_option = click.option("--store", "store_path", default=DEFAULT_STORE, show
               help="Measure under this software stack too (an environment built with uv), interleaved; repeatable.")
 def sweep(family: str, preset: str, overrides: tuple[str, ...], store_path: str, max_minutes: float | None,
           max_seconds: float, timeout_s: float, memory_gb: float | None, retry_failed: bool, force: bool, windows: int,
-          adaptive: bool,
-          budget: str | None, backend: str, address: str | None, stack_texts: tuple[str, ...], platform_name: str | None,
-          **run: object) -> None:  # fmt: skip
+          adaptive: bool, budget: str | None, backend: str, address: str | None, stack_texts: tuple[str, ...],
+          platform_name: str | None, **run: object) -> None:  # fmt: skip
     """Measure a preset's grid for FAMILY, skipping what the store already has.
 
     With --adaptive, measure only --budget configurations, chosen where the performance
