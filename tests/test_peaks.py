@@ -149,3 +149,24 @@ def test_two_processes_needing_the_same_ceilings_measure_them_once(monkeypatch, 
     for caller in callers:
         caller.join()
     assert len(measured) == 1 and len(got) == 3 and all(g["matmul_flops"]["float32"]["no_xla"] == 5.0 for g in got)
+
+
+def test_a_ceiling_is_measured_again_once_per_dtype(monkeypatch, tmp_path):
+    """A second configuration beating the re-measured ceiling beats it through its FLOP count: no third measurement."""
+    from paradnn.engine import ceilings
+
+    monkeypatch.setenv("PARADNN_CACHE_DIR", str(tmp_path))
+    measured = []
+
+    def fake(target, dtypes, copy):
+        measured.append(dtypes)
+        return {"matmul_flops": {dtypes[0]: {"xla": 120e9}}}
+
+    monkeypatch.setattr(ceilings, "measure_ceilings", fake)
+    info = {"id": "cpu", "name": "Fake CPU", "cores": 2, "software": {"tensorflow": "9.9", "keras": "9.9", "cuda": ""}}
+    held = {"matmul_flops": {"float32": {"xla": 100e9}}}
+    for _ in range(3):
+        ceilings.remeasure(ceilings.Target(), info, held, "float32")
+    ceilings.remeasure(ceilings.Target(), info, held, "bfloat16")
+    assert measured == [["float32"], ["bfloat16"]] and held["matmul_flops"]["float32"]["xla"] == 120e9
+    assert [entry["dtype"] for entry in ceilings.cached_ceilings(info)["remeasured"]] == ["float32", "bfloat16"]
