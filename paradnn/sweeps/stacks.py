@@ -100,7 +100,10 @@ def ensure(stack: Stack, echo=lambda line: None) -> Path:
     try:
         python = scratch / "bin" / "python"
         _uv("venv", "--quiet", "--allow-existing", "--python", sys.executable, str(scratch))
-        _uv("pip", "install", "--quiet", "--python", str(python), *stack.requirements, *WORKER_REQUIREMENTS)
+        # Compiled now, as pip does: where PYTHONDONTWRITEBYTECODE is set, every worker would otherwise
+        # compile TensorFlow's sources as it imports them (12 s instead of 5 s on a 2-core CPU).
+        _uv("pip", "install", "--quiet", "--compile-bytecode", "--python", str(python), *stack.requirements,
+            *WORKER_REQUIREMENTS)
         _uv("pip", "install", "--quiet", "--python", str(python), "--no-deps", "-e", str(SOURCE))
         _check_imports(python)
         (scratch / ".complete").write_text(stack.name + "\n")
