@@ -176,6 +176,18 @@ def test_framework_speed_holds_xla_and_frees_it_only_where_it_must():
     assert off.loc[0, "geomean"] == pytest.approx(15.0) and not bool(off.loc[0, "xla_held"])
 
 
+def test_the_framework_bars_draw_one_configuration_whose_geomean_misses_it_by_a_rounding():
+    import pandas as pd
+
+    from paradnn.analysis import plots
+
+    rows = pd.DataFrame([_pair("a", "tensorflow", 101), _pair("a", "jax", 7)])  # 7/101: exp(log(r)) != r
+    speed = scorecard.framework_speed(rows)
+    assert speed.loc[0, "n"] == 1 and not speed.loc[0, "min"] <= speed.loc[0, "geomean"] <= speed.loc[0, "max"]
+    fig = plots.framework_speed_bars(speed, "JAX / TensorFlow")  # raised ValueError: negative yerr
+    assert fig.axes[0].get_title() == "JAX / TensorFlow"
+
+
 def test_the_headline_hardware_claims_are_judged_on_the_original_sweeps(tmp_path):
     from paradnn.store import Store, legacy
 

@@ -469,7 +469,8 @@ def framework_speed_bars(speeds: pd.DataFrame, title: str, baseline: str = "Tens
               for f, p, d, n in zip(speeds["family"], speeds["platform"], speeds["dtype"], speeds["n"])]  # fmt: skip
     x = np.arange(len(speeds))
     ax.bar(x, speeds["geomean"], color=sns.color_palette()[0], width=0.6)
-    err = np.vstack([speeds["geomean"] - speeds["min"], speeds["max"] - speeds["geomean"]])
+    # A geometric mean lies within [min, max]; of one configuration it can miss its value by a rounding.
+    err = np.clip(np.vstack([speeds["geomean"] - speeds["min"], speeds["max"] - speeds["geomean"]]), 0, None)
     ax.errorbar(x, speeds["geomean"], yerr=err, fmt="none", color="black", capsize=4, lw=1)
     ax.axhline(1, color="grey", ls="--", lw=1)
     ax.set_yscale("log", base=2)
@@ -496,7 +497,8 @@ def version_speedups(table: pd.DataFrame, title: str) -> plt.Figure:
             if part.empty:
                 continue
             x = np.array([versions.index(v) for v in part["target"]]) + offset + (0.04 if against == "previous" else 0)
-            err = np.vstack([part["geomean"] - part["low"], part["high"] - part["geomean"]])
+            # Of one configuration the interval is its value, which its geomean can miss by a rounding.
+            err = np.clip(np.vstack([part["geomean"] - part["low"], part["high"] - part["geomean"]]), 0, None)
             ax.errorbar(x, part["geomean"], yerr=err, fmt=marker, capsize=3, color=sns.color_palette()[i % 10],
                         label=f"{family}, {dtype}, XLA {'on' if xla else 'off'}: over the {against}")  # fmt: skip
     ax.axhline(1, color="grey", ls="--", lw=1)
