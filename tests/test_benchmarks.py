@@ -30,3 +30,22 @@ def test_unknown_section_is_exit_2():
     result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "run.py"), "--only", "speed"], capture_output=True,
                             text=True)  # fmt: skip
     assert result.returncode == 2 and "unknown section 'speed'" in result.stderr
+
+
+def test_the_spell_summary_splits_normal_from_slow_calls():
+    import importlib.util
+
+    import numpy as np
+
+    spec = importlib.util.spec_from_file_location("spells", ROOT / "benchmarks" / "spells.py")
+    spells = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(spells)
+
+    wall = np.array([1.0, 1.0, 1.02, 1.0, 2.5, 1.3])  # median 1.01: two slow calls, four normal
+    calls = {"wall": wall, "cpu": 2 * wall, "probe": np.full(6, 0.5), "user": np.full(6, 0.9), "system": np.zeros(6),
+             "idle": np.full(6, 0.1), "steal": np.zeros(6)}  # fmt: skip
+    summary = spells.summarise(calls)
+    assert summary["calls"] == 6 and summary["slow_share"] == pytest.approx(2 / 6)
+    assert summary["normal"]["wall"] == pytest.approx(1.0) and summary["slow"]["cpu"] == pytest.approx(3.8)
+    text = spells.words("2 threads", summary)
+    assert text.startswith("2 threads: 6 calls, median 1010.00 ms") and "slow   wall 1900.00 ms, CPU 3800.00 ms" in text
