@@ -150,8 +150,8 @@ def remeasure(target: Target, info: dict, ceilings: dict, dtype: str) -> dict:
     Once per dtype and cache entry: a configuration that beats the best of two measurements does
     so through its count, not through a disturbed ceiling (model FLOPs count the first layer's
     input gradient, which is never computed: a fifth of a narrow quick FC step's). Measuring again for
-    each such configuration cost 5-10 s apiece and never raised the ceiling (five times in one main
-    job, on one thread of an EPYC Zen 4); the record takes its own rate as the peak instead."""
+    each such configuration cost 9 s apiece and never raised the ceiling (three times in one main
+    job's one-thread sweep on an EPYC Zen 4); the record takes its own rate as the peak instead."""
     if any(entry.get("dtype") == dtype for entry in ceilings.get("remeasured", [])):
         return ceilings
     with _measuring(info):
