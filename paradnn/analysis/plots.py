@@ -462,6 +462,12 @@ def scorecard_matrix(cells: pd.DataFrame, title: str) -> plt.Figure:
     return fig
 
 
+def whiskers(centre: pd.Series, low: pd.Series, high: pd.Series) -> np.ndarray:
+    """Error-bar lengths below and above ``centre`` for ``errorbar``'s ``yerr``, never negative: a
+    geometric mean lies within its range, but of one configuration it can miss it by a rounding."""
+    return np.clip(np.vstack([centre - low, high - centre]), 0, None)
+
+
 def framework_speed_bars(speeds: pd.DataFrame, title: str, baseline: str = "TensorFlow", target: str = "JAX") -> plt.Figure:
     """Geometric-mean throughput ratio target / baseline per family and platform, whiskers min to max (log2 scale)."""
     fig, ax = plt.subplots(figsize=(max(5, 1.4 * len(speeds) + 2), 3.8))
@@ -469,8 +475,7 @@ def framework_speed_bars(speeds: pd.DataFrame, title: str, baseline: str = "Tens
               for f, p, d, n in zip(speeds["family"], speeds["platform"], speeds["dtype"], speeds["n"])]  # fmt: skip
     x = np.arange(len(speeds))
     ax.bar(x, speeds["geomean"], color=sns.color_palette()[0], width=0.6)
-    # A geometric mean lies within [min, max]; of one configuration it can miss its value by a rounding.
-    err = np.clip(np.vstack([speeds["geomean"] - speeds["min"], speeds["max"] - speeds["geomean"]]), 0, None)
+    err = whiskers(speeds["geomean"], speeds["min"], speeds["max"])
     ax.errorbar(x, speeds["geomean"], yerr=err, fmt="none", color="black", capsize=4, lw=1)
     ax.axhline(1, color="grey", ls="--", lw=1)
     ax.set_yscale("log", base=2)
@@ -497,8 +502,7 @@ def version_speedups(table: pd.DataFrame, title: str) -> plt.Figure:
             if part.empty:
                 continue
             x = np.array([versions.index(v) for v in part["target"]]) + offset + (0.04 if against == "previous" else 0)
-            # Of one configuration the interval is its value, which its geomean can miss by a rounding.
-            err = np.clip(np.vstack([part["geomean"] - part["low"], part["high"] - part["geomean"]]), 0, None)
+            err = whiskers(part["geomean"], part["low"], part["high"])
             ax.errorbar(x, part["geomean"], yerr=err, fmt=marker, capsize=3, color=sns.color_palette()[i % 10],
                         label=f"{family}, {dtype}, XLA {'on' if xla else 'off'}: over the {against}")  # fmt: skip
     ax.axhline(1, color="grey", ls="--", lw=1)
