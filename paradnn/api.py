@@ -79,12 +79,15 @@ def measure(family: str, label: str, *, max_seconds: float = 10.0, name: str | N
 @_run_doc
 def sweep(family: str, *, preset: str = "smoke", store: str | Path = "outputs/results.sqlite",
           overrides: Mapping[str, Iterable] | None = None, max_minutes: float | None = None, max_seconds: float = 3.0,
-          progress: bool = True, name: str | None = None, windows: int = 1, **run: object):  # fmt: skip
+          progress: bool = True, name: str | None = None, windows: int = 1, workers: int = 1,
+          **run: object):  # fmt: skip
     """Measure a preset's grid (with ``overrides``) that the store lacks; returns the grid's rows
     under these run settings as a DataFrame (XLA auto: the setting it chose).
 
     ``windows``: time each configuration in this many windows a pass over the grid apart,
     sharing ``max_seconds``; the faster window's record stands (``paradnn sweep --windows``).
+    ``workers``: worker processes on this CPU that build and compile side by side and time one
+    at a time (``paradnn sweep --workers``).
 
     ``name``: what to call this platform in the store and in reports (``xeon-lab``; default
     its id, ``cpu``), so two machines' ``cpu`` stay two platforms when their stores are
@@ -99,7 +102,7 @@ def sweep(family: str, *, preset: str = "smoke", store: str | Path = "outputs/re
     configs = expand(family, preset, overrides)
     parsed, target, settings_with = _run(run, name)
     options = SweepOptions(settings=settings_with(max_seconds=max_seconds), target=target, max_minutes=max_minutes,
-                           windows=windows)  # fmt: skip
+                           windows=windows, workers=workers)  # fmt: skip
     with store_errors(store):
         with Store(store) as s:
             run_sweep(configs, s, options, progress=None if progress else SilentProgress)

@@ -321,6 +321,8 @@ store_option = click.option("--store", "store_path", default=DEFAULT_STORE, show
 @click.option("--force", is_flag=True, help="Measure everything again (old rows are kept).")
 @click.option("--windows", default=1, show_default=True, type=int,
               help="Time each configuration in this many windows, a pass over the grid apart; the faster stands.")
+@click.option("--workers", default=1, show_default=True, type=int,
+              help="Worker processes on this CPU: they build and compile side by side, and time one at a time.")
 @click.option("--adaptive", is_flag=True, help="Measure part of the grid where the model is least sure; predict the rest.")
 @click.option("--budget", help="With --adaptive: configurations to measure (40) or minutes (30m).")
 @click.option("--backend", default="local", show_default=True, type=click.Choice(("local", "ray")),
@@ -330,7 +332,7 @@ store_option = click.option("--store", "store_path", default=DEFAULT_STORE, show
               help="Measure under this software stack too (an environment built with uv), interleaved; repeatable.")
 def sweep(family: str, preset: str, overrides: tuple[str, ...], store_path: str, max_minutes: float | None,
           max_seconds: float, timeout_s: float, memory_gb: float | None, retry_failed: bool, force: bool, windows: int,
-          adaptive: bool, budget: str | None, backend: str, address: str | None, stack_texts: tuple[str, ...],
+          workers: int, adaptive: bool, budget: str | None, backend: str, address: str | None, stack_texts: tuple[str, ...],
           platform_name: str | None, **run: object) -> None:  # fmt: skip
     """Measure a preset's grid for FAMILY, skipping what the store already has.
 
@@ -353,6 +355,8 @@ def sweep(family: str, preset: str, overrides: tuple[str, ...], store_path: str,
     stacks = [stk.parse(text) for text in stack_texts]
     if windows != 1 and (stacks or adaptive or backend == "ray"):
         raise ConfigError("--windows", windows, "1 with --stack, --adaptive or --backend ray (a plain local sweep only)")
+    if workers != 1 and (stacks or adaptive or backend == "ray"):
+        raise ConfigError("--workers", workers, "1 with --stack, --adaptive or --backend ray (a plain local sweep only)")
     if stacks and (adaptive or backend == "ray"):
         raise ConfigError("--stack", stack_texts[0], "a plain local sweep (not with --adaptive or --backend ray)")
     if backend == "ray" and not address:
@@ -372,7 +376,7 @@ def sweep(family: str, preset: str, overrides: tuple[str, ...], store_path: str,
         parsed_budget = Budget.parse(budget or "")
     options = SweepOptions(settings=settings, target=target, memory_budget_bytes=memory_gb * 1e9 if memory_gb else None,
                            timeout_s=timeout_s, max_minutes=max_minutes, retry_failed=retry_failed, force=force,
-                           windows=windows)  # fmt: skip
+                           windows=windows, workers=workers)  # fmt: skip
     check_settings(configs, options)  # before the store is opened
     predicted = None
     with _open_store(store_path) as store, _terminate_as_interrupt() as terminated:

@@ -48,12 +48,19 @@ def as_dict(value: object) -> dict:
     return parsed
 
 
-def setup(backend: str = "local") -> None:
-    """Plot style and display options shared by every notebook, and where its sweeps run (``backend``)."""
+def setup(backend: str = "local", workers: int = 1) -> None:
+    """Plot style and display options shared by every notebook, where its sweeps run (``backend``)
+    and with how many worker processes a local CPU sweep measures (``workers``, see
+    :func:`ensure_measured`)."""
     import matplotlib.pyplot as plt
 
+    from paradnn.sweeps.driver import SweepOptions
+
     ray_address(backend)  # a bad value fails here, before anything is measured
+    SweepOptions(workers=workers)  # so does a bad number of workers
     os.environ["PARADNN_BACKEND"] = backend
+    global SWEEP_WORKERS
+    SWEEP_WORKERS = workers
     import seaborn as sns
 
     sns.set_theme(style="whitegrid", context="notebook")
@@ -63,6 +70,9 @@ def setup(backend: str = "local") -> None:
     pd.set_option("display.max_colwidth", None)
     warnings.filterwarnings("ignore", category=FutureWarning)
     warnings.filterwarnings("ignore", category=UserWarning, module="seaborn")
+
+
+SWEEP_WORKERS = 1  # worker processes of this kernel's local CPU sweeps (the notebook's ``workers``, set by setup)
 
 
 def ray_address(backend: str) -> str:
@@ -112,15 +122,18 @@ def ensure_measured(
     ``run``: the notebook's run-setting parameters (``dtype``, ``xla``, ``platform``,
     ``framework``, ``input``, ``devices``; :mod:`paradnn.settings`), defaults for the rest.
 
-    All families run in one sweep (one worker process), in the sweep's mixed order, so a
-    budget that runs out leaves every family partly covered; the rest is measured on the
-    next run (sweeps resume). ``stacks`` (``tensorflow==2.16.2``, ``current``, ...): measure
-    under each software stack, interleaved (:func:`paradnn.sweeps.driver.run_sweep_stacks`).
+    All families run in one sweep, in the sweep's mixed order, so a budget that runs out
+    leaves every family partly covered; the rest is measured on the next run (sweeps
+    resume). ``stacks`` (``tensorflow==2.16.2``, ``current``, ...): measure under each
+    software stack, interleaved (:func:`paradnn.sweeps.driver.run_sweep_stacks`). A plain
+    local sweep of one device on a CPU runs :data:`SWEEP_WORKERS` worker processes (the
+    notebook's ``workers``); every other sweep runs one.
     """
     from paradnn.engine.protocol import RunSettings
     from paradnn.platform import parse_target
     from paradnn.settings import describe, parse
     from paradnn.space import expand
+    from paradnn.sweeps import stacks as stk
     from paradnn.sweeps.backends import run_sweep
     from paradnn.sweeps.driver import SweepOptions
 
@@ -131,17 +144,16 @@ def ensure_measured(
         return [f"{platform}: using the data in the store (measure_missing={measure_missing})"]
     target = parse_target(platform)
     configs = [c for family in families for c in expand(family, preset, (overrides or {}).get(family))]
+    stack_list = [stk.parse(text) for text in stacks or []]
+    # Replicas and software stacks are measured on this machine (its cores or GPUs, its environments).
+    address = ray_address(os.environ.get("PARADNN_BACKEND", "local")) if devices == 1 and not stack_list else ""
+    plain = target.kind == "cpu" and devices == 1 and not stack_list and not address
     options = SweepOptions(settings=RunSettings.of(parsed, target, max_seconds=max_seconds), target=target,
-                           max_minutes=budget_minutes)  # fmt: skip
+                           max_minutes=budget_minutes, workers=SWEEP_WORKERS if plain else 1)  # fmt: skip
     if os.environ.get("PARADNN_PROGRESS_FILE"):  # run by `paradnn report`: it shows the progress
         progress = ProgressFile
     else:  # a notebook opened by hand: a progress bar in the notebook itself
         from tqdm.auto import tqdm as progress
-    from paradnn.sweeps import stacks as stk
-
-    stack_list = [stk.parse(text) for text in stacks or []]
-    # Replicas and software stacks are measured on this machine (its cores or GPUs, its environments).
-    address = ray_address(os.environ.get("PARADNN_BACKEND", "local")) if devices == 1 and not stack_list else ""
     with Store(store) as s:
         summary = run_sweep(configs, s, options, stacks=stack_list, address=address, progress=progress)
     words = describe({**parsed, "xla": options.settings.xla})

@@ -42,6 +42,8 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
         (["sweep", "fc", "--devices", "0"], "devices: 0 is not valid; allowed: a whole number from 1 to 1024"),
         (["sweep", "fc", "--windows", "0"], "windows: 0 is not valid; allowed: a whole number from 1 to 5"),
         (["sweep", "fc", "--windows", "2", "--adaptive", "--budget", "3"], "--windows: 2 is not valid; allowed: 1 with"),
+        (["sweep", "fc", "--workers", "5"], "workers: 5 is not valid; allowed: a whole number from 1 to 4"),
+        (["sweep", "fc", "--workers", "2", "--stack", "current"], "--workers: 2 is not valid; allowed: 1 with --stack"),
         (["compare", "--by", "input", "--baseline", "device", "--target", "tape"], "--target: 'tape'"),
         (["compare", "--baseline", "cpu", "--target", "gpu:0", "--free", "colour"], "run setting: 'colour'"),
     ],

@@ -69,6 +69,20 @@ def test_a_beaten_ceiling_is_measured_again_before_the_peak_rises():
     assert below["peak_flops"] == 150e9
 
 
+
+def test_a_ceiling_beaten_only_through_the_model_count_is_not_measured_again():
+    """Model FLOPs count work the step never executes; the graph's count of what ran decides."""
+    record = {"label": "c", "state": "ok", "batch": 8, "step_time_s": 1.0, "flops_model": 160e9, "flops_per_sec": 160e9,
+              "flops_graph": 140e9, "peak_flops": 150e9, "peak_source": "measured", "utilization": 160 / 150}  # fmt: skip
+    settled = settle_peak(dict(record), {"datasheet": None}, {}, "float32", lambda d: pytest.fail("measured again"))
+    assert settled["peak_source"] == "achieved:c" and settled["peak_flops"] == 160e9
+    assert settled["utilization"] == pytest.approx(1.0)
+    calls = []
+    executed_too = {**record, "flops_graph": 155e9}  # what ran beat the ceiling: measure it again
+    settle_peak(executed_too, {"datasheet": None}, {}, "float32", lambda d: calls.append(d) or {"matmul_flops": {}})
+    assert calls == ["float32"]
+
+
 def test_ceilings_keep_their_trials_spread(monkeypatch, tmp_path):
     from paradnn.engine import ceilings
 

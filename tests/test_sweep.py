@@ -274,3 +274,24 @@ def test_ctrl_c_while_the_worker_starts_counts_what_is_left(tmp_path):
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert "6 left" in err.decode()
+
+
+def test_two_workers_time_one_at_a_time_and_resume_after_ctrl_c(tmp_path):
+    store = tmp_path / "r.sqlite"
+    args = ("sweep", "fc", *TINY, "--max-seconds", "0.5", "--workers", "2", "--store", str(store))
+    proc = start(*args)
+    wait_for_rows(store, 2, proc)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    with Store(store, create=False) as s:
+        assert s.claims().empty  # what was in flight in either lane was released
+    result = paradnn(*args)
+    assert result.returncode == 0, result.stderr
+    df = rows(store)
+    assert sorted(df["label"]) == sorted(set(df["label"])) and len(df) == 6 and set(df["state"]) == {"ok"}
+    spans = [extra["spans"] for extra in df["extra"]]
+    for i, mine in enumerate(spans):  # no timed phase beside another worker's preparation or timing
+        for theirs in spans[:i] + spans[i + 1 :]:
+            for start_s, end_s in (theirs["prepared"], theirs["timed"]):
+                assert end_s <= mine["timed"][0] or mine["timed"][1] <= start_s, (mine, theirs)

@@ -379,3 +379,56 @@ def test_windows_time_each_configuration_a_pass_apart_and_keep_the_faster(tmp_pa
 def test_windows_must_be_a_small_whole_number(windows):
     with pytest.raises(ConfigError, match="windows"):
         SweepOptions(windows=windows)
+
+
+class SizedWorker(FakeWorker):
+    """A fake worker whose label ``big`` holds 0.7 of the memory budget while it runs."""
+
+    def __init__(self, target: Target, script: dict[str, str]) -> None:
+        super().__init__(target, script)
+        self.polled = False
+
+    def send(self, message) -> None:
+        self.polled = False
+        super().send(message)
+
+    def poll(self, timeout: float) -> bool:
+        first, self.polled = not self.polled, True
+        return not (first and self.script.get(self.pending) == "big") and super().poll(timeout)
+
+    def rss(self) -> int:
+        return int(0.7e12) if self.script.get(self.pending) == "big" else 0
+
+
+def test_two_workers_measure_every_configuration_once(tmp_path):
+    summary, df, claims = sweep_with(tmp_path, {}, workers=2)
+    assert summary.states == {"ok": 3} and len(df) == 3 and claims.empty
+    assert len(FakeWorker.started) == 2  # one per lane
+    measured = [x for worker in FakeWorker.started for x in worker.measured]
+    assert sorted(measured) == sorted(c.label for c in CONFIGS) and all(worker.measured for worker in FakeWorker.started)
+
+
+def test_a_configuration_that_outgrows_its_share_is_measured_again_alone(tmp_path):
+    FakeWorker.started = []
+    script = {label(1): "big"}  # 0.7 of the budget: over one lane's half, within the whole
+    opts = SweepOptions(settings=RunSettings(max_seconds=0.1), timeout_s=5, memory_budget_bytes=1e12, workers=2)
+    with Store(tmp_path / "r.sqlite") as store:
+        summary = run_local(CONFIGS, store, opts, start_worker=lambda target: SizedWorker(target, script))
+        df = store.results().set_index("label")
+        claims = store.claims()
+    assert summary.states == {"ok": 3} and claims.empty
+    assert df.loc[label(1), "state"] == "ok"  # the attempt beside another lane is not a result
+    assert [x for worker in FakeWorker.started for x in worker.measured].count(label(1)) == 2
+    (grown,) = [worker for worker in FakeWorker.started if worker.code == -signal.SIGKILL]  # stopped, not reused
+    assert grown.measured[-1] == label(1)
+
+
+@pytest.mark.parametrize("workers", [0, 5, 1.5, True])
+def test_workers_must_be_a_small_whole_number(workers):
+    with pytest.raises(ConfigError, match="workers"):
+        SweepOptions(workers=workers)
+
+
+def test_several_workers_need_one_cpu_device():
+    with pytest.raises(ConfigError, match="--workers: 2 is not valid; allowed: 1 with --devices > 1"):
+        sweep.check_settings(CONFIGS, SweepOptions(settings=RunSettings(devices=2, xla=False), workers=2))

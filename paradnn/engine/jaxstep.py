@@ -133,14 +133,14 @@ def measure(config: Config, settings: RunSettings, count_graph: bool = True) -> 
     """
     from paradnn.engine.graphcount import GraphCount
 
-    start = time.perf_counter()
+    start, began = time.perf_counter(), time.time()
     rss_before = host_rss()
     try:
         trainer = JaxTrainer(config, settings.dtype, settings.device)
         built = time.perf_counter()
         flops = trainer.flops() if count_graph else None
         counted = time.perf_counter()
-        m = run_protocol(trainer.run, settings, meter_for(settings.device))
+        m = run_protocol(trainer.run, settings, meter_for(settings.device), began=began)
         m.graph = GraphCount(int(flops), {}, []) if flops is not None else None
         m.phases.update(build_s=built - start, count_s=counted - built)
     except jax.errors.JaxRuntimeError as exc:

@@ -8,7 +8,9 @@
 4. Warm up until two consecutive calls agree within ``warmup_tolerance`` (bounded).
 5. Timed calls, each ending with a device synchronisation (the loss is copied to the
    host); every per-step sample is kept. Python's garbage collector is paused from
-   warm-up to the last sample, as ``timeit`` does.
+   warm-up to the last sample, as ``timeit`` does. Calibration, warm-up and the timed calls
+   hold the machine's timing gate exclusively (:mod:`paradnn.engine.gate`): in a sweep with
+   several workers, another worker's build or compile never runs beside them.
 6. Stop adaptively: once the median's 95% confidence half-width is within
    ``target_precision`` of it (after ``min_samples``), or when ``max_seconds`` is spent.
 
@@ -29,6 +31,7 @@ import numpy as np
 
 from paradnn.config import ConfigError
 from paradnn.engine import frameworks
+from paradnn.engine.gate import gate
 from paradnn.platform import Target
 from paradnn.settings import DEFAULTS
 from paradnn.settings import parse as parse_settings
@@ -163,6 +166,10 @@ class Measurement:
     graph: GraphCount | None = None
     # Seconds spent per phase (build, calibration, warmup, timed): where the wall time went.
     phases: dict[str, float] = field(default_factory=dict)
+    # When (epoch seconds) it was prepared (built .. compiled) and timed (calibration .. last
+    # sample, the gate held exclusively): with several workers, the timed span overlaps no
+    # other worker's spans.
+    spans: dict[str, list[float]] = field(default_factory=dict)
     # The reference's per-step times, sampled alternately with ``samples``: for host input modes
     # the device-resident loop; for data-parallel runs (``replicas`` > 1) one replica's own step at B/N.
     reference_samples: list[float] = field(default_factory=list)
@@ -204,7 +211,7 @@ class Measurement:
             "peak_memory_bytes": self.peak_memory_bytes,
             "samples_s": list(self.samples),
             "warmup_s": list(self.warmup_s),
-            "extra": {"phases": dict(self.phases)},
+            "extra": {"phases": dict(self.phases), **({"spans": dict(self.spans)} if self.spans else {})},
             "energy_per_step_j": self.energy_per_step_j,
             **self._against_reference(),
             "energy_source": self.energy_source or None,
@@ -292,7 +299,8 @@ def sample(calls: _Calls, k: int, settings: RunSettings, budget_end: float,
 
 def run_protocol(run: Callable[[int], float], settings: RunSettings, meter: Meter | None = None,
                  reference: Callable[[int], float] | None = None,
-                 announce: tuple[Callable[[int], None], Callable[[int], None]] | None = None) -> Measurement:  # fmt: skip
+                 announce: tuple[Callable[[int], None], Callable[[int], None]] | None = None,
+                 began: float | None = None) -> Measurement:  # fmt: skip
     """Apply the protocol to ``run(k)``, a function that executes k steps and syncs.
 
     Phases: compile (the first call, one step), :func:`calibrate`, :func:`warm_up`,
@@ -301,37 +309,29 @@ def run_protocol(run: Callable[[int], float], settings: RunSettings, meter: Mete
     device-resident loop of a host input mode, or one replica's own step), it is compiled
     and warmed up after the warm-up and called after each timed call (:func:`sample`).
     ``announce``: untimed hooks called before each call of ``run`` and of ``reference``.
+    ``began``: when (epoch seconds) building the step began, where the caller built it; the
+    start of the ``prepared`` span (else this call's start).
     """
     m = Measurement(state="ok")
     start = time.perf_counter()
     calls = _Calls(run, announce[0] if announce else None)
     gc_was_enabled = gc.isenabled()
     try:
-        m.compile_time_s = calls(1)
-        m.steps_per_call, per_step = calibrate(calls, settings)
-        k = m.steps_per_call
-        m.phases["calibration_s"] = time.perf_counter() - start - m.compile_time_s
-        # No Python garbage collection inside the timer (as ``timeit``): a collection of
-        # earlier garbage would land in whichever call it interrupts.
-        gc.collect()
-        gc.disable()
-        warmup_start = time.perf_counter()
-        budget_end = warmup_start + settings.max_seconds
-        m.warmup_s = warm_up(calls, k, per_step * k, settings, budget_end)
-        m.warmup_calls = len(m.warmup_s)
-        m.phases["warmup_s"] = time.perf_counter() - warmup_start
-        timed_start = time.perf_counter()
-        ref = _Calls(reference, announce[1] if announce else None) if reference is not None else None
-        if ref is not None:
-            ref(1)  # compiles
-            ref(k)
-        steps_before, joules_before = calls.steps, meter.read() if meter else None
-        m.samples, m.reference_samples = sample(calls, k, settings, budget_end, ref)
-        m.phases["timed_s"] = time.perf_counter() - timed_start
-        if meter and joules_before is not None:
-            m.energy_per_step_j = (meter.read() - joules_before) / (calls.steps - steps_before)
-            m.energy_source = meter.source
-        m.final_loss = calls.loss
+        prepared = began or time.time()
+        with gate().shared():
+            m.compile_time_s = calls(1)
+        m.spans["prepared"] = [prepared, time.time()]
+        waiting = time.perf_counter()
+        with gate().exclusive():
+            if gate().active:
+                m.phases["gate_wait_s"] = time.perf_counter() - waiting
+            m.spans["timed"] = [time.time(), math.nan]
+            calibrated = time.perf_counter()
+            m.steps_per_call, per_step = calibrate(calls, settings)
+            k = m.steps_per_call
+            m.phases["calibration_s"] = time.perf_counter() - calibrated
+            _timed_calls(m, calls, k, per_step, settings, meter, reference, announce)
+            m.spans["timed"][1] = time.time()
     except NonFiniteLoss as exc:
         m.state, m.error = "error", str(exc)
     finally:
@@ -342,6 +342,33 @@ def run_protocol(run: Callable[[int], float], settings: RunSettings, meter: Mete
         m.stats = Stats.of(m.samples)
         m.unstable = m.stats.cv > UNSTABLE_CV
     return m
+
+
+def _timed_calls(m: Measurement, calls: _Calls, k: int, per_step: float, settings: RunSettings, meter: Meter | None,
+                 reference: Callable[[int], float] | None,
+                 announce: tuple[Callable[[int], None], Callable[[int], None]] | None) -> None:  # fmt: skip
+    """Warm-up and timed calls (with the reference's, and the energy), kept in ``m``."""
+    # No Python garbage collection inside the timer (as ``timeit``): a collection of
+    # earlier garbage would land in whichever call it interrupts.
+    gc.collect()
+    gc.disable()
+    warmup_start = time.perf_counter()
+    budget_end = warmup_start + settings.max_seconds
+    m.warmup_s = warm_up(calls, k, per_step * k, settings, budget_end)
+    m.warmup_calls = len(m.warmup_s)
+    m.phases["warmup_s"] = time.perf_counter() - warmup_start
+    timed_start = time.perf_counter()
+    ref = _Calls(reference, announce[1] if announce else None) if reference is not None else None
+    if ref is not None:
+        ref(1)  # compiles
+        ref(k)
+    steps_before, joules_before = calls.steps, meter.read() if meter else None
+    m.samples, m.reference_samples = sample(calls, k, settings, budget_end, ref)
+    m.phases["timed_s"] = time.perf_counter() - timed_start
+    if meter and joules_before is not None:
+        m.energy_per_step_j = (meter.read() - joules_before) / (calls.steps - steps_before)
+        m.energy_source = meter.source
+    m.final_loss = calls.loss
 
 
 def _steps_for(step_seconds: float, settings: RunSettings) -> int:

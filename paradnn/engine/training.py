@@ -190,7 +190,7 @@ def measure(config: Config, settings: RunSettings, count_graph: bool = True) -> 
     """
     if settings.xla is None:
         raise ValueError("settings.xla is None (auto): resolve it with paradnn.engine.ceilings.xla_choice first")
-    start = time.perf_counter()
+    start, began = time.perf_counter(), time.time()
     rss_before = host_rss()
     gpu = settings.device.upper().startswith("/GPU")
     if gpu:
@@ -205,7 +205,7 @@ def measure(config: Config, settings: RunSettings, count_graph: bool = True) -> 
             counted = time.perf_counter()
             host = settings.input != "device"
             m = run_protocol(trainer.run_host if host else trainer.run, settings, meter_for(settings.device),
-                             reference=trainer.run if host else None)  # fmt: skip
+                             reference=trainer.run if host else None, began=began)  # fmt: skip
             m.graph = graph
             m.compile_time_s += traced - built
             m.phases.update(build_s=built - start, trace_s=traced - built, count_s=counted - traced)

@@ -24,6 +24,8 @@ def run_sweep(configs: list[Config], store: Store, options: SweepOptions, *, sta
     in it). ConfigError for stacks on a cluster (each node would build its own environments)."""
     if stacks and address:
         raise ConfigError("--stack", stacks[0].name, "a local sweep (not with --backend ray)")
+    if options.workers > 1 and (stacks or address):
+        raise ConfigError("--workers", options.workers, "1 with --stack or --backend ray (a plain local sweep only)")
     if stacks:
         summary, _ = run_sweep_stacks(configs, store, options, list(stacks), progress=progress, echo=echo)
         return summary

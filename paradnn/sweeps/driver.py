@@ -40,8 +40,9 @@ import subprocess
 import sys
 import time
 import traceback
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from importlib import metadata
@@ -52,8 +53,9 @@ from typing import Protocol
 import psutil
 
 from paradnn import __version__
-from paradnn.config import ConfigError, check_number
+from paradnn.config import ConfigError, cache_dir, check_number
 from paradnn.engine import frameworks
+from paradnn.engine.gate import GATE_ENV, gate
 from paradnn.engine.machine import die_with_parent
 from paradnn.engine.protocol import RunSettings
 from paradnn.engine.record import describe_config, settings_fields
@@ -68,6 +70,7 @@ POLL_S = 0.2
 IDLE_WORKERS_MAX = 3  # idle workers kept between sweeps (a software-stack sweep has one per stack)
 IDLE_RSS_MAX_SHARE = 0.1  # a worker holding more of the RAM than this is stopped, not kept
 MAX_WINDOWS = 5  # timing windows per configuration (--windows)
+MAX_WORKERS = 4  # worker processes of one local sweep (--workers)
 WINDOW_SPREAD_UNSTABLE = 0.20  # windows of one configuration further apart than this: the row is marked unstable
 
 
@@ -159,10 +162,12 @@ class SweepOptions:
     seed: int = 0
     xla_choices: dict[str, bool] = field(default_factory=dict)  # per family, when settings.xla is None (auto)
     windows: int = 1  # timing windows per configuration, one pass over the grid apart (see merge_windows)
+    workers: int = 1  # worker processes preparing side by side, timing one at a time (see _measure_todo)
 
     def __post_init__(self) -> None:  # every bound checked here, whichever front end made the options
-        if isinstance(self.windows, bool) or not isinstance(self.windows, int) or not 1 <= self.windows <= MAX_WINDOWS:
-            raise ConfigError("windows", self.windows, f"a whole number from 1 to {MAX_WINDOWS}")
+        for name, value, top in (("windows", self.windows, MAX_WINDOWS), ("workers", self.workers, MAX_WORKERS)):
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top:
+                raise ConfigError(name, value, f"a whole number from 1 to {top}")
         for name, value in (("max_minutes", self.max_minutes), ("timeout_s", self.timeout_s),
                             ("memory_budget", self.memory_budget_bytes)):  # fmt: skip
             if value is not None:
@@ -241,23 +246,25 @@ def oom_kills() -> int:
 
 
 def _worker_main(conn, target: Target) -> None:
-    """Worker main loop: import TensorFlow once, then measure what the driver sends."""
+    """Worker main loop: import TensorFlow once, then measure what the driver sends.
+
+    Everything a worker does (starting, then each message) holds the timing gate shared,
+    and the protocol's timed phases hold it exclusively (:mod:`paradnn.engine.gate`): the
+    workers of a multi-worker sweep start, build and compile side by side, never beside a
+    timed call. Waiting for a message holds nothing."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the driver's business
     die_with_parent()
     from paradnn.engine import ceilings as ceil
     from paradnn.engine import machine
 
     try:
-        machine.apply_threads(target)
-        info = machine.describe(target)
-        ceilings = ceil.ceilings(target, info)
+        with gate().shared():
+            machine.apply_threads(target)
+            info = machine.describe(target)
+            ceilings = ceil.ceilings(target, info)
     except ConfigError as exc:
         conn.send(StartFailed(str(exc)))
         os._exit(0)
-    from paradnn.engine.profiler import op_breakdown, trace_rows
-    from paradnn.engine.record import measure_config
-    from paradnn.tfimport import keras
-
     conn.send(Ready(info, ceilings))
     while True:
         try:
@@ -266,38 +273,42 @@ def _worker_main(conn, target: Target) -> None:
             message = None
         if message is None:  # done: skip TensorFlow's interpreter teardown (~1 s); nothing is pending
             os._exit(0)
+        with gate().shared():
+            ceilings = _answer(conn, message, target, info, ceilings)
+
+
+def _answer(conn, message: Measure | Describe | ChooseXLA | Profile, target: Target, info: dict, ceilings: dict) -> dict:
+    """Do what one message asks and send the result (any failure is a result too); returns the
+    platform's ceilings as they now stand (a probe adds its XLA choice, a beaten ceiling rises)."""
+    from paradnn.engine import ceilings as ceil
+    from paradnn.engine.profiler import op_breakdown, trace_rows
+    from paradnn.engine.record import measure_config
+    from paradnn.tfimport import keras
+
+    try:
         if isinstance(message, ChooseXLA):
-            try:
-                choice = ceil.xla_choice(target, info, message.family, message.dtype)
-                ceilings = ceil.ceilings(target, info)
-                conn.send(Result({**choice, "ceilings": ceilings}))
-            except Exception as exc:  # noqa: BLE001 - the driver falls back to XLA off and says so
-                conn.send(Failed(f"{type(exc).__name__}: {exc}", traceback.format_exc(limit=5)))
-            continue
-        if isinstance(message, Profile):
+            choice = ceil.xla_choice(target, info, message.family, message.dtype)
+            ceilings = ceil.ceilings(target, info)
+            conn.send(Result({**choice, "ceilings": ceilings}))
+        elif isinstance(message, Profile):
             keras.utils.clear_session(free_memory=False)
-            try:
-                breakdown = op_breakdown(parse_label(message.family, message.label), message.dtype)
-                conn.send(Result({"rows": trace_rows(breakdown, target.platform, message.dtype)}))
-            except Exception as exc:  # noqa: BLE001 - the driver reports it and goes on
-                conn.send(Failed(f"{type(exc).__name__}: {exc}", traceback.format_exc(limit=5)))
-            continue
-        if isinstance(message, Describe):
-            try:
-                conn.send(Result(describe_config(parse_label(message.family, message.label), message.dtype, trace=False)))
-            except Exception as exc:  # noqa: BLE001 - the driver records what it can without the counts
-                conn.send(Failed(f"{type(exc).__name__}: {exc}", traceback.format_exc(limit=5)))
-            continue
-        if os.environ.get(FAULT_CRASH_ENV) == message.label:
-            os.abort()
-        # Drop Keras's global state from the previous configuration (its garbage is collected
-        # once, before timing starts: see harness.run_protocol).
-        keras.utils.clear_session(free_memory=False)
-        try:
+            breakdown = op_breakdown(parse_label(message.family, message.label), message.dtype)
+            conn.send(Result({"rows": trace_rows(breakdown, target.platform, message.dtype)}))
+        elif isinstance(message, Describe):
+            conn.send(Result(describe_config(parse_label(message.family, message.label), message.dtype, trace=False)))
+        else:
+            if os.environ.get(FAULT_CRASH_ENV) == message.label:
+                os.abort()
+            # Drop Keras's global state from the previous configuration (its garbage is collected
+            # once, before timing starts: see harness.run_protocol).
+            keras.utils.clear_session(free_memory=False)
             config = parse_label(message.family, message.label)
             conn.send(Result(measure_config(config, RunSettings(**message.settings), target, info, ceilings)))
-        except Exception as exc:  # noqa: BLE001 - any failure is a result
-            conn.send(Failed(f"{type(exc).__name__}: {exc}", traceback.format_exc(limit=5)))
+    # Any failure is a result: ChooseXLA falls back to XLA off and says so, a Profile is
+    # reported and the sweep goes on, a Describe records what it can without the counts.
+    except Exception as exc:  # noqa: BLE001
+        conn.send(Failed(f"{type(exc).__name__}: {exc}", traceback.format_exc(limit=5)))
+    return ceilings
 
 
 class Worker(Protocol):
@@ -342,11 +353,12 @@ class ProcessWorker:
     ``if __name__ == "__main__":`` guard.
     """
 
-    def __init__(self, target: Target, framework: str = frameworks.DEFAULT, python: str | None = None) -> None:
+    def __init__(self, target: Target, framework: str = frameworks.DEFAULT, python: str | None = None,
+                 gated: bool = False) -> None:  # fmt: skip
         parent, child = socket.socketpair()
         code = f"from paradnn.sweeps.driver import _worker_entry, Target; _worker_entry({child.fileno()}, {target!r})"
-        env = frameworks.worker_environment(framework)  # Keras's backend is chosen when the worker imports it
-        self.identity = worker_identity(target, framework, python)
+        env = worker_environment(framework, gated)
+        self.identity = worker_identity(target, framework, python, gated)
         # ``python``: another environment's interpreter (a software stack, see paradnn.sweeps.stacks). Older
         # TensorFlows log to stderr whatever TF_CPP_MIN_LOG_LEVEL says: their stderr goes to the
         # environment's worker.log, which a failed start names.
@@ -443,13 +455,26 @@ class ProcessWorker:
         self.kill()
 
 
-def worker_identity(target: Target, framework: str = frameworks.DEFAULT, python: str | None = None) -> tuple:
+def worker_environment(framework: str, gated: bool = False) -> dict[str, str]:
+    """A worker's environment: Keras's backend (chosen when the worker imports it) and, for the
+    workers of a multi-worker sweep, the machine's timing gate (:mod:`paradnn.engine.gate`)."""
+    env = frameworks.worker_environment(framework)
+    env.pop(GATE_ENV, None)
+    if gated:
+        env[GATE_ENV] = str(cache_dir() / "timing-gate.lock")
+        Path(env[GATE_ENV]).parent.mkdir(parents=True, exist_ok=True)
+    return env
+
+
+def worker_identity(target: Target, framework: str = frameworks.DEFAULT, python: str | None = None,
+                    gated: bool = False) -> tuple:  # fmt: skip
     """What a worker was started with: interpreter, target, framework and environment.
 
     Two sweeps may share a worker only when all of these match (a test's fault-injection
-    variable or another cache folder in the environment makes a different worker).
+    variable or another cache folder in the environment makes a different worker, and so
+    does the timing gate of a multi-worker sweep).
     """
-    env = frameworks.worker_environment(framework)
+    env = worker_environment(framework, gated)
     return (python or sys.executable, repr(target), framework, tuple(sorted(env.items())))
 
 
@@ -500,9 +525,10 @@ IDLE = IdleWorkers()
 atexit.register(IDLE.stop_all)
 
 
-def reuse_or_start(target: Target, framework: str = frameworks.DEFAULT, python: str | None = None) -> ProcessWorker:
+def reuse_or_start(target: Target, framework: str = frameworks.DEFAULT, python: str | None = None,
+                   gated: bool = False) -> ProcessWorker:  # fmt: skip
     """An idle worker of this process started with the same identity, or a new one."""
-    return IDLE.take(worker_identity(target, framework, python)) or ProcessWorker(target, framework, python)
+    return IDLE.take(worker_identity(target, framework, python, gated)) or ProcessWorker(target, framework, python, gated)
 
 
 def _finish(workers: list[Worker | None], ended_normally: bool) -> None:
@@ -587,6 +613,10 @@ def check_settings(configs: list[Config], options: SweepOptions) -> None:
         for config in {c.family: c for c in configs}.values():
             inputs.check_family("host-prep", family_of(config), config)
     devices = options.settings.devices
+    if options.workers > 1 and (options.target.kind != "cpu" or devices > 1):
+        why = "1 with --devices > 1 (the replicas are processes of their own)" if devices > 1 else \
+            f"1 on {options.target.kind} (two processes would share one device's memory)"
+        raise ConfigError("--workers", options.workers, why)
     if devices > 1:
         from paradnn.engine import replicas as parallel
 
@@ -620,7 +650,8 @@ def run_local(
     from tqdm import tqdm
 
     check_settings(configs, options)
-    start_worker = start_worker or partial(reuse_or_start, framework=options.settings.framework)
+    start_worker = start_worker or partial(reuse_or_start, framework=options.settings.framework,
+                                           gated=options.workers > 1)  # fmt: skip
 
     summary = SweepSummary(planned=len(configs), left=len(configs))  # all of them, until the store says otherwise
     deadline = time.monotonic() + options.max_minutes * 60 if options.max_minutes else None
@@ -642,7 +673,8 @@ def run_local(
         todo = [(c, k, "") for c in ordered(configs, options.seed) if (k := run_key_of(c, options, info)) not in done]
         summary.already_done = len(configs) - len(todo)
         summary.left = len(todo)
-        desc = f"sweep {options.target.id}" + (f", {options.windows} windows each" if options.windows > 1 else "")
+        desc = f"sweep {options.target.id}" + (f", {options.windows} windows each" if options.windows > 1 else "") + \
+            (f", {options.workers} workers" if options.workers > 1 else "")
         bar = (progress or tqdm)(total=len(todo) * options.windows, unit="config", desc=desc, dynamic_ncols=True)
         workers[""], worker = worker, None  # from here on the worker lives in ``workers``
         window = window_options(options)
@@ -650,14 +682,15 @@ def run_local(
         def start(_: str) -> Worker:
             return _start_worker(store, options.target, start_worker)
 
-        earlier = _measure_todo(todo, store, summary, bar, budget, deadline, workers, start, lambda _: window)
+        earlier = _measure_todo(todo, store, summary, bar, budget, deadline, workers, start, lambda _: window,
+                                lanes=options.workers)  # fmt: skip
         for _ in range(options.windows - 1):  # each further window a whole pass later: the machine has moved on
             if summary.out_of_time:
                 break
             again = [(c, k, s) for c, k, s in todo if earlier.get(k, {}).get("state") == "ok"]
             bar.update(len(todo) - len(again))  # nothing to time again for what failed
             earlier = {**earlier, **_measure_todo(again, store, summary, bar, budget, deadline, workers, start,
-                                                  lambda _: window, earlier=earlier)}  # fmt: skip
+                                                  lambda _: window, earlier=earlier, lanes=options.workers)}  # fmt: skip
         ended_normally = True
     except KeyboardInterrupt:
         summary.interrupted = True
@@ -701,66 +734,121 @@ def _window(record: dict) -> dict:
 
 def _measure_todo(todo: list[tuple[Config, str, str]], store: Store, summary: SweepSummary, bar, budget: float | None,
                   deadline: float | None, workers: dict[str, Worker | None], start: Callable[[str], Worker],
-                  options_of: Callable[[str], SweepOptions], earlier: dict[str, dict] | None = None,
+                  options_of: Callable[[str], SweepOptions], earlier: dict[str, dict] | None = None, lanes: int = 1,
                   ) -> dict[str, dict]:  # fmt: skip
     """Claim, measure and store each ``(config, key, slot)`` in order, on the worker of its slot.
 
     A slot is one worker (a sweep has one, a sweep over software stacks one per stack);
     ``start(slot)`` starts it when it is missing or dead, ``options_of(slot)`` gives its
     options. A worker that may not measure again is dropped and restarted when next needed.
-    Updates ``summary`` and ``bar``; a claim held when interrupted is released. Returns the
+    Updates ``summary`` and ``bar``; claims held when interrupted are released. Returns the
     records stored, by key. With ``earlier`` (records by key of an earlier pass) this is a
     further timing window: each new measurement is merged with its earlier record
     (:func:`merge_windows`) and stored as a new row; one that failed stores nothing.
+
+    With ``lanes`` > 1 (``--workers``), that many configurations are in flight at once, each
+    on a worker of its own (slots ``""``, ``"#2"``, ...); the timing gate lets those workers
+    start, build and compile side by side and time one at a time (:mod:`paradnn.engine.gate`).
+    Each lane has its share of the memory ``budget``; a configuration that does not fit in a
+    share (predicted over it, grown past it, or out of memory beside another) is measured
+    again alone with the whole budget, and only that measurement is recorded.
     """
-    claimed: str | None = None
     stored: dict[str, dict] = {}
+    claimed: set[str] = set()
+    queue = deque((config, key, slot, lanes == 1) for config, key, slot in todo)  # the last: measured alone
+    free = ["", *(f"#{i}" for i in range(2, lanes + 1))]
+    running: dict[Future, tuple[Config, str, str, bool, str]] = {}
+    pool = ThreadPoolExecutor(lanes, thread_name_prefix="paradnn-lane") if lanes > 1 else _Inline()
     try:
-        for config, key, slot in todo:
-            if deadline and time.monotonic() >= deadline:
-                summary.out_of_time = True
-                return stored
-            options = options_of(slot)
-            done_states = skip_states(options) if earlier is None else ()
-            status = store.claim(key, config.label, done_states, options.timeout_s + CLAIM_MARGIN_S)
-            if status != "claimed":  # finished or being measured by another sweep meanwhile
-                if earlier is None:
-                    summary.already_done += status == "done"
-                    summary.busy += status == "busy"
-                    summary.left -= 1
-                bar.update(1)
-                continue
-            claimed = key
-            failed = sum(n for s, n in summary.states.items() if s != "ok")
-            bar.set_postfix_str(f"failed {failed} | {slot + ' | ' if slot else ''}{config.label}")
-            if workers.get(slot) is None or not workers[slot].alive():
-                workers[slot] = start(slot)
-            record, reusable = run_one(config, workers[slot], options, budget, deadline)
-            if not reusable:
-                workers[slot].kill()
-                workers[slot] = None
-            if record is None:  # the sweep's own time ran out mid-configuration: not a result
-                summary.out_of_time = True
-                return stored
-            if earlier is not None:
-                if record["state"] != "ok":  # this window failed: the earlier row stands
-                    store.release([key])
-                    claimed = None
-                    bar.update(1)
+        while queue or running:
+            while queue and free and not any(alone for *_, alone, _ in running.values()):
+                if deadline and time.monotonic() >= deadline:
+                    summary.out_of_time = True
+                    queue.clear()
+                    break
+                config, key, slot, alone = queue[0]
+                if alone and running:  # wait until the other lanes are idle
+                    break
+                queue.popleft()
+                if key not in claimed and not _claim(config, key, slot, store, summary, bar, options_of, earlier):
                     continue
-                record = merge_windows(earlier[key], record, options.settings.max_seconds * options.windows)
-            record["run_key"] = key
-            store.add_results([record], release=True)
-            claimed = None
-            stored[key] = record
-            if earlier is None:
-                summary.states[record["state"]] += 1
-                summary.left -= 1
-            bar.update(1)
+                claimed.add(key)
+                failed = sum(n for s, n in summary.states.items() if s != "ok")
+                bar.set_postfix_str(f"failed {failed} | {slot + ' | ' if slot else ''}{config.label}")
+                lane = slot + free.pop(0)
+                if workers.get(lane) is None or not workers[lane].alive():
+                    workers[lane] = start(slot)
+                share = budget / lanes if budget and not alone else budget
+                future = pool.submit(run_one, config, workers[lane], options_of(slot), share, deadline)
+                running[future] = (config, key, slot, alone, lane)
+            finished, _ = wait(list(running), timeout=POLL_S, return_when=FIRST_COMPLETED) if running else ((), ())
+            for future in finished:
+                config, key, slot, alone, lane = running.pop(future)
+                free.append(lane[len(slot):])
+                record, reusable = future.result()
+                if not reusable:
+                    workers[lane].kill()
+                    workers[lane] = None
+                if record is None:  # the sweep's own time ran out mid-configuration: not a result
+                    summary.out_of_time = True
+                    queue.clear()
+                elif not alone and record["state"] in ("oom", "skipped"):  # did not fit beside another lane
+                    queue.appendleft((config, key, slot, True))
+                else:
+                    _settle(record, key, store, summary, bar, stored, earlier, options_of(slot))
+                    claimed.discard(key)
     finally:
-        if claimed is not None:
-            store.release([claimed])
+        pool.shutdown(wait=False, cancel_futures=True)
+        if claimed:  # interrupted: what was in flight is not measured
+            store.release(sorted(claimed))
     return stored
+
+
+class _Inline:
+    """An executor for one lane: runs each call at once in this thread, as a plain loop would
+    (an interrupt stops it where it is)."""
+
+    def submit(self, fn: Callable, *args: object) -> Future:
+        future: Future = Future()
+        future.set_result(fn(*args))
+        return future
+
+    def shutdown(self, wait: bool = True, cancel_futures: bool = False) -> None:
+        pass
+
+
+def _claim(config: Config, key: str, slot: str, store: Store, summary: SweepSummary, bar,
+           options_of: Callable[[str], SweepOptions], earlier: dict[str, dict] | None) -> bool:  # fmt: skip
+    """Claim ``key`` in the store for measuring; False (counted) if it is done or being measured meanwhile."""
+    options = options_of(slot)
+    done_states = skip_states(options) if earlier is None else ()
+    status = store.claim(key, config.label, done_states, options.timeout_s + CLAIM_MARGIN_S)
+    if status == "claimed":
+        return True
+    if earlier is None:  # finished or being measured by another sweep meanwhile
+        summary.already_done += status == "done"
+        summary.busy += status == "busy"
+        summary.left -= 1
+    bar.update(1)
+    return False
+
+
+def _settle(record: dict, key: str, store: Store, summary: SweepSummary, bar, stored: dict[str, dict],
+            earlier: dict[str, dict] | None, options: SweepOptions) -> None:  # fmt: skip
+    """Store one configuration's record (merged with its earlier windows, if any); the claim ends either way."""
+    if earlier is not None:
+        if record["state"] != "ok":  # this window failed: the earlier row stands
+            store.release([key])
+            bar.update(1)
+            return
+        record = merge_windows(earlier[key], record, options.settings.max_seconds * options.windows)
+    record["run_key"] = key
+    store.add_results([record], release=True)
+    stored[key] = record
+    if earlier is None:
+        summary.states[record["state"]] += 1
+        summary.left -= 1
+    bar.update(1)
 
 
 def _xla_choices(configs: list[Config], options: SweepOptions, store: Store, info: dict, worker: Worker | None,
