@@ -17,6 +17,8 @@ Sections (targets in brackets):
   overhead  sweep wall time outside timed samples, per configuration [median < 2 s without compile]
   ray       scheduling gap between configurations on a node, local vs a 2-node Ray cluster here [median < 1 s]
   repeat    the same configurations in two separate sweeps [median |diff| <= 5%]
+  workers   sweeps with one worker and with two, alternating: wall time [CNN < 1, FC with XLA < 1.05] and the rows'
+            difference [within the scatter of two sweeps of one setting + 2%]
   projection cpu[threads=1]'s profiled steps projected onto cpu, against cpu's own, FC/CNN/RNN at quick size
             [median |error| <= 25%, goal 10%]
   analysis  each notebook over a store of 20,000 synthetic rows [< 60 s each]; store rates
@@ -416,6 +418,48 @@ def bench_repeat(tiny: bool, work: Path) -> None:
         row("repeat", "--windows 2: slow window / fast - 1", "max", float(np.max(spread)))
 
 
+def bench_workers(tiny: bool, work: Path) -> None:
+    """Each grid swept with one worker and with two, alternating (1, 2, 1, 2): each sweep's wall time
+    as a user sees it (process start included), and how far the two settings' rows differ next to
+    two sweeps of one setting. Two workers build and compile side by side and time one at a time
+    (``paradnn sweep --workers``), so the rows must not move beyond the machine's own scatter."""
+    # CNN without XLA: prepared by TensorFlow's graph optimiser on one core, so two workers overlap [< 1].
+    # FC with XLA (chosen by --xla auto here): XLA's compiler uses both cores, so the sweep measures each
+    # configuration alone, as one worker does [no slower: <= 1.05].
+    grids = {"cnn quick": (["cnn", "--preset", "quick", "--max-seconds", "0.8"], 1.0),
+             "fc quick, 4 layers": (["fc", "--preset", "quick", "--set", "layers=4", "--max-seconds", "0.8"], 1.05)}  # fmt: skip
+    if tiny:
+        grids = {"fc tiny": (["fc", "--set", "layers=1", "--set", "nodes=32,64", "--set", "batch=32", "--set", "input=100",
+                              "--set", "output=10", "--max-seconds", "0.3", "--no-xla"], 1.0)}  # fmt: skip
+    runs = "a" if tiny else "ab"
+    for name, (args, most) in grids.items():
+        walls, rates = {}, {}
+        for run in runs:
+            for workers in (1, 2):
+                store = work / f"workers-{name.split()[0]}-{workers}{run}.sqlite"
+                start = time.perf_counter()
+                result = paradnn("sweep", *args, "--workers", str(workers), "--store", str(store))
+                walls[workers, run] = time.perf_counter() - start
+                assert result.returncode == 0, result.stderr
+                rates[workers, run] = sweep_rows(store).set_index("label")["examples_per_sec"]
+        ratio = float(np.median([walls[2, run] / walls[1, run] for run in runs]))
+        case = f"{name}, {len(rates[1, 'a'])} configs, 1 vs 2 workers ({len(runs) * 2} sweeps)"
+        row("workers", case, "wall s, 2 workers / 1", ratio, f"< {most:g}", ratio < most)
+
+        across = float(np.median([_apart(rates[1, run], rates[2, run]) for run in runs]))
+        if tiny:
+            row("workers", case, "median |diff| examples/s, 1 vs 2", across)
+            continue
+        within = max(_apart(rates[1, "a"], rates[1, "b"]), _apart(rates[2, "a"], rates[2, "b"]))
+        row("workers", case, "median |diff| examples/s, 1 vs 2", across, f"<= within one setting + 0.02 ({within:.3f})",
+            across <= within + 0.02)
+
+
+def _apart(a, b) -> float:
+    """Median |b / a - 1| over the configurations two sweeps share (examples/s by label)."""
+    return float(((b / a).dropna() - 1).abs().median())
+
+
 def bench_projection(tiny: bool, work: Path) -> None:
     """Projection checked where the truth is here (issue 26): each configuration is measured on
     ``cpu[threads=1]`` and ``cpu`` in turn (XLA off, float32), profiled on the first, projected onto
@@ -531,8 +575,8 @@ def bench_main_job(work: Path) -> None:
     row("main", "paradnn report quick, empty store", "wall s", value, "exit status 0", result.returncode == 0)
 
 
-SECTIONS = ("harness", "fit", "workloads", "ceiling", "input", "devices", "jax", "overhead", "ray", "repeat", "projection",
-            "analysis")  # fmt: skip
+SECTIONS = ("harness", "fit", "workloads", "ceiling", "input", "devices", "jax", "overhead", "ray", "repeat", "workers",
+            "projection", "analysis")  # fmt: skip
 
 
 def main() -> int:
@@ -562,6 +606,7 @@ def main() -> int:
             "overhead": lambda: bench_overhead(args.tiny, work),
             "ray": lambda: bench_ray(args.tiny, work),
             "repeat": lambda: bench_repeat(args.tiny, work),
+            "workers": lambda: bench_workers(args.tiny, work),
             "projection": lambda: bench_projection(args.tiny, work),
             "analysis": lambda: bench_analysis(args.tiny, work),
         }

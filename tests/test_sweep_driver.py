@@ -400,22 +400,30 @@ class SizedWorker(FakeWorker):
         return int(0.7e12) if self.script.get(self.pending) == "big" else 0
 
 
+def two_worker_sweep(tmp_path, script: dict[str, str], xla: bool):
+    FakeWorker.started = []
+    opts = SweepOptions(settings=RunSettings(max_seconds=0.1, xla=xla), timeout_s=5, memory_budget_bytes=1e12, workers=2)
+    with Store(tmp_path / "r.sqlite") as store:
+        summary = run_local(CONFIGS, store, opts, start_worker=lambda target: SizedWorker(target, script))
+        return summary, store.results().set_index("label"), store.claims()
+
+
 def test_two_workers_measure_every_configuration_once(tmp_path):
-    summary, df, claims = sweep_with(tmp_path, {}, workers=2)
+    summary, df, claims = two_worker_sweep(tmp_path, {}, xla=False)
     assert summary.states == {"ok": 3} and len(df) == 3 and claims.empty
     assert len(FakeWorker.started) == 2  # one per lane
     measured = [x for worker in FakeWorker.started for x in worker.measured]
     assert sorted(measured) == sorted(c.label for c in CONFIGS) and all(worker.measured for worker in FakeWorker.started)
 
 
+def test_configurations_compiled_by_xla_are_measured_alone(tmp_path):
+    summary, df, claims = two_worker_sweep(tmp_path, {}, xla=True)  # XLA's compiler keeps both cores busy
+    assert summary.states == {"ok": 3} and claims.empty
+    assert len(FakeWorker.started) == 1  # the second lane's worker is never started
+
+
 def test_a_configuration_that_outgrows_its_share_is_measured_again_alone(tmp_path):
-    FakeWorker.started = []
-    script = {label(1): "big"}  # 0.7 of the budget: over one lane's half, within the whole
-    opts = SweepOptions(settings=RunSettings(max_seconds=0.1), timeout_s=5, memory_budget_bytes=1e12, workers=2)
-    with Store(tmp_path / "r.sqlite") as store:
-        summary = run_local(CONFIGS, store, opts, start_worker=lambda target: SizedWorker(target, script))
-        df = store.results().set_index("label")
-        claims = store.claims()
+    summary, df, claims = two_worker_sweep(tmp_path, {label(1): "big"}, xla=False)  # 0.7 of the budget: over a half
     assert summary.states == {"ok": 3} and claims.empty
     assert df.loc[label(1), "state"] == "ok"  # the attempt beside another lane is not a result
     assert [x for worker in FakeWorker.started for x in worker.measured].count(label(1)) == 2
