@@ -172,3 +172,20 @@ def test_the_original_tpu_models_sit_on_the_boards_roofline_at_their_reported_in
     assert len(shown["figures"]) == 1 and shown["figures"][0].startswith(title)
     assert shown["captions"][0].endswith("here 50% of the 2 models lie left of the ridge point (75 FLOPs/byte), "
                                          "reaching up to 50% of the compute roof.")  # 9e13 of 180e12
+
+
+def test_the_notebooks_workers_reach_plain_cpu_sweeps_only(monkeypatch, tmp_path):
+    from paradnn.config import ConfigError
+    from paradnn.sweeps import backends
+    from paradnn.sweeps.driver import SweepSummary
+
+    seen = []
+    monkeypatch.setattr(backends, "run_sweep", lambda configs, store, opts, **kw: seen.append(opts.workers) or SweepSummary())
+    monkeypatch.setattr(nb, "SWEEP_WORKERS", 1)
+    monkeypatch.setenv("PARADNN_BACKEND", "local")
+    nb.setup("local", 2)
+    for run in ({}, {"devices": 2}):  # replicas are processes of their own: one worker
+        nb.ensure_measured(tmp_path / "s.sqlite", ["fc"], preset="smoke", max_seconds=0.3, xla=False, **run)
+    assert seen == [2, 1]
+    with pytest.raises(ConfigError, match="workers: 5 is not valid"):
+        nb.setup("local", 5)
