@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pandas as pd
 import pytest
@@ -184,3 +185,14 @@ def test_a_ceiling_is_measured_again_once_per_dtype(monkeypatch, tmp_path):
     ceilings.remeasure(ceilings.Target(), info, held, "bfloat16")
     assert measured == [["float32"], ["bfloat16"]] and held["matmul_flops"]["float32"]["xla"] == 120e9
     assert [entry["dtype"] for entry in ceilings.cached_ceilings(info)["remeasured"]] == ["float32", "bfloat16"]
+
+
+def test_the_xla_probe_times_both_settings_in_turns_and_picks_the_faster():
+    from paradnn.engine import ceilings
+    from paradnn.families import parse_label
+
+    config = parse_label("fc", "layer_1-node_32-input_64-output_10-bs_16")
+    got = ceilings.probe_xla(ceilings.Target(), "fc", "float32", seconds=0.2, config=config)
+    assert got["probe"] == config.label
+    assert 0 < got["step_s_xla"] < math.inf and 0 < got["step_s_no_xla"] < math.inf
+    assert got["xla"] == (got["step_s_xla"] < got["step_s_no_xla"])
