@@ -307,7 +307,8 @@ def run_protocol(run: Callable[[int], float], settings: RunSettings, meter: Mete
     :func:`sample`; where the time went is kept in ``phases``. With an energy ``meter``,
     the energy of the timed calls per step is kept too. With a ``reference`` (the
     device-resident loop of a host input mode, or one replica's own step), it is compiled
-    and warmed up after the warm-up and called after each timed call (:func:`sample`).
+    right after the step, warmed up after the step's warm-up and called after each timed
+    call (:func:`sample`).
     ``announce``: untimed hooks called before each call of ``run`` and of ``reference``.
     ``began``: when (epoch seconds) building the step began, where the caller built it; the
     start of the ``prepared`` span (else this call's start).
@@ -318,8 +319,11 @@ def run_protocol(run: Callable[[int], float], settings: RunSettings, meter: Mete
     gc_was_enabled = gc.isenabled()
     try:
         prepared = began or time.time()
+        ref = _Calls(reference, announce[1] if announce else None) if reference is not None else None
         with gate().shared():
             m.compile_time_s = calls(1)
+            if ref is not None:
+                ref(1)  # compiles the reference too (not timed), beside other workers' preparations
         m.spans["prepared"] = [prepared, time.time()]
         waiting = time.perf_counter()
         with gate().exclusive():
@@ -330,7 +334,7 @@ def run_protocol(run: Callable[[int], float], settings: RunSettings, meter: Mete
             m.steps_per_call, per_step = calibrate(calls, settings)
             k = m.steps_per_call
             m.phases["calibration_s"] = time.perf_counter() - calibrated
-            _timed_calls(m, calls, k, per_step, settings, meter, reference, announce)
+            _timed_calls(m, calls, k, per_step, settings, meter, ref)
             m.spans["timed"][1] = time.time()
     except NonFiniteLoss as exc:
         m.state, m.error = "error", str(exc)
@@ -345,9 +349,8 @@ def run_protocol(run: Callable[[int], float], settings: RunSettings, meter: Mete
 
 
 def _timed_calls(m: Measurement, calls: _Calls, k: int, per_step: float, settings: RunSettings, meter: Meter | None,
-                 reference: Callable[[int], float] | None,
-                 announce: tuple[Callable[[int], None], Callable[[int], None]] | None) -> None:  # fmt: skip
-    """Warm-up and timed calls (with the reference's, and the energy), kept in ``m``."""
+                 ref: _Calls | None) -> None:  # fmt: skip
+    """Warm-up and timed calls (with the compiled reference's, and the energy), kept in ``m``."""
     # No Python garbage collection inside the timer (as ``timeit``): a collection of
     # earlier garbage would land in whichever call it interrupts.
     gc.collect()
@@ -358,10 +361,8 @@ def _timed_calls(m: Measurement, calls: _Calls, k: int, per_step: float, setting
     m.warmup_calls = len(m.warmup_s)
     m.phases["warmup_s"] = time.perf_counter() - warmup_start
     timed_start = time.perf_counter()
-    ref = _Calls(reference, announce[1] if announce else None) if reference is not None else None
     if ref is not None:
-        ref(1)  # compiles
-        ref(k)
+        ref(k)  # warms the reference up at K steps per call
     steps_before, joules_before = calls.steps, meter.read() if meter else None
     m.samples, m.reference_samples = sample(calls, k, settings, budget_end, ref)
     m.phases["timed_s"] = time.perf_counter() - timed_start
