@@ -36,12 +36,22 @@ from paradnn.identity import fingerprint
 from paradnn.platform import Target
 
 
-def _matmul_runner(n: int, dtype: str, xla: bool):
+def _operands(n: int) -> tuple:
+    """An n x n uniform matrix and an orthogonal one (multiplying by it keeps norms put), float32."""
     from paradnn.tfimport import tf
 
-    q, _ = tf.linalg.qr(tf.random.stateless_normal((n, n), seed=(1, 2)))  # orthogonal: norms stay put
-    a = tf.cast(tf.random.stateless_uniform((n, n), seed=(3, 4), minval=-1, maxval=1), dtype)
-    b = tf.cast(q, dtype)
+    q, _ = tf.linalg.qr(tf.random.stateless_normal((n, n), seed=(1, 2)))
+    return tf.random.stateless_uniform((n, n), seed=(3, 4), minval=-1, maxval=1), q
+
+
+def _matmul_runner(n: int, dtype: str, xla: bool, operands: dict[int, tuple]):
+    """``run(k)``: k chained n x n matmuls in ``dtype``. ``operands`` caches each size's matrices:
+    a 2048 x 2048 QR decomposition takes about half a second, and four runners share one."""
+    from paradnn.tfimport import tf
+
+    if n not in operands:
+        operands[n] = _operands(n)
+    a, b = (tf.cast(m, dtype) for m in operands[n])
 
     @tf.function(jit_compile=xla)
     def chain(a, b, k):
@@ -89,7 +99,9 @@ def measure_ceilings(target: Target, seconds: float = 0.5, trials: int = TRIALS,
     n_bytes = 256 * 2**20 if target.kind == "cpu" else 2 * 2**30
     trials_of: dict[tuple[str, str, str], list[float]] = {}
     with tf.device(target.tf_device):
-        runs = {("matmul_flops", d, _key(x)): (_matmul_runner(n, d, x), 2 * n**3) for d in dtypes for x in (True, False)}
+        operands: dict[int, tuple] = {}
+        runs = {("matmul_flops", d, _key(x)): (_matmul_runner(n, d, x, operands), 2 * n**3)
+                for d in dtypes for x in (True, False)}  # fmt: skip
         if copy:
             runs.update({("copy_bandwidth", "", _key(x)): (_copy_runner(n_bytes, x), 2 * n_bytes) for x in (True, False)})
         for _ in range(trials):
@@ -131,7 +143,8 @@ def measure_curve(target: Target, dtypes: list[str], trials: int = CURVE_TRIALS)
     settings = RunSettings(max_seconds=CURVE_SECONDS, min_call_seconds=0.02, max_steps_per_call=20000, max_warmup_calls=2)
     best: dict[str, dict[str, float]] = {d: {} for d in dtypes}
     with tf.device(target.tf_device):
-        runs = {(d, n): _matmul_runner(n, d, False) for d in dtypes for n in CURVE_SIZES}
+        operands: dict[int, tuple] = {}
+        runs = {(d, n): _matmul_runner(n, d, False, operands) for d in dtypes for n in CURVE_SIZES}
         for _ in range(trials):
             for (dtype, n), run in runs.items():
                 m = run_protocol(run, settings)

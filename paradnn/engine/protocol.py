@@ -350,10 +350,15 @@ def run_protocol(run: Callable[[int], float], settings: RunSettings, meter: Mete
 
 def _timed_calls(m: Measurement, calls: _Calls, k: int, per_step: float, settings: RunSettings, meter: Meter | None,
                  ref: _Calls | None) -> None:  # fmt: skip
-    """Warm-up and timed calls (with the compiled reference's, and the energy), kept in ``m``."""
-    # No Python garbage collection inside the timer (as ``timeit``): a collection of
-    # earlier garbage would land in whichever call it interrupts.
+    """Warm-up and timed calls (with the compiled reference's, and the energy), kept in ``m``;
+    Python's garbage collector is off from here on (``run_protocol`` turns it back on)."""
+    # No Python garbage collection inside the timer (as ``timeit``): a collection of earlier
+    # garbage would land in whichever call it interrupts. Collecting right after the compile
+    # instead took 1.5-4.5 s against 0.01-0.35 s here (a host pipeline's threads, started by
+    # the first call, compete with it), so it stays here; ``gc_s`` keeps how long it took.
+    collecting = time.perf_counter()
     gc.collect()
+    m.phases["gc_s"] = time.perf_counter() - collecting
     gc.disable()
     warmup_start = time.perf_counter()
     budget_end = warmup_start + settings.max_seconds
