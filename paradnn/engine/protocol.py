@@ -7,8 +7,8 @@
 3. Calibrate K, the steps per call, so one call takes at least ``min_call_seconds``.
 4. Warm up until two consecutive calls agree within ``warmup_tolerance`` (bounded).
 5. Timed calls, each ending with a device synchronisation (the loss is copied to the
-   host); every per-step sample is kept. Python's garbage collector is paused from
-   warm-up to the last sample, as ``timeit`` does. Calibration, warm-up and the timed calls
+   host); every per-step sample is kept. Python's garbage collector runs once before the
+   first call and is paused from then to the last sample, as ``timeit`` does. Calibration, warm-up and the timed calls
    hold the machine's timing gate exclusively (:mod:`paradnn.engine.gate`): in a sweep with
    several workers, another worker's build or compile never runs beside them.
 6. Stop adaptively: once the median's 95% confidence half-width is within
@@ -321,6 +321,15 @@ def run_protocol(run: Callable[[int], float], settings: RunSettings, meter: Mete
         prepared = began or time.time()
         ref = _Calls(reference, announce[1] if announce else None) if reference is not None else None
         with gate().shared():
+            # No Python garbage collection inside the timer (as ``timeit``): earlier garbage (the
+            # last configuration's) is collected here, before the first call, and the collector
+            # stays off until the last sample. Collected after calibration instead, with a host
+            # pipeline's threads running, it took 1.6-4.8 s for host-fed FC rows and 25.7 s once
+            # for a host-prep SqueezeNet (``gc_s``), holding the timing gate all along.
+            collecting = time.perf_counter()
+            gc.collect()
+            gc.disable()
+            m.phases["gc_s"] = time.perf_counter() - collecting
             m.compile_time_s = calls(1)
             if ref is not None:
                 ref(1)  # compiles the reference too (not timed), beside other workers' preparations
@@ -350,16 +359,7 @@ def run_protocol(run: Callable[[int], float], settings: RunSettings, meter: Mete
 
 def _timed_calls(m: Measurement, calls: _Calls, k: int, per_step: float, settings: RunSettings, meter: Meter | None,
                  ref: _Calls | None) -> None:  # fmt: skip
-    """Warm-up and timed calls (with the compiled reference's, and the energy), kept in ``m``;
-    Python's garbage collector is off from here on (``run_protocol`` turns it back on)."""
-    # No Python garbage collection inside the timer (as ``timeit``): a collection of earlier
-    # garbage would land in whichever call it interrupts. Collecting right after the compile
-    # instead took 1.5-4.5 s against 0.01-0.35 s here (a host pipeline's threads, started by
-    # the first call, compete with it), so it stays here; ``gc_s`` keeps how long it took.
-    collecting = time.perf_counter()
-    gc.collect()
-    m.phases["gc_s"] = time.perf_counter() - collecting
-    gc.disable()
+    """Warm-up and timed calls (with the compiled reference's, and the energy), kept in ``m``."""
     warmup_start = time.perf_counter()
     budget_end = warmup_start + settings.max_seconds
     m.warmup_s = warm_up(calls, k, per_step * k, settings, budget_end)
