@@ -179,3 +179,29 @@ def test_mirrored_replicas_in_one_process_share_the_same_code(tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     record = json.loads(out.stdout.splitlines()[-1])
     assert record["state"] == "ok" and record["comm_share"] is not None and record["replica_step_time_s"] > 0
+
+
+def test_the_replicas_of_one_configuration_measure_the_next():
+    """One group of replica processes measures configuration after configuration (no TensorFlow import
+    each time), each its own: the second's FLOP count is its own model's, twice one replica's step."""
+    if len(parallel.cpu_cores()) < 2:
+        pytest.skip("needs two cores")
+    from dataclasses import replace
+
+    from paradnn.engine.graphcount import count_graph_flops
+    from paradnn.engine.training import Trainer
+
+    parallel.ReplicaGroup.stop_kept()
+    before = _children()
+    settings = RunSettings(devices=2, xla=False, max_seconds=0.2, min_call_seconds=0.02)
+    wider = parse_label("fc", "layer_2-node_128-input_32-output_10-bs_16")
+    first = parallel.measure_processes(parse_label("fc", FC), settings, count_graph=True)
+    pids = [process.pid for process, _ in parallel.ReplicaGroup._kept.processes]
+    second = parallel.measure_processes(wider, settings, count_graph=True)
+    assert [process.pid for process, _ in parallel.ReplicaGroup._kept.processes] == pids
+    assert first.state == second.state == "ok" and first.replicas == second.replicas == 2
+    one_replica = count_graph_flops(Trainer(replace(wider, batch=8), xla=False).trace().graph).flops
+    assert second.graph.flops == 2 * one_replica and first.graph.flops < second.graph.flops
+    assert len(_children() - before) == 2  # kept, idle
+    parallel.ReplicaGroup.stop_kept()
+    assert _children() == before

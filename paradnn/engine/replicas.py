@@ -19,11 +19,13 @@ Across processes, replica 0 (the leader) runs the harness's protocol, whose choi
 how many warm-up and timed calls) depend on its own timings: before every call it
 announces what to run in a small collective, outside the timer, and the other replicas
 follow. Replicas that hang or die are killed, all of them, after a timeout or at the first
-death; the configuration is then recorded as ``timeout`` or ``error``.
+death; the configuration is then recorded as ``timeout`` or ``error``. Otherwise the processes are kept for
+the next configuration with as many replicas (:class:`ReplicaGroup`).
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import socket
@@ -40,7 +42,6 @@ from paradnn.families import Config, parse_label
 
 REPLICA_TIMEOUT_ENV = "PARADNN_REPLICA_TIMEOUT_S"  # seconds the replicas of one configuration may take
 FAULT_ENV = "PARADNN_FAULT_REPLICA"  # fault injection for tests: "hang:I" (replica I never joins) or "die:I" (it exits 3)
-FOLLOWER_LINGER_S = 60.0  # a follower stays after the last collective (the leader may still be receiving), until killed
 STOP, PARALLEL, REFERENCE = 0, 1, 2  # what the leader announces
 ALLREDUCE_OPS = r"Collective|Nccl|AllReduce"  # op types of the all-reduce in the profiler's table
 
@@ -246,7 +247,10 @@ def measure_mirrored(config: Config, settings: RunSettings, devices: list[str], 
 
 
 def measure_processes(config: Config, settings: RunSettings, count_graph: bool = True) -> Measurement:
-    """N local processes pinned to their cores, ``MultiWorkerMirroredStrategy`` over loopback."""
+    """N local processes pinned to their cores, ``MultiWorkerMirroredStrategy`` over loopback.
+
+    The processes of the last configuration are kept for the next one with as many replicas
+    (see :class:`ReplicaGroup`): starting them costs TensorFlow's import in each, about 5 s on 2 cores."""
     from paradnn.tfimport import tf
 
     n = settings.devices
@@ -254,58 +258,120 @@ def measure_processes(config: Config, settings: RunSettings, count_graph: bool =
     _check_cores(n, cores)
     start = time.perf_counter()
     timeout = float(os.environ.get(REPLICA_TIMEOUT_ENV) or max(300.0, 20 * settings.max_seconds))
-    with tempfile.TemporaryDirectory(prefix="paradnn-replicas-") as tmp:
-        ports = free_ports(n)
-        job = {"family": config.family, "label": config.label, "settings": asdict(settings), "count_graph": count_graph,
-               "result": str(Path(tmp) / "result.json")}  # fmt: skip
-        replicas = [_spawn(i, ports, group, job, Path(tmp)) for i, group in enumerate(split(cores, n))]
-        state, error = _wait(replicas, timeout, Path(job["result"]))
-        if state == "ok":
-            m = _measurement(json.loads(Path(job["result"]).read_text()))
-        else:
-            m = Measurement(state=state, error=error, replicas=n)
+    group = ReplicaGroup.reuse_or_start(n, cores)
+    state, error, data = group.run({"family": config.family, "label": config.label, "settings": asdict(settings),
+                                    "count_graph": count_graph}, timeout)  # fmt: skip
+    m = _measurement(data) if state == "ok" else Measurement(state=state, error=error, replicas=n)
     m.wall_time_s = time.perf_counter() - start
     return m
 
 
-def _spawn(index: int, ports: list[int], cores: list[int], job: dict, tmp: Path) -> tuple[subprocess.Popen, Path]:
+class ReplicaGroup:
+    """N replica processes joined in one cluster, measuring one configuration after another.
+
+    Each process reads its jobs as JSON lines on stdin; the leader writes each job's result to
+    the file the job names. A process's ``MultiWorkerMirroredStrategy`` is made once, at start,
+    and every configuration is built under it: between configurations nothing is shared but the
+    processes and their collective runtime (each build has its own model, optimizer and data).
+    The group of this process's last measurement is kept; a group that failed or timed out is
+    killed, all of it, and the next configuration starts a new one. The processes die with this
+    one (``die_with_parent``) and are stopped at its exit.
+    """
+
+    _kept: ReplicaGroup | None = None
+
+    def __init__(self, n: int, cores: list[int]) -> None:
+        self.key = self._key(n, cores)
+        self.tmp = tempfile.TemporaryDirectory(prefix="paradnn-replicas-")
+        self.jobs = 0
+        ports = free_ports(n)
+        self.processes = [_spawn(i, ports, group, Path(self.tmp.name)) for i, group in enumerate(split(cores, n))]
+
+    @staticmethod
+    def _key(n: int, cores: list[int]) -> tuple:
+        """What a group was started with: replicas, cores, and the environment its processes read at start."""
+        return n, tuple(cores), os.environ.get(FAULT_ENV, ""), os.environ.get("TF_CPP_MIN_LOG_LEVEL", "")
+
+    @classmethod
+    def reuse_or_start(cls, n: int, cores: list[int]) -> ReplicaGroup:
+        """The kept group if it was started alike and all of it is alive; else a new one (the old one stopped)."""
+        kept, cls._kept = cls._kept, None
+        if kept is not None:
+            if kept.key == cls._key(n, cores) and kept.alive():
+                return kept
+            kept.stop()
+        return cls(n, cores)
+
+    def alive(self) -> bool:
+        return all(process.poll() is None for process, _ in self.processes)
+
+    def run(self, job: dict, timeout: float) -> tuple[str, str, dict]:
+        """Run one job on every replica; (state, error, the leader's measurement). The group is kept
+        for the next job if it succeeded and stopped otherwise."""
+        self.jobs += 1
+        result = Path(self.tmp.name) / f"result-{self.jobs}.json"
+        line = (json.dumps({**job, "result": str(result)}) + "\n").encode()
+        for process, _ in self.processes:
+            try:
+                process.stdin.write(line)
+                process.stdin.flush()
+            except OSError:  # it exited: _wait says with what
+                pass
+        state, error = _wait(self.processes, timeout, result)
+        if state != "ok":
+            self.stop()
+            return state, error, {}
+        ReplicaGroup._kept = self
+        return state, error, json.loads(result.read_text())
+
+    def stop(self) -> None:
+        """Kill every process of the group (none is left behind, whatever happened) and remove its folder."""
+        for process, _ in self.processes:
+            if process.poll() is None:
+                process.kill()
+            process.wait()
+            try:
+                process.stdin.close()
+            except OSError:  # what it could not take any more
+                pass
+        self.tmp.cleanup()
+
+    @classmethod
+    def stop_kept(cls) -> None:
+        kept, cls._kept = cls._kept, None
+        if kept is not None:
+            kept.stop()
+
+
+atexit.register(ReplicaGroup.stop_kept)
+
+
+def _spawn(index: int, ports: list[int], cores: list[int], tmp: Path) -> tuple[subprocess.Popen, Path]:
     cluster = {"cluster": {"worker": [f"127.0.0.1:{p}" for p in ports]}, "task": {"type": "worker", "index": index}}
     env = dict(os.environ, TF_CONFIG=json.dumps(cluster), TF_CPP_MIN_LOG_LEVEL="2", KERAS_BACKEND="tensorflow")
     log = tmp / f"replica-{index}.log"
     with open(log, "wb") as err:
-        argument = json.dumps({**job, "index": index, "cores": cores})
+        argument = json.dumps({"index": index, "cores": cores})
         process = subprocess.Popen([sys.executable, "-m", "paradnn.engine.replicas", argument], env=env,
-                                   stdout=subprocess.DEVNULL, stderr=err)  # fmt: skip
+                                   stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=err)  # fmt: skip
     return process, log
 
 
 def _wait(replicas: list[tuple[subprocess.Popen, Path]], timeout: float, result: Path) -> tuple[str, str]:
-    """Wait for the replicas; kill them all at the first failure or at the timeout. Returns (state, error)."""
+    """Wait for the leader's ``result``; (state, error), an error at the first replica that exits
+    (none should, between jobs) and a timeout if the result is not there in ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
-    state, error = "ok", ""
-    try:
-        while True:
-            codes = [p.poll() for p, _ in replicas]
-            failed = [(i, c) for i, c in enumerate(codes) if c not in (None, 0)]
-            if failed:
-                i, code = failed[0]
-                state, error = "error", f"replica {i} of {len(replicas)} exited with code {code}: {_last_line(replicas[i][1])}"
-                break
-            if codes[0] == 0:  # the leader is done (the followers linger until killed)
-                break
-            if time.monotonic() > deadline:
-                waiting = [i for i, c in enumerate(codes) if c is None]
-                state, error = "timeout", f"replicas {waiting} of {len(replicas)} still running after {timeout:g} s; killed"
-                break
-            time.sleep(0.1)
-    finally:
-        for process, _ in replicas:  # none is left behind, whatever happened
-            if process.poll() is None:
-                process.kill()
-            process.wait()
-    if state == "ok" and not result.exists():
-        state, error = "error", f"the leader exited without a result: {_last_line(replicas[0][1])}"
-    return state, error
+    while not result.exists():
+        codes = [p.poll() for p, _ in replicas]
+        exited = [(i, c) for i, c in enumerate(codes) if c is not None]
+        if exited:
+            i, code = exited[0]
+            return "error", f"replica {i} of {len(replicas)} exited with code {code}: {_last_line(replicas[i][1])}"
+        if time.monotonic() > deadline:
+            everyone = list(range(len(replicas)))
+            return "timeout", f"replicas {everyone} of {len(replicas)} still running after {timeout:g} s; killed"
+        time.sleep(0.05)
+    return "ok", ""
 
 
 def _last_line(log: Path) -> str:
@@ -325,7 +391,7 @@ def _measurement(data: dict) -> Measurement:
 
 
 def _replica(job: dict) -> None:
-    """One replica process: join the others, then lead (replica 0) or follow."""
+    """One replica process: join the others, then for each job on stdin lead it (replica 0) or follow."""
     from paradnn.engine.machine import die_with_parent
 
     os.sched_setaffinity(0, job["cores"])
@@ -335,21 +401,26 @@ def _replica(job: dict) -> None:
         time.sleep(1e6)
     if fault == f"die:{job['index']}":
         os._exit(3)
+    import keras
+
     from paradnn.tfimport import tf
 
     tf.config.threading.set_intra_op_parallelism_threads(len(job["cores"]))
     tf.config.threading.set_inter_op_parallelism_threads(1)
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
-    settings = RunSettings(**job["settings"])
-    replicated = Replicated(strategy, parse_label(job["family"], job["label"]), settings, "/CPU:0")
-    if job["index"] != 0:
-        replicated.follow()
-        time.sleep(FOLLOWER_LINGER_S)  # the leader may still be receiving this replica's part of the last collective
-        return
-    m = replicated.measure(settings, job["count_graph"], leads_others=True)
-    partial = Path(job["result"] + ".part")
-    partial.write_text(json.dumps(asdict(m)))
-    partial.rename(job["result"])  # whole or absent
+    for line in sys.stdin:
+        task = json.loads(line)
+        keras.utils.clear_session(free_memory=False)  # the last configuration's Keras state, as a sweep's worker does
+        settings = RunSettings(**task["settings"])
+        replicated = Replicated(strategy, parse_label(task["family"], task["label"]), settings, "/CPU:0")
+        if job["index"] != 0:
+            replicated.follow()
+            continue
+        m = replicated.measure(settings, task["count_graph"], leads_others=True)
+        partial = Path(task["result"] + ".part")
+        partial.write_text(json.dumps(asdict(m)))
+        partial.rename(task["result"])  # whole or absent
+        del replicated
 
 
 if __name__ == "__main__":
