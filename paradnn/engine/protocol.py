@@ -8,9 +8,10 @@
 4. Warm up until two consecutive calls agree within ``warmup_tolerance`` (bounded).
 5. Timed calls, each ending with a device synchronisation (the loss is copied to the
    host); every per-step sample is kept. Python's garbage collector runs once before the
-   first call and is paused from then to the last sample, as ``timeit`` does. Calibration, warm-up and the timed calls
-   hold the machine's timing gate exclusively (:mod:`paradnn.engine.gate`): in a sweep with
-   several workers, another worker's build or compile never runs beside them.
+   first call and is paused from then to the last sample, as ``timeit`` does. Calibration,
+   warm-up and the timed calls hold the machine's timing gate exclusively
+   (:mod:`paradnn.engine.gate`): in a sweep with several workers, another worker's build or
+   compile never runs beside them.
 6. Stop adaptively: once the median's 95% confidence half-width is within
    ``target_precision`` of it (after ``min_samples``), or when ``max_seconds`` is spent.
 
