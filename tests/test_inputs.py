@@ -7,6 +7,7 @@ import re
 import sqlite3
 import subprocess
 import sys
+import weakref
 
 import numpy as np
 import pytest
@@ -34,6 +35,17 @@ def test_a_host_mode_times_the_pipeline_and_the_device_loop_side_by_side(mode):
 def test_the_device_mode_records_no_infeed():
     m = measure(parse_label("fc", FC), RunSettings(max_seconds=0.1, min_call_seconds=0.01), count_graph=False)
     assert m.reference_samples == [] and m.as_dict()["infeed_share"] is None
+
+
+def test_a_measured_pipeline_is_handed_over_and_stopped_by_the_next_measurement():
+    # Stopping a pipeline can wait for tf.data's autotuning thread, so a sweep's worker does it
+    # outside the timing gate; in one process the next measurement does it.
+    inputs.stop_finished()
+    m = measure(parse_label("fc", FC), RunSettings(input="host", max_seconds=0.1, min_call_seconds=0.01), count_graph=False)
+    assert m.state == "ok" and len(inputs._finished) == 1
+    pipeline = weakref.ref(inputs._finished[0])
+    measure(parse_label("fc", FC), RunSettings(max_seconds=0.1, min_call_seconds=0.01), count_graph=False)
+    assert pipeline() is None and inputs._finished == []
 
 
 def _take(mode: str, family: str, label: str, n: int) -> list:

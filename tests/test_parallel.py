@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -134,14 +135,18 @@ def test_a_two_replica_sweep_stores_its_scaling_and_compare_gives_the_scaling_ta
         pytest.skip("needs two cores")
     store_path = tmp_path / "r.sqlite"
 
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+
     def cli(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "paradnn.cli", *args, "--store", str(store_path)], capture_output=True,
-                              text=True, timeout=300)  # fmt: skip
+                              text=True, timeout=300, env={**os.environ, "TMPDIR": str(tmp)})  # fmt: skip
 
     grid = ["--set", "layers=1", "--set", "nodes=64", "--set", "input=32", "--set", "output=10", "--set", "batch=16"]
     swept = cli("sweep", "fc", "--preset", "smoke", *grid, "--devices", "2", "--max-seconds", "0.3")
     assert swept.returncode == 0, swept.stderr[-3000:]
     assert "comm_share" in swept.stdout.splitlines()[0] and "1 ok" in swept.stderr
+    assert not list(tmp.glob("paradnn-replicas-*"))  # the kept replicas were stopped with the sweep's worker
     one = RunSettings(xla=False, max_seconds=0.3, min_call_seconds=0.02)
     with Store(store_path) as store:
         run_local([parse_label("fc", FC)], store, SweepOptions(settings=one))

@@ -326,7 +326,8 @@ def run_protocol(run: Callable[[int], float], settings: RunSettings, meter: Mete
             # last configuration's) is collected here, before the first call, and the collector
             # stays off until the last sample. Collected after calibration instead, with a host
             # pipeline's threads running, it took 1.6-4.8 s for host-fed FC rows and 25.7 s once
-            # for a host-prep SqueezeNet (``gc_s``), holding the timing gate all along.
+            # for a host-prep SqueezeNet (``gc_s``), holding the timing gate all along. Such waits
+            # were the last host pipeline stopping; it is now stopped apart (inputs.finish).
             collecting = time.perf_counter()
             gc.collect()
             gc.disable()

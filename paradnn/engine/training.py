@@ -14,6 +14,7 @@ from typing import Any
 from paradnn.config import policy as check_policy
 from paradnn.engine.energy import meter_for
 from paradnn.engine.graphcount import count_graph_flops
+from paradnn.engine.inputs import dataset, finish, stop_finished
 from paradnn.engine.protocol import Measurement, RunSettings, first_line, host_rss, run_protocol
 from paradnn.families import Config, family_of
 from paradnn.tfimport import keras, tf
@@ -164,11 +165,14 @@ class Trainer:
 
     def run_host(self, k: int) -> float:
         """Execute ``k`` steps, each on the next batch of the input mode's ``tf.data`` pipeline; returns the last loss."""
-        from paradnn.engine.inputs import dataset
-
         if self._iterator is None:
             self._iterator = iter(dataset(self.input, self.family, self.config, self.seed))
         return float(self._run_host(self._iterator, tf.constant(k, tf.int32)).numpy())
+
+    def detach_input(self) -> Any:
+        """The host pipeline's iterator (None if none was made), no longer held by this trainer."""
+        iterator, self._iterator = self._iterator, None
+        return iterator
 
     def trace(self) -> tf.types.experimental.ConcreteFunction:
         """Trace the step (once; later calls and the K-step loop reuse this trace). Allocates no data."""
@@ -190,6 +194,7 @@ def measure(config: Config, settings: RunSettings, count_graph: bool = True) -> 
     """
     if settings.xla is None:
         raise ValueError("settings.xla is None (auto): resolve it with paradnn.engine.ceilings.xla_choice first")
+    stop_finished()  # the last configuration's pipeline, where no sweep worker has stopped it yet
     start, began = time.perf_counter(), time.time()
     rss_before = host_rss()
     gpu = settings.device.upper().startswith("/GPU")
@@ -204,8 +209,11 @@ def measure(config: Config, settings: RunSettings, count_graph: bool = True) -> 
             graph = count_graph_flops(step_graph) if count_graph else None
             counted = time.perf_counter()
             host = settings.input != "device"
-            m = run_protocol(trainer.run_host if host else trainer.run, settings, meter_for(settings.device),
-                             reference=trainer.run if host else None, began=began)  # fmt: skip
+            try:
+                m = run_protocol(trainer.run_host if host else trainer.run, settings, meter_for(settings.device),
+                                 reference=trainer.run if host else None, began=began)  # fmt: skip
+            finally:
+                finish(trainer.detach_input())
             m.graph = graph
             m.compile_time_s += traced - built
             m.phases.update(build_s=built - start, trace_s=traced - built, count_s=counted - traced)

@@ -256,6 +256,8 @@ def _worker_main(conn, target: Target) -> None:
     die_with_parent()
     from paradnn.engine import ceilings as ceil
     from paradnn.engine import machine
+    from paradnn.engine.inputs import stop_finished
+    from paradnn.engine.replicas import ReplicaGroup
 
     try:
         with gate().shared():
@@ -272,9 +274,11 @@ def _worker_main(conn, target: Target) -> None:
         except EOFError:
             message = None
         if message is None:  # done: skip TensorFlow's interpreter teardown (~1 s); nothing is pending
+            ReplicaGroup.stop_kept()  # which atexit would do, and remove their folder
             os._exit(0)
         with gate().shared():
             ceilings = _answer(conn, message, target, info, ceilings)
+        stop_finished()  # outside the gate: it can wait, idle, for seconds (paradnn.engine.inputs.finish)
 
 
 def _answer(conn, message: Measure | Describe | ChooseXLA | Profile, target: Target, info: dict, ceilings: dict) -> dict:
