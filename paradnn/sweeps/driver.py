@@ -38,6 +38,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
 from collections import Counter, deque
@@ -257,7 +258,6 @@ def _worker_main(conn, target: Target) -> None:
     from paradnn.engine import ceilings as ceil
     from paradnn.engine import machine
     from paradnn.engine.inputs import stop_finished
-    from paradnn.engine.replicas import ReplicaGroup
 
     try:
         with gate().shared():
@@ -274,7 +274,6 @@ def _worker_main(conn, target: Target) -> None:
         except EOFError:
             message = None
         if message is None:  # done: skip TensorFlow's interpreter teardown (~1 s); nothing is pending
-            ReplicaGroup.stop_kept()  # which atexit would do, and remove their folder
             os._exit(0)
         with gate().shared():
             ceilings = _answer(conn, message, target, info, ceilings)
@@ -361,7 +360,10 @@ class ProcessWorker:
                  gated: bool = False) -> None:  # fmt: skip
         parent, child = socket.socketpair()
         code = f"from paradnn.sweeps.driver import _worker_entry, Target; _worker_entry({child.fileno()}, {target!r})"
-        env = worker_environment(framework, gated)
+        # The worker's own TMPDIR, removed with it: it exits with os._exit (or is killed), which skips
+        # the hooks that delete TensorFlow's autograph files (one per traced step) and kept replicas' folder.
+        self.tmp = tempfile.TemporaryDirectory(prefix="paradnn-worker-")
+        env = {**worker_environment(framework, gated), "TMPDIR": self.tmp.name}
         self.identity = worker_identity(target, framework, python, gated)
         # ``python``: another environment's interpreter (a software stack, see paradnn.sweeps.stacks). Older
         # TensorFlows log to stderr whatever TF_CPP_MIN_LOG_LEVEL says: their stderr goes to the
@@ -446,6 +448,7 @@ class ProcessWorker:
         except subprocess.TimeoutExpired:
             pass
         self.conn.close()
+        self.tmp.cleanup()
 
     def stop(self) -> None:
         try:
