@@ -224,6 +224,25 @@ def test_smaller_models_wait_on_infeed_more():
     assert obs.infeed_share(traces_frame({256: 1.0})).verdict == obs.UNKNOWN
 
 
+def host_fed(shares: list[float]) -> pd.DataFrame:
+    """Host-fed rows, FLOPs per example growing with the index, with these infeed shares."""
+    return pd.DataFrame({"state": "ok", "infeed_share": shares, "flops_model": [64 * 10**k for k in range(len(shares))],
+                         "batch": 64, "input_mode": "host-prep"})  # fmt: skip
+
+
+def test_measured_infeed_is_judged_only_beyond_the_scatter_of_two_sweeps():
+    assert obs.INFEED_MARGIN_POINTS == 10.0
+    held = obs.measured_infeed(host_fed([0.40, 0.30, 0.20, 0.10, 0.05, 0.05]), "cpu")
+    assert held.verdict == obs.HOLDS and held.numbers["smallest_third_percent"] == pytest.approx(35.0)
+    assert held.numbers["largest_third_percent"] == pytest.approx(5.0)
+    assert obs.measured_infeed(host_fed([0.05, 0.05, 0.1, 0.2, 0.3, 0.4]), "cpu").verdict == obs.FAILS
+    # 2.2% against 0.8%, then -0.3% against 0.1%: the same six workloads in two main jobs
+    for shares in ([0.03, 0.014, 0.02, 0.0, 0.01, 0.006], [-0.004, -0.002, 0.01, 0.0, 0.0, 0.002]):
+        tied = obs.measured_infeed(host_fed(shares), "cpu (real workloads)")
+        assert tied.verdict == obs.UNKNOWN and "within the 10 that two sweeps" in tied.evidence
+    assert obs.measured_infeed(host_fed([0.4] * 5), "cpu").verdict == obs.UNKNOWN  # fewer than six
+
+
 def test_speedup_direction():
     base = fc_frame(lambda n, b, layers: 1.0).assign(platform="v100", examples_per_sec=1000.0, state="ok")
     noise = 1 + 0.01 * np.random.default_rng(1).standard_normal(len(base))
