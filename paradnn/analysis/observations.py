@@ -347,7 +347,7 @@ def infeed_share(traces: pd.DataFrame) -> Verdict:
     return Verdict(name, paper, HOLDS if low > high else FAILS, evidence, numbers, id="O4", platform="tpu-v2-8")
 
 
-# Two sweeps of one host-fed configuration gave infeed shares a median 4-6 and at most 15-22 points
+# Two sweeps of one host-fed configuration gave infeed shares a median 4-6 and at most 6-22 points
 # apart (16 FC and CNN rows, and the six real workloads; docs/performance.md, section 19): a
 # smaller gap between the two thirds says nothing either way.
 INFEED_MARGIN_POINTS = 10.0
