@@ -275,7 +275,8 @@ class ReplicaGroup:
     processes and their collective runtime (each build has its own model, optimizer and data).
     The group of this process's last measurement is kept; a group that failed or timed out is
     killed, all of it, and the next configuration starts a new one. The processes die with this
-    one (``die_with_parent``) and are stopped at its exit.
+    one (``die_with_parent``) and are stopped at its normal exit; a sweep's worker skips that
+    (``os._exit``), and the driver removes the worker's TMPDIR, the group's folder with it.
     """
 
     _kept: ReplicaGroup | None = None
