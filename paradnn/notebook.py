@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import time
 import warnings
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -115,6 +116,7 @@ def ensure_measured(
     measure_missing: bool = True,
     budget_minutes: float = 10.0,
     max_seconds: float = 2.0,
+    variants: list[dict] | None = None,
     **run: object,
 ) -> list[str]:
     """Measure what the store lacks for ``families`` on a local platform; returns a summary line.
@@ -128,6 +130,11 @@ def ensure_measured(
     software stack, interleaved (:func:`paradnn.sweeps.driver.run_sweep_stacks`). A plain
     local sweep of one device on a CPU runs :data:`SWEEP_WORKERS` worker processes (the
     notebook's ``workers``); every other sweep runs one.
+
+    ``variants``: several runs, each ``run`` with some settings changed (``[{"dtype":
+    "float32"}, {"dtype": "mixed_bfloat16"}]``), measured within ``budget_minutes`` in all and
+    one summary line each. A plain local sweep measures them in one sweep on the same
+    workers (:func:`paradnn.sweeps.driver.run_local`'s ``runs``); other sweeps one after the other.
     """
     from paradnn.engine.protocol import RunSettings
     from paradnn.platform import parse_target
@@ -135,32 +142,45 @@ def ensure_measured(
     from paradnn.space import expand
     from paradnn.sweeps import stacks as stk
     from paradnn.sweeps.backends import run_sweep
-    from paradnn.sweeps.driver import SweepOptions
+    from paradnn.sweeps.driver import SweepOptions, run_local
 
     check_number("budget_minutes", budget_minutes)
-    parsed = parse(run)
+    runs = [parse({**run, **variant}) for variant in variants or [{}]]
+    parsed = runs[0]
     platform, devices = str(parsed["platform"]), parsed["devices"]
     if not measure_missing or not is_local(platform):
         return [f"{platform}: using the data in the store (measure_missing={measure_missing})"]
+    if any(r["platform"] != platform for r in runs):
+        raise ConfigError("variants", variants, "runs of one platform (measure each platform on its own)")
     target = parse_target(platform)
     configs = [c for family in families for c in expand(family, preset, (overrides or {}).get(family))]
     stack_list = [stk.parse(text) for text in stacks or []]
     # Replicas and software stacks are measured on this machine (its cores or GPUs, its environments).
     address = ray_address(os.environ.get("PARADNN_BACKEND", "local")) if devices == 1 and not stack_list else ""
-    plain = target.kind == "cpu" and devices == 1 and not stack_list and not address
-    options = SweepOptions(settings=RunSettings.of(parsed, target, max_seconds=max_seconds), target=target,
-                           max_minutes=budget_minutes, workers=SWEEP_WORKERS if plain else 1)  # fmt: skip
+    plain = target.kind == "cpu" and all(r["devices"] == 1 for r in runs) and not stack_list and not address
+    settings = [RunSettings.of(r, target, max_seconds=max_seconds) for r in runs]
+    options = SweepOptions(settings=settings[0], target=target, max_minutes=budget_minutes,
+                           workers=SWEEP_WORKERS if plain else 1)  # fmt: skip
     if os.environ.get("PARADNN_PROGRESS_FILE"):  # run by `paradnn report`: it shows the progress
         progress = ProgressFile
     else:  # a notebook opened by hand: a progress bar in the notebook itself
         from tqdm.auto import tqdm as progress
     with Store(store) as s:
-        summary = run_sweep(configs, s, options, stacks=stack_list, address=address, progress=progress)
-    words = describe({**parsed, "xla": options.settings.xla})
-    if parsed["xla"] is None and parsed["framework"] == "tensorflow" and devices == 1:
-        words = words.replace("XLA auto", "XLA " + xla_words(store, target.id, str(parsed["dtype"]), None))
-    words += f", stacks {', '.join(stacks)}" if stack_list else ""
-    return [f"{', '.join(families)} on {target.id}, {words}: {summary.line()}"]
+        if plain and len(runs) > 1 and len({r["framework"] for r in runs}) == 1:
+            summaries = [run_local(configs, s, options, progress=progress, runs=settings)]
+        else:
+            each = [replace(options, settings=one, max_minutes=budget_minutes / len(runs)) for one in settings]
+            summaries = [run_sweep(configs, s, o, stacks=stack_list, address=address, progress=progress) for o in each]
+    lines = []
+    for r, one in zip(runs, settings, strict=True):
+        words = describe({**r, "xla": one.xla})
+        if one.xla is None and one.framework == "tensorflow" and one.devices == 1:
+            words = words.replace("XLA auto", "XLA " + xla_words(store, target.id, str(one.dtype), None))
+        words += f", stacks {', '.join(stacks)}" if stack_list else ""
+        lines.append(f"{', '.join(families)} on {target.id}, {words}")
+    if len(summaries) < len(lines):  # one sweep of several runs
+        return [" | ".join(lines) + f": {summaries[0].line()}"]
+    return [f"{line}: {summary.line()}" for line, summary in zip(lines, summaries, strict=True)]
 
 
 def rerun_sample(store: str | Path, platform: str = "cpu", count: int = 4, *, measure_missing: bool = True,
@@ -919,13 +939,13 @@ def measure_inputs(store: str | Path, families: list[str], inputs: list[str], *,
                    platform: str, measure_missing: bool, budget_minutes: float, max_seconds: float,
                    **run: object) -> list[str]:  # fmt: skip
     """Measure ``families`` fed by each host input pipeline in ``inputs`` on a local platform, the
-    budget split evenly between them (nothing, and no line, for an imported platform or
-    ``measure_missing`` off); ``run`` holds further run settings (``xla``, ``dtype``)."""
-    if not measure_missing or not is_local(platform) or not families:
+    pipelines' runs in one sweep within ``budget_minutes`` (nothing, and no line, for an imported
+    platform or ``measure_missing`` off); ``run`` holds further run settings (``xla``, ``dtype``)."""
+    if not measure_missing or not is_local(platform) or not families or not inputs:
         return []
-    return [line for mode in inputs
-            for line in ensure_measured(store, families, preset=preset, overrides=overrides, input=mode, platform=platform,
-                                        budget_minutes=budget_minutes / len(inputs), max_seconds=max_seconds, **run)]  # fmt: skip
+    return ensure_measured(store, families, preset=preset, overrides=overrides, platform=platform,
+                           variants=[{"input": mode} for mode in inputs], budget_minutes=budget_minutes,
+                           max_seconds=max_seconds, **run)  # fmt: skip
 
 
 def fed_rows(df: pd.DataFrame, inputs: list[str]) -> pd.DataFrame:

@@ -95,7 +95,7 @@ def test_collect_keeps_the_order_spreads_lists_and_drops_skipped_sections():
 
 def test_measuring_replicas_and_inputs_needs_a_local_platform_and_measure_missing(monkeypatch):
     calls = []
-    monkeypatch.setattr(nb, "ensure_measured", lambda store, families, **kw: calls.append(kw) or [f"{kw.get('input')}"])
+    monkeypatch.setattr(nb, "ensure_measured", lambda store, families, **kw: calls.append(kw) or ["measured"])
     common = {"preset": "smoke", "overrides": {}, "budget_minutes": 4.0, "max_seconds": 0.5}
     assert nb.measure_replicas("s", ["fc"], 1, platform="cpu", measure_missing=True, **common) == []
     assert nb.measure_replicas("s", ["fc"], 2, platform="tpu-v2-8", measure_missing=True, **common) == []
@@ -103,11 +103,29 @@ def test_measuring_replicas_and_inputs_needs_a_local_platform_and_measure_missin
     assert nb.measure_inputs("s", ["fc"], ["host"], platform="v100", measure_missing=True, **common) == []
     assert nb.measure_inputs("s", ["fc"], [], platform="cpu", measure_missing=True, **common) == []
     assert not calls
-    assert nb.measure_inputs("s", ["fc"], ["host", "host-prep"], platform="cpu", measure_missing=True, **common) == [
-        "host", "host-prep"]  # fmt: skip
-    assert [c["budget_minutes"] for c in calls] == [2.0, 2.0]  # the budget split between the pipelines
+    assert nb.measure_inputs("s", ["fc"], ["host", "host-prep"], platform="cpu", measure_missing=True,
+                             **common) == ["measured"]  # fmt: skip
+    (call,) = calls  # one sweep of both pipelines' runs, within the whole budget
+    assert call["variants"] == [{"input": "host"}, {"input": "host-prep"}] and call["budget_minutes"] == 4.0
     nb.measure_replicas("s", ["fc"], 2, platform="cpu", measure_missing=True, **common)
     assert calls[-1]["devices"] == 2 and calls[-1]["budget_minutes"] == 4.0
+
+
+def test_variants_are_measured_in_one_sweep_and_one_line_names_every_run(monkeypatch, tmp_path):
+    from paradnn.config import ConfigError
+    from paradnn.sweeps import driver
+
+    seen = []
+    monkeypatch.setattr(driver, "run_local", lambda configs, store, options, progress=None, runs=():
+                        seen.append((options, runs)) or driver.SweepSummary(planned=len(configs) * len(runs)))  # fmt: skip
+    variants = [{"dtype": "float32"}, {"dtype": "mixed_bfloat16"}]
+    lines = nb.ensure_measured(tmp_path / "s.sqlite", ["fc"], variants=variants, xla=False, platform="cpu", budget_minutes=3)
+    ((options, runs),) = seen
+    assert [(r.dtype, r.xla) for r in runs] == [("float32", False), ("mixed_bfloat16", False)]
+    assert options.max_minutes == 3  # the whole budget, for both runs
+    assert len(lines) == 1 and "float32" in lines[0] and "mixed_bfloat16" in lines[0]
+    with pytest.raises(ConfigError, match="variants"):
+        nb.ensure_measured(tmp_path / "s.sqlite", ["fc"], variants=[{}, {"platform": "cpu[threads=1]"}], platform="cpu")
 
 
 def test_replica_and_infeed_sections_without_rows_say_what_they_need(shown):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import threading
 
 import pandas as pd
 import pytest
@@ -414,6 +415,57 @@ def test_two_workers_measure_every_configuration_once(tmp_path):
     assert len(FakeWorker.started) == 2  # one per lane
     measured = [x for worker in FakeWorker.started for x in worker.measured]
     assert sorted(measured) == sorted(c.label for c in CONFIGS) and all(worker.measured for worker in FakeWorker.started)
+
+
+def test_several_runs_share_one_sweep_and_its_workers(tmp_path):
+    FakeWorker.started = []
+    opts = SweepOptions(settings=RunSettings(max_seconds=0.1), timeout_s=5, memory_budget_bytes=1e12, workers=2)
+    runs = [RunSettings(max_seconds=0.1, xla=False, dtype=d) for d in ("float32", "mixed_bfloat16")]
+    with Store(tmp_path / "r.sqlite") as store:
+        summary = run_local(CONFIGS, store, opts, start_worker=lambda target: SizedWorker(target, {}), runs=runs)
+        started = len(FakeWorker.started)
+        again = run_local(CONFIGS, store, opts, start_worker=lambda target: SizedWorker(target, {}), runs=runs)
+        df = store.results()
+    assert summary.planned == 6 and summary.states == {"ok": 6} and again.already_done == 6
+    assert started == 2  # the runs share the sweep's two lanes
+    assert df.groupby("dtype")["label"].apply(sorted).to_dict() == {d: sorted(c.label for c in CONFIGS)
+                                                                    for d in ("float32", "mixed_bfloat16")}  # fmt: skip
+    assert df["run_key"].nunique() == 6
+
+
+def test_a_sweep_of_several_runs_measures_each_configuration_under_every_run_in_turn(tmp_path):
+    FakeWorker.started = []
+    runs = [RunSettings(max_seconds=0.1, xla=False, dtype=d) for d in ("float32", "mixed_bfloat16")]
+    with Store(tmp_path / "r.sqlite") as store:
+        run_local(CONFIGS, store, SweepOptions(timeout_s=5), start_worker=lambda target: FakeWorker(target, {}), runs=runs)
+        dtypes = store.results().sort_values("started_at")["dtype"].tolist()
+    (worker,) = FakeWorker.started
+    assert worker.measured[0::2] == worker.measured[1::2]  # side by side: a, a, b, b, c, c
+    assert sorted(worker.measured[0::2]) == sorted(c.label for c in CONFIGS)
+    assert dtypes[:4] == ["float32", "mixed_bfloat16", "mixed_bfloat16", "float32"]  # the runs' order alternates
+
+
+def test_the_runs_of_one_sweep_share_a_framework(tmp_path):
+    runs = [RunSettings(framework=f) for f in ("tensorflow", "jax")]
+    with Store(tmp_path / "r.sqlite") as store, pytest.raises(ValueError, match="share a framework"):
+        run_local(CONFIGS, store, SweepOptions(), start_worker=lambda target: FakeWorker(target, {}), runs=runs)
+
+
+def test_two_lanes_start_their_workers_side_by_side(tmp_path, monkeypatch):
+    monkeypatch.setattr(sweep, "_known_platform", lambda *args: INFO)  # no worker needed to learn the platform
+    both = threading.Barrier(2, timeout=10)  # broken unless the second start begins while the first is under way
+
+    def start(target: Target) -> SizedWorker:
+        both.wait()
+        return SizedWorker(target, {})
+
+    FakeWorker.started = []
+    opts = SweepOptions(settings=RunSettings(max_seconds=0.1, xla=False), timeout_s=5, memory_budget_bytes=1e12, workers=2)
+    with Store(tmp_path / "r.sqlite") as store:
+        summary = run_local(CONFIGS, store, opts, start_worker=start)
+        platforms = store.platforms()
+    assert summary.states == {"ok": 3} and len(FakeWorker.started) == 2
+    assert platforms["name"].tolist() == ["Fake CPU"]  # each started worker's platform recorded (by the driver's thread)
 
 
 def test_configurations_compiled_by_xla_are_measured_alone(tmp_path):

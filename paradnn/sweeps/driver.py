@@ -39,17 +39,18 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from importlib import metadata
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import psutil
 
@@ -73,6 +74,7 @@ IDLE_RSS_MAX_SHARE = 0.1  # a worker holding more of the RAM than this is stoppe
 MAX_WINDOWS = 5  # timing windows per configuration (--windows)
 MAX_WORKERS = 4  # worker processes of one local sweep (--workers)
 WINDOW_SPREAD_UNSTABLE = 0.20  # windows of one configuration further apart than this: the row is marked unstable
+T = TypeVar("T")
 
 
 # ---------------------------------------------------------------------------- messages
@@ -181,6 +183,10 @@ class SweepOptions:
         return replace(self.settings, xla=self.xla_choices.get(config.family, False))
 
 
+# One configuration to measure: its run key, its worker's slot and the options of its run.
+Job = tuple[Config, str, str, SweepOptions]
+
+
 @dataclass
 class SweepSummary:
     planned: int = 0
@@ -227,7 +233,7 @@ def default_memory_budget(target: Target) -> float | None:
     return 0.6 * psutil.virtual_memory().total if target.kind == "cpu" else None
 
 
-def ordered(configs: list[Config], seed: int = 0) -> list[Config]:
+def ordered(configs: list[T], seed: int = 0) -> list[T]:
     """The run order: a fixed pseudo-random permutation (see the module docstring)."""
     order = list(configs)
     random.Random(seed).shuffle(order)
@@ -648,19 +654,34 @@ def run_local(
     options: SweepOptions,
     progress: Callable[..., object] | None = None,
     start_worker: Callable[[Target], Worker] | None = None,
+    runs: Sequence[RunSettings] = (),
 ) -> SweepSummary:
     """Measure every configuration the store lacks; see the module docstring.
 
     ``start_worker(target)`` starts a worker (default: an idle worker of this process, else a
     new :class:`ProcessWorker`, running the settings' framework).
+
+    ``runs``: several run settings measured in this one sweep (default: ``options.settings``
+    alone), each configuration under every run in turn, on the same workers. Each run is
+    declared whole and keys its own rows; what they share is the sweep: its workers, its
+    budget (``max_minutes`` for all of them) and its order. A worker times only while no other
+    prepares (:mod:`paradnn.engine.gate`), so two workers gain most when they prepare models of
+    one size at once, and one configuration under two runs is that pair; run one after the
+    other, each run's sweep paired large models with small ones and ended on its longest
+    preparation beside an idle core.
     """
     from tqdm import tqdm
 
-    check_settings(configs, options)
+    plans = [replace(options, settings=s) for s in runs] or [options]
+    if len({plan.settings.framework for plan in plans}) > 1:
+        raise ValueError("the runs of one sweep share a framework (they share its workers)")
+    for plan in plans:
+        check_settings(configs, plan)
     start_worker = start_worker or partial(reuse_or_start, framework=options.settings.framework,
                                            gated=options.workers > 1)  # fmt: skip
 
-    summary = SweepSummary(planned=len(configs), left=len(configs))  # all of them, until the store says otherwise
+    planned = len(configs) * len(plans)
+    summary = SweepSummary(planned=planned, left=planned)  # all of them, until the store says otherwise
     deadline = time.monotonic() + options.max_minutes * 60 if options.max_minutes else None
     budget = options.memory_budget_bytes or default_memory_budget(options.target)
     worker: Worker | None = None
@@ -672,32 +693,36 @@ def run_local(
         if info is None:  # first sweep of this platform and stack: ask a worker
             worker = _start_worker(store, options.target, start_worker)
             info = worker.info
-        check_devices_present(options, info)
-        if options.settings.xla is None:  # --xla auto: one setting per family, probed once per platform
-            choices, worker = _xla_choices(configs, options, store, info, worker, start_worker)
-            options = replace(options, xla_choices=choices)
+        for i, plan in enumerate(plans):
+            check_devices_present(plan, info)
+            if plan.settings.xla is None:  # --xla auto: one setting per family, probed once per platform
+                choices, worker = _xla_choices(configs, plan, store, info, worker, start_worker)
+                plans[i] = replace(plan, xla_choices=choices)
         done = store.run_keys(skip_states(options))
-        todo = [(c, k, "") for c in ordered(configs, options.seed) if (k := run_key_of(c, options, info)) not in done]
-        summary.already_done = len(configs) - len(todo)
+        # Each configuration under every run in turn, the runs' order reversed every round: the
+        # runs' rows of one configuration are timed side by side, and two workers prepare the
+        # same model at once (preparing it takes about as long under each run).
+        jobs = [(c, plan) for i, c in enumerate(ordered(configs, options.seed)) for plan in (plans[::-1] if i % 2 else plans)]
+        todo = [(c, k, "", window_options(plan)) for c, plan in jobs if (k := run_key_of(c, plan, info)) not in done]
+        summary.already_done = planned - len(todo)
         summary.left = len(todo)
-        desc = f"sweep {options.target.id}" + (f", {options.windows} windows each" if options.windows > 1 else "") + \
+        desc = f"sweep {options.target.id}" + (f", {len(plans)} runs" if len(plans) > 1 else "") + \
+            (f", {options.windows} windows each" if options.windows > 1 else "") + \
             (f", {options.workers} workers" if options.workers > 1 else "")
         bar = (progress or tqdm)(total=len(todo) * options.windows, unit="config", desc=desc, dynamic_ncols=True)
         workers[""], worker = worker, None  # from here on the worker lives in ``workers``
-        window = window_options(options)
 
         def start(_: str) -> Worker:
-            return _start_worker(store, options.target, start_worker)
+            return start_worker(options.target)
 
-        earlier = _measure_todo(todo, store, summary, bar, budget, deadline, workers, start, lambda _: window,
-                                lanes=options.workers)  # fmt: skip
+        earlier = _measure_todo(todo, store, summary, bar, budget, deadline, workers, start, lanes=options.workers)
         for _ in range(options.windows - 1):  # each further window a whole pass later: the machine has moved on
             if summary.out_of_time:
                 break
-            again = [(c, k, s) for c, k, s in todo if earlier.get(k, {}).get("state") == "ok"]
+            again = [job for job in todo if earlier.get(job[1], {}).get("state") == "ok"]
             bar.update(len(todo) - len(again))  # nothing to time again for what failed
             earlier = {**earlier, **_measure_todo(again, store, summary, bar, budget, deadline, workers, start,
-                                                  lambda _: window, earlier=earlier, lanes=options.workers)}  # fmt: skip
+                                                  earlier=earlier, lanes=options.workers)}  # fmt: skip
         ended_normally = True
     except KeyboardInterrupt:
         summary.interrupted = True
@@ -739,17 +764,16 @@ def _window(record: dict) -> dict:
             "step_time_cv": record.get("step_time_cv"), "n_samples": record.get("n_samples")}  # fmt: skip
 
 
-def _measure_todo(todo: list[tuple[Config, str, str]], store: Store, summary: SweepSummary, bar, budget: float | None,
+def _measure_todo(todo: list[Job], store: Store, summary: SweepSummary, bar, budget: float | None,
                   deadline: float | None, workers: dict[str, Worker | None], start: Callable[[str], Worker],
-                  options_of: Callable[[str], SweepOptions], earlier: dict[str, dict] | None = None, lanes: int = 1,
-                  ) -> dict[str, dict]:  # fmt: skip
-    """Claim, measure and store each ``(config, key, slot)`` in order, on the worker of its slot.
+                  earlier: dict[str, dict] | None = None, lanes: int = 1) -> dict[str, dict]:  # fmt: skip
+    """Claim, measure and store each ``(config, key, slot, options)`` in order, on the worker of its slot.
 
     A slot is one worker (a sweep has one, a sweep over software stacks one per stack);
-    ``start(slot)`` starts it when it is missing or dead, ``options_of(slot)`` gives its
-    options. A worker that may not measure again is dropped and restarted when next needed.
-    Updates ``summary`` and ``bar``; claims held when interrupted are released. Returns the
-    records stored, by key. With ``earlier`` (records by key of an earlier pass) this is a
+    ``start(slot)`` starts it when it is missing or dead, in the lane's thread (so it does not use
+    the store; the worker's platform is recorded here). A worker that may not measure again is
+    dropped and restarted when next needed. Updates ``summary`` and ``bar``; claims held when
+    interrupted are released. Returns the records stored, by key. With ``earlier`` (records by key of an earlier pass) this is a
     further timing window: each new measurement is merged with its earlier record
     (:func:`merge_windows`) and stored as a new row; one that failed stores nothing.
 
@@ -767,10 +791,11 @@ def _measure_todo(todo: list[tuple[Config, str, str]], store: Store, summary: Sw
     stored: dict[str, dict] = {}
     claimed: set[str] = set()
     # The last field: measured alone (one lane; or XLA, whose compiler already keeps both cores busy).
-    queue = deque((c, key, slot, lanes == 1 or _compiles_in_parallel(c, options_of(slot))) for c, key, slot in todo)
+    queue = deque((c, key, slot, opts, lanes == 1 or _compiles_in_parallel(c, opts)) for c, key, slot, opts in todo)
     free = ["", *(f"#{i}" for i in range(2, lanes + 1))]
-    running: dict[Future, tuple[Config, str, str, bool, str]] = {}
+    running: dict[Future, tuple[Config, str, str, SweepOptions, bool, str]] = {}
     pool = ThreadPoolExecutor(lanes, thread_name_prefix="paradnn-lane") if lanes > 1 else _Inline()
+    ended = threading.Event()  # set when this pass ends: a worker a lane starts after that is stopped
     try:
         while queue or running:
             while queue and free and not any(alone for *_, alone, _ in running.values()):
@@ -778,27 +803,30 @@ def _measure_todo(todo: list[tuple[Config, str, str]], store: Store, summary: Sw
                     summary.out_of_time = True
                     queue.clear()
                     break
-                config, key, slot, alone = queue[0]
+                config, key, slot, opts, alone = queue[0]
                 if alone and running:  # wait until the other lanes are idle
                     break
                 queue.popleft()
-                if key not in claimed and not _claim(config, key, slot, store, summary, bar, options_of, earlier):
+                if key not in claimed and not _claim(config, key, store, summary, bar, opts, earlier):
                     continue
                 claimed.add(key)
                 failed = sum(n for s, n in summary.states.items() if s != "ok")
                 bar.set_postfix_str(f"failed {failed} | {slot + ' | ' if slot else ''}{config.label}")
                 free.sort(key=lambda lane: workers.get(slot + lane) is None)  # a lane with a worker first
                 lane = slot + free.pop(0)
-                if workers.get(lane) is None or not workers[lane].alive():
-                    workers[lane] = start(slot)
+                worker = workers.get(lane)
+                if worker is not None and not worker.alive():
+                    workers[lane] = worker = None
                 share = budget / lanes if budget and not alone else budget
-                future = pool.submit(run_one, config, workers[lane], options_of(slot), share, deadline)
-                running[future] = (config, key, slot, alone, lane)
+                future = pool.submit(_run_on_lane, config, worker, partial(start, slot), ended, opts, share, deadline)
+                running[future] = (config, key, slot, opts, alone, lane)
             finished, _ = wait(list(running), timeout=POLL_S, return_when=FIRST_COMPLETED) if running else ((), ())
             for future in finished:
-                config, key, slot, alone, lane = running.pop(future)
+                config, key, slot, opts, alone, lane = running.pop(future)
                 free.append(lane[len(slot):])
-                record, reusable = future.result()
+                record, reusable, workers[lane], fresh = future.result()
+                if fresh:
+                    _register(store, opts.target, workers[lane])
                 if not reusable:
                     workers[lane].kill()
                     workers[lane] = None
@@ -806,15 +834,33 @@ def _measure_todo(todo: list[tuple[Config, str, str]], store: Store, summary: Sw
                     summary.out_of_time = True
                     queue.clear()
                 elif not alone and record["state"] in ("oom", "skipped"):  # did not fit beside another lane
-                    queue.appendleft((config, key, slot, True))
+                    queue.appendleft((config, key, slot, opts, True))
                 else:
-                    _settle(record, key, store, summary, bar, stored, earlier, options_of(slot))
+                    _settle(record, key, store, summary, bar, stored, earlier, opts)
                     claimed.discard(key)
     finally:
+        ended.set()
         pool.shutdown(wait=False, cancel_futures=True)
         if claimed:  # interrupted: what was in flight is not measured
             store.release(sorted(claimed))
     return stored
+
+
+def _run_on_lane(config: Config, worker: Worker | None, start: Callable[[], Worker], ended: threading.Event,
+                 options: SweepOptions, budget: float | None, deadline: float | None,
+                 ) -> tuple[dict | None, bool, Worker | None, bool]:  # fmt: skip
+    """:func:`run_one` on a lane's worker, started here first if it has none: two lanes start
+    their workers side by side (importing TensorFlow takes about 5 s of one core), and a lane
+    that starts one does not hold up the others. Returns run_one's record and verdict, the
+    worker and whether it is new (the driver records its platform: the store is not this thread's)."""
+    fresh = worker is None
+    if fresh:
+        worker = start()
+        if ended.is_set():  # the sweep was interrupted meanwhile: no worker outlives it, nothing is measured
+            worker.stop()
+            return None, False, None, False
+    record, reusable = run_one(config, worker, options, budget, deadline)
+    return record, reusable, worker, fresh
 
 
 def _compiles_in_parallel(config: Config, options: SweepOptions) -> bool:
@@ -837,10 +883,9 @@ class _Inline:
         pass
 
 
-def _claim(config: Config, key: str, slot: str, store: Store, summary: SweepSummary, bar,
-           options_of: Callable[[str], SweepOptions], earlier: dict[str, dict] | None) -> bool:  # fmt: skip
+def _claim(config: Config, key: str, store: Store, summary: SweepSummary, bar, options: SweepOptions,
+           earlier: dict[str, dict] | None) -> bool:  # fmt: skip
     """Claim ``key`` in the store for measuring; False (counted) if it is done or being measured meanwhile."""
-    options = options_of(slot)
     done_states = skip_states(options) if earlier is None else ()
     status = store.claim(key, config.label, done_states, options.timeout_s + CLAIM_MARGIN_S)
     if status == "claimed":
@@ -901,8 +946,13 @@ def _xla_choices(configs: list[Config], options: SweepOptions, store: Store, inf
 
 def _start_worker(store: Store, target: Target, start_worker: Callable[[Target], Worker]) -> Worker:
     worker = start_worker(target)
-    store.put_platform(fingerprint(worker.info), target.platform, worker.info, worker.ceilings, "measured")
+    _register(store, target, worker)
     return worker
+
+
+def _register(store: Store, target: Target, worker: Worker) -> None:
+    """Record a started worker's platform (its identity and ceilings) in the store."""
+    store.put_platform(fingerprint(worker.info), target.platform, worker.info, worker.ceilings, "measured")
 
 
 def _known_platform(store: Store, target: Target, framework: str = frameworks.DEFAULT) -> dict | None:
@@ -1094,15 +1144,15 @@ def run_sweep_stacks(
             for name in names if round_no % 2 == 0 else names[::-1]:
                 key = run_key_of(config, plans[name], workers[name].info)
                 if key not in done:
-                    todo.append((config, key, name))
+                    todo.append((config, key, name, plans[name]))
         summary.already_done = summary.planned - len(todo)
         summary.left = len(todo)
         bar = (progress or tqdm)(total=len(todo), unit="config", desc=f"sweep {options.target.id} x {len(names)} stacks",
                                  dynamic_ncols=True)  # fmt: skip
         def restart(name: str) -> Worker:
-            return _start_stack_worker(store, options.target, pythons[name], start)
+            return start(options.target, pythons[name])
 
-        _measure_todo(todo, store, summary, bar, budget, deadline, workers, restart, plans.__getitem__)
+        _measure_todo(todo, store, summary, bar, budget, deadline, workers, restart)
         ended_normally = True
     except KeyboardInterrupt:
         summary.interrupted = True
@@ -1116,5 +1166,5 @@ def run_sweep_stacks(
 
 def _start_stack_worker(store: Store, target: Target, python: str, start: Callable[[Target, str], Worker]) -> Worker:
     worker = start(target, python)
-    store.put_platform(fingerprint(worker.info), target.platform, worker.info, worker.ceilings, "measured")
+    _register(store, target, worker)
     return worker
