@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 import subprocess
 import sys
 
@@ -83,6 +85,16 @@ def test_fitting_and_predicting_use_one_blas_thread(monkeypatch):
     model.predict(predict.label_rows("fc", ["layer_3-node_48-input_64-output_8-bs_24"], "float32", "true"))
     blas = [[lib["num_threads"] for lib in info if lib["user_api"] == "blas"] for info in seen]
     assert len(blas) >= 2 and all(blas) and all(n == 1 for threads in blas for n in threads)
+
+
+def test_independent_fits_run_in_other_processes_and_keep_their_order(monkeypatch):
+    monkeypatch.setattr(predict.os, "cpu_count", lambda: 2)
+    calls = [functools.partial(divmod, n, 3) for n in range(5)]
+    assert predict.in_parallel(calls) == [divmod(n, 3) for n in range(5)]
+    pids = predict.in_parallel([os.getpid, os.getpid])
+    assert os.getpid() not in pids  # one process per core: the kernel fit's optimiser runs in Python
+    monkeypatch.setattr(predict.os, "cpu_count", lambda: 1)
+    assert predict.in_parallel([os.getpid]) == [os.getpid()]  # one core: no process to start
 
 
 def test_a_held_out_level_is_interpolated():

@@ -33,9 +33,11 @@ from __future__ import annotations
 import functools
 import math
 import numbers
+import os
 import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import numpy as np
 import pandas as pd
@@ -57,6 +59,7 @@ GP_ROWS = 2000  # rows the GP conditions on (the mean uses all)
 Z90 = 1.6448536269514722  # two-sided 90% normal quantile
 FAILED_TO_FIT = ("oom", "skipped")
 BASELINES = ("roofline", "paper_regression")
+T = TypeVar("T")
 
 
 def one_blas_thread(function: Callable) -> Callable:
@@ -474,22 +477,53 @@ def baselines(train: pd.DataFrame, test: pd.DataFrame, featurizer: Featurizer) -
     return {"roofline": bound["test"] / efficiency, "paper_regression": np.maximum(linear, 1e-9)}
 
 
-def out_of_fold(rows: pd.DataFrame, featurizer: Featurizer, k: int = 5, seed: int = 0) -> pd.DataFrame:
-    """Every row predicted once by models that never saw it (K folds): the model with its interval, and both baselines."""
+def in_parallel(calls: list[Callable[[], T]]) -> list[T]:
+    """The results of independent fits, in order, computed in one process per core (joblib).
+
+    Each fit keeps one core busy (one BLAS thread, :func:`one_blas_thread`) for a second or
+    two, and a report runs dozens; processes, not threads, because the kernel fit's optimiser
+    runs in Python. Every call gets its own copy of its arguments (a Featurizer learns its
+    training rows' categories), so the results are those of running them one by one.
+    """
+    from joblib import Parallel, delayed
+
+    jobs = min(len(calls), os.cpu_count() or 1)
+    if jobs <= 1:
+        return [call() for call in calls]
+    return Parallel(n_jobs=jobs)(delayed(call)() for call in calls)
+
+
+def _fold(rows: pd.DataFrame, featurizer: Featurizer, train: np.ndarray, test: np.ndarray, seed: int) -> dict:
+    """One fold of :func:`out_of_fold`: its test rows' predictions (model with interval, baselines)."""
+    tr, te = rows.iloc[train], rows.iloc[test]
+    pred = PerformanceModel.fit(tr, featurizer, seed).predict(te)
+    return {"predicted_s": pred["step_time_s"].to_numpy(), "low_s": pred["step_time_low_s"].to_numpy(),
+            "high_s": pred["step_time_high_s"].to_numpy(), **baselines(tr, te, featurizer)}  # fmt: skip
+
+
+def fold_calls(rows: pd.DataFrame, featurizer: Featurizer, k: int = 5, seed: int = 0) -> tuple[pd.DataFrame, list]:
+    """:func:`out_of_fold`'s table before the folds are fitted, and one call per fold (``(test, fit)``)."""
     from sklearn.model_selection import KFold
 
     check_folds(k, len(rows))
     rows = rows.reset_index(drop=True)
     out = pd.DataFrame({"label": rows["label"], "measured_s": rows["step_time_s"].astype(float)})
-    for train, test in KFold(k, shuffle=True, random_state=seed).split(rows):
-        tr, te = rows.iloc[train], rows.iloc[test]
-        pred = PerformanceModel.fit(tr, featurizer, seed).predict(te)
-        out.loc[test, "predicted_s"] = pred["step_time_s"].to_numpy()
-        out.loc[test, "low_s"] = pred["step_time_low_s"].to_numpy()
-        out.loc[test, "high_s"] = pred["step_time_high_s"].to_numpy()
-        for name, values in baselines(tr, te, featurizer).items():
+    splits = KFold(k, shuffle=True, random_state=seed).split(rows)
+    return out, [(test, functools.partial(_fold, rows, featurizer, train, test, seed)) for train, test in splits]
+
+
+def filled_folds(out: pd.DataFrame, folds: list, results: list[dict]) -> pd.DataFrame:
+    """``out`` with each fold's predictions in its test rows."""
+    for (test, _), columns in zip(folds, results, strict=True):
+        for name, values in columns.items():
             out.loc[test, name] = values
     return out
+
+
+def out_of_fold(rows: pd.DataFrame, featurizer: Featurizer, k: int = 5, seed: int = 0) -> pd.DataFrame:
+    """Every row predicted once by models that never saw it (K folds): the model with its interval, and both baselines."""
+    out, folds = fold_calls(rows, featurizer, k, seed)
+    return filled_folds(out, folds, in_parallel([fit for _, fit in folds]))
 
 
 def check_folds(k: object, n: int) -> None:
@@ -601,20 +635,21 @@ def replay(grid: pd.DataFrame, featurizer: Featurizer, fractions: Iterable[float
     grid = grid.reset_index(drop=True)
     fractions = list(fractions)
     check_fractions(fractions, len(grid))
-    out = []
-    for seed in seeds:
-        for fraction in fractions:
-            budget = max(MIN_ROWS, int(round(fraction * len(grid))))
-            for strategy in ("adaptive", "random"):
-                chosen = sample(grid, featurizer, budget, strategy, seed, rounds)
-                rest = grid.drop(index=chosen)
-                pred = PerformanceModel.fit(grid.loc[chosen], featurizer, seed).predict(rest)
-                scores = Scores.of(pred["step_time_s"].to_numpy(), rest["step_time_s"].to_numpy(dtype=float),
-                                   pred["step_time_low_s"].to_numpy(), pred["step_time_high_s"].to_numpy())  # fmt: skip
-                out.append(
-                    {"seed": seed, "fraction": budget / len(grid), "budget": budget, "strategy": strategy, **scores.as_dict()}
-                )
-    return pd.DataFrame(out)
+    plans = [(seed, max(MIN_ROWS, int(round(fraction * len(grid)))), strategy)
+             for seed in seeds for fraction in fractions for strategy in ("adaptive", "random")]  # fmt: skip
+    scores = in_parallel([functools.partial(_replayed, grid, featurizer, budget, strategy, seed, rounds)
+                          for seed, budget, strategy in plans])  # fmt: skip
+    return pd.DataFrame([{"seed": seed, "fraction": budget / len(grid), "budget": budget, "strategy": strategy, **score}
+                         for (seed, budget, strategy), score in zip(plans, scores, strict=True)])  # fmt: skip
+
+
+def _replayed(grid: pd.DataFrame, featurizer: Featurizer, budget: int, strategy: str, seed: int, rounds: int) -> dict:
+    """One replay: ``budget`` cells chosen by ``strategy``, the rest predicted; the rest's scores."""
+    chosen = sample(grid, featurizer, budget, strategy, seed, rounds)
+    rest = grid.drop(index=chosen)
+    pred = PerformanceModel.fit(grid.loc[chosen], featurizer, seed).predict(rest)
+    return Scores.of(pred["step_time_s"].to_numpy(), rest["step_time_s"].to_numpy(dtype=float),
+                     pred["step_time_low_s"].to_numpy(), pred["step_time_high_s"].to_numpy()).as_dict()  # fmt: skip
 
 
 def sample(grid: pd.DataFrame, featurizer: Featurizer, budget: int, strategy: str, seed: int = 0, rounds: int = 4) -> list[int]:
@@ -648,7 +683,7 @@ def evaluate_store(store, family: str, k: int = 5, seed: int = 0, max_rows: int 
     ``max_rows`` > 0 evaluates a seeded subsample of that many rows per platform (quick
     reports); platforms with too few rows get a row saying how many are needed.
     """
-    scores, folds = [], []
+    scores, planned = [], []
     for platform in store.platform_names():
         ok, _ = training_rows(store.results(platform=platform), family)
         if 0 < max_rows < len(ok):
@@ -658,12 +693,18 @@ def evaluate_store(store, family: str, k: int = 5, seed: int = 0, max_rows: int 
             scores.append({"platform": platform, "n": len(ok), "note": f"needs at least {needed} measured rows"})
             continue
         featurizer = Featurizer(family, platform_ceilings(store.platforms(), platform))
-        oof = out_of_fold(ok, featurizer, k, seed).assign(platform=platform)
+        planned.append((platform, *fold_calls(ok, featurizer, k, seed)))
+    results = iter(in_parallel([fit for *_, folds in planned for _, fit in folds]))  # every platform's folds at once
+    tables = []
+    for platform, out, folds in planned:
+        oof = filled_folds(out, folds, [next(results) for _ in folds]).assign(platform=platform)
         held_out = oof_scores(oof)
         row = {"platform": platform, **held_out["model"], **{f"{b}_mape": held_out[b]["mape"] for b in BASELINES}}
         scores.append({**row, "note": ""})
-        folds.append(oof)
-    return pd.DataFrame(scores), (pd.concat(folds, ignore_index=True) if folds else pd.DataFrame())
+        tables.append(oof)
+    order = {p: i for i, p in enumerate(store.platform_names())}
+    scores.sort(key=lambda row: order[row["platform"]])
+    return pd.DataFrame(scores), (pd.concat(tables, ignore_index=True) if tables else pd.DataFrame())
 
 
 def filled_grid(rows: pd.DataFrame, featurizer: Featurizer, chosen: list[int], seed: int = 0) -> pd.DataFrame:
