@@ -304,17 +304,21 @@ def progress_shown(path: Path, step: str):
 KERNEL_LOG_ENV = "PARADNN_KERNEL_LOG"
 
 
-def _kernel_manager_class():
+def _kernel_manager_class(scratch: str):
     from jupyter_client.manager import AsyncKernelManager
 
     class LoggedKernelManager(AsyncKernelManager):
         """Launches the kernel with its stderr in a log file beside the report, not on the terminal
-        (at shutdown ipykernel prints asyncio noise there; what matters reaches the notebook)."""
+        (at shutdown ipykernel prints asyncio noise there; what matters reaches the notebook), and
+        with ``scratch`` as its TMPDIR: papermill may end a kernel without its exit hooks (and its
+        sweep workers with it), which would leave TensorFlow's autograph files and the workers'
+        folders in /tmp; ``scratch`` is removed after the notebook."""
 
         async def _async_launch_kernel(self, kernel_cmd, **kw):
             log = os.environ.get(KERNEL_LOG_ENV)
             if log:
                 kw["stderr"] = open(log, "ab")  # noqa: SIM115 - the kernel process owns it from here
+            kw["env"] = {**kw.get("env", os.environ), "TMPDIR": scratch}
             return await super()._async_launch_kernel(kernel_cmd, **kw)
 
     return LoggedKernelManager
@@ -327,8 +331,8 @@ def execute_notebook(source: Path, executed: Path, params: dict, kernel: str = K
     opened, and ipykernel has no reason to warn about unencrypted TCP traffic. Its sockets
     live in a directory of their own: jupyter_client's default, ``kernel-ipc-N`` relative to
     the working directory, lets two kernels started at the same moment (two reports at once)
-    pick the same sockets, and the second then waits 60 s for a kernel that never answers.
-    Its stderr goes to ``<executed>.kernel.log``.
+    pick the same sockets, and the second then waits 60 s for a kernel that never answers. That
+    directory is the kernel's TMPDIR too. Its stderr goes to ``<executed>.kernel.log``.
     """
     import tempfile
 
@@ -338,10 +342,10 @@ def execute_notebook(source: Path, executed: Path, params: dict, kernel: str = K
 
     os.environ[KERNEL_LOG_ENV] = str(executed.with_suffix(".kernel.log"))
     try:
-        with tempfile.TemporaryDirectory(prefix="paradnn-kernel-") as sockets:
-            config = Config({"KernelManager": {"transport": "ipc", "ip": os.path.join(sockets, "ipc")}})
+        with tempfile.TemporaryDirectory(prefix="paradnn-kernel-") as scratch:
+            config = Config({"KernelManager": {"transport": "ipc", "ip": os.path.join(scratch, "ipc")}})
             pm.execute_notebook(str(source), str(executed), parameters=params, kernel_name=kernel, cwd=str(ROOT),
-                                progress_bar=False, kernel_manager_class=_kernel_manager_class(),
+                                progress_bar=False, kernel_manager_class=_kernel_manager_class(scratch),
                                 config=config)  # fmt: skip
     finally:
         os.environ.pop(KERNEL_LOG_ENV, None)

@@ -73,14 +73,15 @@ def ray_alone():
         yield
 
 
-def _report(*args: str) -> subprocess.CompletedProcess:
+def _report(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "paradnn.cli", "report", *args], capture_output=True, text=True,
-                          env=os.environ.copy(), cwd=ROOT)  # fmt: skip
+                          env={**os.environ, **(env or {})}, cwd=ROOT)  # fmt: skip
 
 
 @pytest.fixture(scope="session")
 def report() -> Callable[..., subprocess.CompletedProcess]:
-    """``paradnn report ARGS...`` in a fresh process from the repository root, its output captured."""
+    """``paradnn report ARGS...`` in a fresh process from the repository root, its output captured
+    (``env``: variables set for it)."""
     return _report
 
 

@@ -19,9 +19,11 @@ JUDGING = NOTEBOOKS[:4]  # the reports that judge the paper's observations
 
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory, report) -> Path:
-    """The smoke pipeline, as a user runs it: no option, so the original study comes from the shipped copy."""
+    """The smoke pipeline, as a user runs it: no option, so the original study comes from the shipped copy.
+    With a TMPDIR of its own (``tmp`` beside the reports), to see what it leaves there."""
     out = tmp_path_factory.mktemp("plain")
-    first = report("smoke", "--outputs", str(out))
+    (out / "tmp").mkdir()
+    first = report("smoke", "--outputs", str(out), env={"TMPDIR": str(out / "tmp")})
     assert first.returncode == 0, first.stdout + first.stderr
     assert first.stdout.strip().splitlines()[-1] == str(out / "smoke" / "index.html")
     return out / "smoke"
@@ -50,6 +52,12 @@ def test_every_report_has_its_figures_and_no_errors(smoke):
         assert "No description has been provided" not in page  # every figure's title is its alt text
         if name in JUDGING:
             assert "the paper&#x27;s observations in this report" in page or "the paper's observations in this report" in page
+
+
+def test_the_reports_leave_nothing_in_tmpdir(smoke):
+    # Kernels and their sweep workers can end without their exit hooks (TensorFlow's autograph files,
+    # the workers' own folders); each kernel's TMPDIR is a folder the report removes.
+    assert sorted(p.name for p in (smoke.parent / "tmp").iterdir()) == []
 
 
 def test_the_prediction_report_scores_the_original_sweeps(smoke):
