@@ -54,14 +54,33 @@ def oracle() -> Path:
     return ORACLE
 
 
+def _run_folder(tmp_path_factory, name: str) -> Path:
+    """A folder private to this test run and shared by its xdist workers (their common base folder)."""
+    base = tmp_path_factory.getbasetemp()
+    path = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / name
+    path.mkdir(exist_ok=True)
+    return path
+
+
 @pytest.fixture(scope="session", autouse=True)
 def ceilings_cache(tmp_path_factory) -> Path:
     """Measure this machine's ceilings about once per test run, in a cache private to the run and
-    shared by its xdist workers (their common base folder; writes to the cache are atomic)."""
-    base = tmp_path_factory.getbasetemp()
-    path = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "cache"
-    path.mkdir(exist_ok=True)
+    shared by its xdist workers (writes to the cache are atomic)."""
+    path = _run_folder(tmp_path_factory, "cache")
     os.environ["PARADNN_CACHE_DIR"] = str(path)
+    return path
+
+
+@pytest.fixture(scope="session", autouse=True)
+def run_tmpdir(tmp_path_factory) -> Path:
+    """The run's TMPDIR, for its processes and those they start: tests kill workers and kernels on
+    purpose, and a killed process leaves TensorFlow's autograph files and its folders behind. pytest
+    removes old runs' folders; /tmp keeps nothing of the suite."""
+    path = _run_folder(tmp_path_factory, "tmp")
+    # Ray reads TMPDIR too, and its sockets' paths must stay under 108 bytes: it keeps its own folder.
+    os.environ.setdefault("RAY_TMPDIR", tempfile.gettempdir())
+    os.environ["TMPDIR"] = str(path)
+    tempfile.tempdir = None  # computed again from TMPDIR on next use
     return path
 
 
