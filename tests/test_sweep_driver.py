@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import signal
 import threading
 
@@ -466,6 +467,44 @@ def test_two_lanes_start_their_workers_side_by_side(tmp_path, monkeypatch):
         platforms = store.platforms()
     assert summary.states == {"ok": 3} and len(FakeWorker.started) == 2
     assert platforms["name"].tolist() == ["Fake CPU"]  # each started worker's platform recorded (by the driver's thread)
+
+
+class InterruptedWorker(SizedWorker):
+    """A worker whose measurement is cut short by Ctrl-C once ``when`` is set."""
+
+    def __init__(self, target: Target, when: threading.Event) -> None:
+        super().__init__(target, {})
+        self.when = when
+
+    def recv(self):
+        self.when.wait(10)
+        raise KeyboardInterrupt
+
+
+def test_a_worker_started_after_an_interrupt_is_stopped_and_measures_nothing(tmp_path, monkeypatch):
+    monkeypatch.setattr(sweep, "_known_platform", lambda *args: INFO)
+    starting, interrupted, late, starts = threading.Event(), threading.Event(), [], itertools.count()
+    finish = sweep._finish
+    monkeypatch.setattr(sweep, "_finish", lambda *args: interrupted.set() or finish(*args))
+
+    def start(target: Target) -> SizedWorker:
+        if next(starts) == 0:  # the lanes start their workers side by side: one of them is first
+            return InterruptedWorker(target, when=starting)  # Ctrl-C while the other lane starts its worker
+        starting.set()
+        interrupted.wait(10)  # and that start ends after the sweep was interrupted
+        late.append(SizedWorker(target, {}))
+        return late[-1]
+
+    FakeWorker.started = []
+    opts = SweepOptions(settings=RunSettings(max_seconds=0.1, xla=False), timeout_s=5, memory_budget_bytes=1e12, workers=2)
+    with Store(tmp_path / "r.sqlite") as store:
+        summary = run_local(CONFIGS, store, opts, start_worker=start)
+        for _ in range(100):  # the lane's thread goes on after the sweep returned
+            if late and late[0].code is not None:
+                break
+            threading.Event().wait(0.05)
+        assert summary.interrupted and store.results().empty and store.claims().empty
+    assert late and late[0].code == 0 and late[0].measured == []  # stopped before measuring anything
 
 
 def test_configurations_compiled_by_xla_are_measured_alone(tmp_path):
