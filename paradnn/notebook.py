@@ -132,9 +132,10 @@ def ensure_measured(
     notebook's ``workers``); every other sweep runs one.
 
     ``variants``: several runs, each ``run`` with some settings changed (``[{"dtype":
-    "float32"}, {"dtype": "mixed_bfloat16"}]``), measured within ``budget_minutes`` in all and
-    one summary line each. A plain local sweep measures them in one sweep on the same
-    workers (:func:`paradnn.sweeps.driver.run_local`'s ``runs``); other sweeps one after the other.
+    "float32"}, {"dtype": "mixed_bfloat16"}]``), measured within ``budget_minutes`` in all. A
+    plain local sweep measures them in one sweep on the same workers
+    (:func:`paradnn.sweeps.driver.run_local`'s ``runs``), with one line naming every run; other
+    sweeps one after the other, with a line each.
     """
     from paradnn.engine.protocol import RunSettings
     from paradnn.platform import parse_target

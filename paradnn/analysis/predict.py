@@ -683,8 +683,8 @@ def evaluate_store(store, family: str, k: int = 5, seed: int = 0, max_rows: int 
     ``max_rows`` > 0 evaluates a seeded subsample of that many rows per platform (quick
     reports); platforms with too few rows get a row saying how many are needed.
     """
-    scores, planned = [], []
-    for platform in store.platform_names():
+    scores, planned, names = [], [], store.platform_names()
+    for platform in names:
         ok, _ = training_rows(store.results(platform=platform), family)
         if 0 < max_rows < len(ok):
             ok = ok.sample(max_rows, random_state=seed)
@@ -702,8 +702,7 @@ def evaluate_store(store, family: str, k: int = 5, seed: int = 0, max_rows: int 
         row = {"platform": platform, **held_out["model"], **{f"{b}_mape": held_out[b]["mape"] for b in BASELINES}}
         scores.append({**row, "note": ""})
         tables.append(oof)
-    order = {p: i for i, p in enumerate(store.platform_names())}
-    scores.sort(key=lambda row: order[row["platform"]])
+    scores.sort(key=lambda row: names.index(row["platform"]))
     return pd.DataFrame(scores), (pd.concat(tables, ignore_index=True) if tables else pd.DataFrame())
 
 

@@ -773,9 +773,10 @@ def _measure_todo(todo: list[Job], store: Store, summary: SweepSummary, bar, bud
     ``start(slot)`` starts it when it is missing or dead, in the lane's thread (so it does not use
     the store; the worker's platform is recorded here). A worker that may not measure again is
     dropped and restarted when next needed. Updates ``summary`` and ``bar``; claims held when
-    interrupted are released. Returns the records stored, by key. With ``earlier`` (records by key of an earlier pass) this is a
-    further timing window: each new measurement is merged with its earlier record
-    (:func:`merge_windows`) and stored as a new row; one that failed stores nothing.
+    interrupted are released. Returns the records stored, by key. With ``earlier`` (records by
+    key of an earlier pass) this is a further timing window: each new measurement is merged
+    with its earlier record (:func:`merge_windows`) and stored as a new row; one that failed
+    stores nothing.
 
     With ``lanes`` > 1 (``--workers``), that many configurations are in flight at once, each
     on a worker of its own (slots ``""``, ``"#2"``, ...); the timing gate lets those workers
@@ -1121,7 +1122,7 @@ def run_sweep_stacks(
         for stack in stacks:
             try:
                 pythons[stack.name] = str(stk.ensure(stack, echo))
-                workers[stack.name] = _start_stack_worker(store, options.target, pythons[stack.name], start)
+                workers[stack.name] = _start_worker(store, options.target, lambda t, p=pythons[stack.name]: start(t, p))
             except (stk.StackFailed, RuntimeError, ConfigError) as exc:
                 skipped[stack.name] = str(exc)
                 echo(f"stack {stack.name}: skipped: {exc}")
@@ -1133,7 +1134,7 @@ def run_sweep_stacks(
             stack_options = options
             if options.settings.xla is None:
                 choices, worker = _xla_choices(configs, options, store, worker.info, worker,
-                                               lambda t, p=pythons[name]: _start_stack_worker(store, t, p, start))  # fmt: skip
+                                               lambda t, p=pythons[name]: start(t, p))  # fmt: skip
                 workers[name], stack_options = worker, replace(options, xla_choices=choices)
             plans[name] = stack_options
         names = list(workers)
@@ -1162,9 +1163,3 @@ def run_sweep_stacks(
         _finish(list(workers.values()), ended_normally and not summary.interrupted)
     summary.skipped_stacks = skipped
     return summary, skipped
-
-
-def _start_stack_worker(store: Store, target: Target, python: str, start: Callable[[Target, str], Worker]) -> Worker:
-    worker = start(target, python)
-    _register(store, target, worker)
-    return worker
