@@ -320,7 +320,8 @@ store_option = click.option("--store", "store_path", default=DEFAULT_STORE, show
 @click.option("--retry-failed", is_flag=True, help="Measure again what failed before (oom, error, timeout, skipped).")
 @click.option("--force", is_flag=True, help="Measure everything again (old rows are kept).")
 @click.option("--windows", default=1, show_default=True, type=int,
-              help="Time each configuration in this many windows, a pass over the grid apart; the faster stands.")
+              help="Time each configuration in this many windows, a pass over the grid apart; the fastest stands "
+                   "once another confirms it within 10% (further windows, up to 5, until one does).")
 @click.option("--workers", default=1, show_default=True, type=int,
               help="Worker processes on this CPU: they build and compile side by side, and time one at a time.")
 @click.option("--adaptive", is_flag=True, help="Measure part of the grid where the model is least sure; predict the rest.")

@@ -241,6 +241,9 @@ class ProgressFile:
     def set_postfix_str(self, text: str) -> None:
         self.note = f"({text})"
 
+    def refresh(self) -> None:
+        self._write("measuring")
+
     def close(self) -> None:
         self._write("finished")
 

@@ -348,33 +348,56 @@ class TimedWorker(FakeWorker):
         return result
 
 
-def test_windows_time_each_configuration_a_pass_apart_and_keep_the_faster(tmp_path):
-    times = {label(0): [0.02, 0.01], label(1): [0.010, 0.011]}  # label 0's windows disagree by 100%, label 1's by 10%
+def windowed_sweep(tmp_path, times: dict[str, list[float]], windows: int, failing: dict[str, str] | None = None):
+    """Sweep CONFIGS with ``windows`` on one TimedWorker; the summary, the worker and the latest row per label."""
     workers: list[TimedWorker] = []
 
     def start(target):
-        workers.append(TimedWorker(target, {label(2): "failed"}, times))
+        workers.append(TimedWorker(target, failing or {}, times))
         return workers[-1]
 
-    options = SweepOptions(settings=RunSettings(max_seconds=0.4), timeout_s=5, memory_budget_bytes=1e12, windows=2)
+    options = SweepOptions(settings=RunSettings(max_seconds=0.4), timeout_s=5, memory_budget_bytes=1e12, windows=windows)
     with Store(tmp_path / "r.sqlite") as store:
         summary = run_local(CONFIGS, store, options, start_worker=start)
         df = store.results()
     (worker,) = workers
+    return summary, worker, df, df.sort_values("id").groupby("label").last()
+
+
+def test_windows_time_each_configuration_a_pass_apart_and_keep_the_faster(tmp_path):
+    # label 0's two windows disagree by 100%: a third, a pass later, confirms the faster; label 1's agree within 5%
+    times = {label(0): [0.02, 0.01, 0.0105], label(1): [0.010, 0.0105]}
+    summary, worker, df, latest = windowed_sweep(tmp_path, times, windows=2, failing={label(2): "failed"})
     order = [c.label for c in sweep.ordered(CONFIGS)]
-    assert worker.measured == order + [x for x in order if x != label(2)]  # a whole pass between windows; failed: once
-    assert worker.budgets == [0.2] * 5  # the windows share max_seconds
+    again = [x for x in order if x != label(2)]  # failed: timed once
+    assert worker.measured == order + again + [label(0)]  # a whole pass between windows; the third for label 0 only
+    assert worker.budgets == [0.2] * 6  # the windows asked for share max_seconds; a further one has as much
     assert summary.states == {"ok": 2, "error": 1} and summary.left == 0
-    assert df.groupby("label").size().to_dict() == {label(0): 2, label(1): 2, label(2): 1}
-    latest = df.sort_values("id").groupby("label").last()
+    assert df.groupby("label").size().to_dict() == {label(0): 3, label(1): 2, label(2): 1}
     assert latest.loc[label(0), "step_time_s"] == 0.01 and latest.loc[label(1), "step_time_s"] == 0.010
     windows = latest.loc[label(0), "extra"]["windows"]
-    assert [w["step_time_s"] for w in windows] == [0.02, 0.01]
+    assert [w["step_time_s"] for w in windows] == [0.02, 0.01, 0.0105]
     assert latest.loc[label(0), "extra"]["window_spread"] == pytest.approx(1.0)
-    assert latest.loc[label(1), "extra"]["window_spread"] == pytest.approx(0.1)
-    assert bool(latest.loc[label(0), "unstable"]) and not bool(latest.loc[label(1), "unstable"])
-    assert latest["max_seconds"].to_dict() == {label(0): 0.4, label(1): 0.4, label(2): 0.2}  # the budget each row had
+    assert latest.loc[label(1), "extra"]["window_spread"] == pytest.approx(0.05)
+    assert latest.loc[[label(0), label(1)], "unstable"].eq(0).all()  # both confirmed in the end
+    assert latest["max_seconds"].to_dict() == pytest.approx({label(0): 0.6, label(1): 0.4, label(2): 0.2})  # each row's time
     assert Results.load(tmp_path / "r.sqlite").reruns().empty  # a configuration's windows are one attempt, not reruns
+
+
+def test_a_fastest_window_never_confirmed_stops_at_the_last_window_and_marks_the_row_unstable(tmp_path):
+    times = {label(0): [0.05, 0.04, 0.03, 0.02, 0.01], label(1): [0.010, 0.0105], label(2): [0.02, 0.02]}
+    _, worker, _, latest = windowed_sweep(tmp_path, times, windows=2)
+    assert worker.measured.count(label(0)) == sweep.MAX_WINDOWS and worker.measured.count(label(1)) == 2
+    assert worker.measured[-3:] == [label(0)] * 3  # one further pass each, only for it
+    assert latest.loc[label(0), "step_time_s"] == 0.01 and len(latest.loc[label(0), "extra"]["windows"]) == 5
+    assert latest["unstable"].to_dict() == {label(0): 1, label(1): 0, label(2): 0}
+
+
+def test_one_window_is_never_timed_again(tmp_path):
+    times = {label(i): [0.01] for i in range(3)}
+    _, worker, df, _ = windowed_sweep(tmp_path, times, windows=1)
+    assert sorted(worker.measured) == sorted(c.label for c in CONFIGS) and len(df) == 3
+    assert df["extra"].map(lambda e: "windows" not in (e or {})).all()
 
 
 @pytest.mark.parametrize("windows", [0, 6, 1.5, True])

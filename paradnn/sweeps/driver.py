@@ -71,9 +71,9 @@ WORKER_START_TIMEOUT_S = 300.0
 POLL_S = 0.2
 IDLE_WORKERS_MAX = 3  # idle workers kept between sweeps (a software-stack sweep has one per stack)
 IDLE_RSS_MAX_SHARE = 0.1  # a worker holding more of the RAM than this is stopped, not kept
-MAX_WINDOWS = 5  # timing windows per configuration (--windows)
+MAX_WINDOWS = 5  # timing windows per configuration (--windows), further ones included (see confirmed)
 MAX_WORKERS = 4  # worker processes of one local sweep (--workers)
-WINDOW_SPREAD_UNSTABLE = 0.20  # windows of one configuration further apart than this: the row is marked unstable
+WINDOW_CONFIRM = 0.10  # another window this close to the fastest confirms it; a row never confirmed is unstable
 T = TypeVar("T")
 
 
@@ -215,13 +215,16 @@ class SweepSummary:
 class SilentProgress:
     """A progress bar that shows nothing (for notebooks and library calls that print a summary instead)."""
 
-    def __init__(self, *args, **kwargs) -> None:
-        pass
+    def __init__(self, *args, total: int = 0, **kwargs) -> None:
+        self.total = total
 
     def update(self, n: int = 1) -> None:
         pass
 
     def set_postfix_str(self, text: str) -> None:
+        pass
+
+    def refresh(self) -> None:
         pass
 
     def close(self) -> None:
@@ -716,11 +719,17 @@ def run_local(
             return start_worker(options.target)
 
         earlier = _measure_todo(todo, store, summary, bar, budget, deadline, workers, start, lanes=options.workers)
-        for _ in range(options.windows - 1):  # each further window a whole pass later: the machine has moved on
-            if summary.out_of_time:
+        # Each further window a whole pass later: the machine has moved on. Past the windows asked
+        # for, only configurations whose fastest window no other has confirmed are timed again.
+        for n in range(2, (MAX_WINDOWS if options.windows > 1 else 1) + 1):
+            again = [job for job in todo if wants_window(earlier.get(job[1]), n, options.windows)]
+            if summary.out_of_time or not (again or n <= options.windows):
                 break
-            again = [job for job in todo if earlier.get(job[1], {}).get("state") == "ok"]
-            bar.update(len(todo) - len(again))  # nothing to time again for what failed
+            if n <= options.windows:
+                bar.update(len(todo) - len(again))  # nothing to time again for what failed
+            else:
+                bar.total += len(again)
+                bar.refresh()
             earlier = {**earlier, **_measure_todo(again, store, summary, bar, budget, deadline, workers, start,
                                                   earlier=earlier, lanes=options.workers)}  # fmt: skip
         ended_normally = True
@@ -740,28 +749,49 @@ def window_options(options: SweepOptions) -> SweepOptions:
     return replace(options, settings=replace(options.settings, max_seconds=options.settings.max_seconds / options.windows))
 
 
-def merge_windows(first: dict, later: dict, max_seconds: float) -> dict:
+def merge_windows(first: dict, later: dict, window_seconds: float) -> dict:
     """One record from a configuration's record so far (``first``, itself merged after a third
     window) and its next timing window (``later``), taken a pass over the grid apart.
 
     A shared machine's speed moves for seconds at a time (another tenant, a frequency
     step), and it only ever makes a step slower; so the faster window's record stands,
     as a ceiling is a maximum. ``extra["windows"]`` keeps every window's median and start;
-    ``window_spread`` (slow / fast - 1) above :data:`WINDOW_SPREAD_UNSTABLE` marks the row unstable.
+    ``window_spread`` is slow / fast - 1 over them all. A row whose fastest window no other
+    confirms (:func:`confirmed`) is marked unstable; ``max_seconds`` is the time all its windows had.
     """
     windows = (first.get("extra") or {}).get("windows") or [_window(first)]
     windows = [*windows, _window(later)]
     best = min((first, later), key=lambda r: r["step_time_s"])
     steps = [w["step_time_s"] for w in windows]
-    spread = max(steps) / min(steps) - 1
-    extra = {**(best.get("extra") or {}), "windows": windows, "window_spread": spread}
-    return {**best, "extra": extra, "max_seconds": max_seconds, "started_at": first["started_at"],
-            "unstable": bool(best.get("unstable")) or spread > WINDOW_SPREAD_UNSTABLE}  # fmt: skip
+    extra = {**(best.get("extra") or {}), "windows": windows, "window_spread": max(steps) / min(steps) - 1}
+    merged = {**best, "extra": extra, "max_seconds": window_seconds * len(windows), "started_at": first["started_at"]}
+    own = bool(min(windows, key=lambda w: w["step_time_s"]).get("unstable"))  # the fastest window's own flag (its CV)
+    return {**merged, "unstable": own or not confirmed(merged)}
+
+
+def confirmed(record: dict) -> bool:
+    """Whether the record's fastest timing window has a second within :data:`WINDOW_CONFIRM` of it.
+
+    One window can land in a slow spell of the machine (two threads running at half speed for
+    seconds), and so can both windows of two; the faster of two windows that agree is one the
+    machine did not slow. A configuration whose windows disagree is timed again, up to
+    :data:`MAX_WINDOWS` in all (:func:`wants_window`)."""
+    steps = sorted(w["step_time_s"] for w in (record.get("extra") or {}).get("windows", []))
+    return len(steps) > 1 and steps[1] <= steps[0] * (1 + WINDOW_CONFIRM)
+
+
+def wants_window(record: dict | None, n: int, asked: int) -> bool:
+    """Whether a configuration gets an ``n``-th timing window: every one measured so far does up
+    to the ``asked`` windows; after them, one whose fastest window is not yet :func:`confirmed`."""
+    if record is None or record.get("state") != "ok":
+        return False
+    return n <= asked or not confirmed(record)
 
 
 def _window(record: dict) -> dict:
     return {"step_time_s": record["step_time_s"], "started_at": record.get("started_at"),
-            "step_time_cv": record.get("step_time_cv"), "n_samples": record.get("n_samples")}  # fmt: skip
+            "step_time_cv": record.get("step_time_cv"), "n_samples": record.get("n_samples"),
+            "unstable": bool(record.get("unstable"))}  # fmt: skip
 
 
 def _measure_todo(todo: list[Job], store: Store, summary: SweepSummary, bar, budget: float | None,
@@ -907,7 +937,7 @@ def _settle(record: dict, key: str, store: Store, summary: SweepSummary, bar, st
             store.release([key])
             bar.update(1)
             return
-        record = merge_windows(earlier[key], record, options.settings.max_seconds * options.windows)
+        record = merge_windows(earlier[key], record, options.settings.max_seconds)
     record["run_key"] = key
     store.add_results([record], release=True)
     stored[key] = record
