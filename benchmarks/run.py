@@ -420,7 +420,7 @@ def bench_repeat(tiny: bool, work: Path) -> None:
         timed = [len(r["windows"]) for run in "ab" for r in sweep_rows(stores[2, run])["extra"] if "windows" in (r or {})]
         row("repeat", "--windows 2: windows timed per configuration (further ones until two agree)", "mean",
             float(np.mean(timed)))  # fmt: skip
-        row("repeat", "--windows 2: windows timed per configuration (further ones until two agree)", "max", max(timed))
+        row("repeat", "--windows 2: windows timed per configuration (further ones until two agree)", "max", float(max(timed)))
 
 
 def bench_workers(tiny: bool, work: Path) -> None:
