@@ -413,11 +413,12 @@ def bench_repeat(tiny: bool, work: Path) -> None:
     cv = np.concatenate([sweep_rows(stores[choices[0], run])["step_time_cv"].dropna().to_numpy() for run in "ab"])
     for q in (0.5, 0.9, 1.0):
         row("repeat", f"within-run CV of step time (--windows {choices[0]})", f"quantile {q:.1f}", float(np.quantile(cv, q)))
-    spread = [r["window_spread"] for run in "ab" for r in sweep_rows(stores[2, run])["extra"] if "window_spread" in (r or {})]
-    if spread:
+    windowed = [r for run in "ab" for r in sweep_rows(stores[2, run])["extra"] if "windows" in (r or {})]
+    if windowed:
+        spread = [r["window_spread"] for r in windowed]
         row("repeat", "--windows 2: slow window / fast - 1", "median", float(np.median(spread)))
         row("repeat", "--windows 2: slow window / fast - 1", "max", float(np.max(spread)))
-        timed = [len(r["windows"]) for run in "ab" for r in sweep_rows(stores[2, run])["extra"] if "windows" in (r or {})]
+        timed = [len(r["windows"]) for r in windowed]
         row("repeat", "--windows 2: windows timed per configuration (further ones until two agree)", "mean",
             float(np.mean(timed)))  # fmt: skip
         row("repeat", "--windows 2: windows timed per configuration (further ones until two agree)", "max", float(max(timed)))

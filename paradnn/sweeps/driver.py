@@ -723,7 +723,7 @@ def run_local(
         # for, only configurations whose fastest window no other has confirmed are timed again.
         for n in range(2, (MAX_WINDOWS if options.windows > 1 else 1) + 1):
             again = [job for job in todo if wants_window(earlier.get(job[1]), n, options.windows)]
-            if summary.out_of_time or not (again or n <= options.windows):
+            if summary.out_of_time or (n > options.windows and not again):
                 break
             if n <= options.windows:
                 bar.update(len(todo) - len(again))  # nothing to time again for what failed
