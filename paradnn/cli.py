@@ -44,8 +44,8 @@ EXAMPLES = {
                 "paradnn results --store outputs/quick/results.sqlite --format csv --output results.csv"],
     "import_legacy": ["paradnn import-legacy --store outputs/my.sqlite",
                       "paradnn import-legacy my-copy/tpu_fc.json --platform tpu-v2-8 --store outputs/my.sqlite"],
-    "compare": ["paradnn compare --baseline v100 --target tpu-v2-8 --family fc --free dtype,xla "
-                "--store outputs/quick/results.sqlite",
+    "compare": ["paradnn compare --baseline v100 --target tpu-v2-8 --family fc --store outputs/quick/results.sqlite",
+                "paradnn compare --baseline 'cpu[threads=1]' --target cpu --hold xla --family fc",
                 "paradnn compare --by dtype --baseline float32 --target mixed_bfloat16 --json",
                 "paradnn compare --by framework --baseline tensorflow --target jax --family fc",
                 "paradnn compare --by devices --baseline 1 --target 2 --family fc"],
@@ -527,26 +527,34 @@ COMPARE_CARRY = {"input_mode": ("infeed_share",), "devices": ("replica_batch", "
 @click.option("--target", required=True, help="Target platform (or value of --by).")
 @click.option("--by", default="platform", show_default=True, type=click.Choice(COMPARE_BY))
 @click.option("--free", "free_text", default="", metavar="SETTING[,SETTING]",
-              help="Run settings the pairs may differ in besides --by (e.g. dtype,xla: each platform at its own "
-                   "precision, as the original study ran the TPU and the V100).")  # fmt: skip
+              help="Run settings each side may keep its own value of, besides those that belong to the side "
+                   "(--by platform: dtype and xla; --by sw_tensorflow and --by framework: xla).")  # fmt: skip
+@click.option("--hold", "hold_text", default="", metavar="SETTING[,SETTING]",
+              help="Run settings to hold equal on both sides, even those that belong to the side (e.g. dtype).")
 @click.option("--family", type=click.Choice(FAMILIES))
 @store_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (with the per-configuration table).")
-def compare(baseline: str, target: str, by: str, free_text: str, family: str | None, store_path: str, as_json: bool) -> None:
+def compare(baseline: str, target: str, by: str, free_text: str, hold_text: str, family: str | None, store_path: str,
+            as_json: bool) -> None:  # fmt: skip
     """Speedup in examples/s of TARGET over BASELINE on the runs both have, like with like.
 
-    A pair agrees in everything of its run identity but --by (and --free): the
-    configuration, every run setting, the platform and its software stack. The summary
-    says what was held fixed.
+    A pair agrees in everything of its run identity but --by: the configuration, every run
+    setting, the platform and its software stack. Settings that belong to the side are
+    freed (each platform at its own precision and automatic XLA setting, as the paper ran
+    its TPU in bfloat16 and its V100 in float16); a freed setting is still held wherever
+    both sides have a value in common. The summary says what was held, what was freed and
+    why; where nothing pairs, it says what differs and which option frees it.
     """
     from paradnn.analysis.results import Results
-    from paradnn.settings import BY_NAME, setting
+    from paradnn.analysis.rows import SIDE_OWNED
+    from paradnn.settings import BY_NAME
 
-    free = tuple(setting(name.strip()).column for name in free_text.split(",") if name.strip())
     declared = BY_NAME.get(by)
+    column = declared.column if declared else by
+    free = _setting_columns(free_text, "--free")
+    hold = _setting_columns(hold_text, "--hold")
     if declared and by != "platform":
         baseline, target = _compare_value(declared, "--baseline", baseline), _compare_value(declared, "--target", target)
-    column = declared.column if declared else by
     if baseline == target:
         raise ConfigError("--target", target, f"a {by} other than the baseline's")
     results = Results.load(_checked_store(store_path)).where(family=family, state="ok")
@@ -555,19 +563,47 @@ def compare(baseline: str, target: str, by: str, free_text: str, family: str | N
         if value not in present:
             shown = ", ".join(map(str, present)) or "nothing (no finished results)"
             raise ConfigError(option, value, f"a {by} with finished results in the store: {shown}")
-    result = results.matched(column, baseline, target, family=family, free=free, carry=COMPARE_CARRY.get(column, ()))
+    freed = tuple(dict.fromkeys([*SIDE_OWNED.get(column, {}), *free]))
+    result = results.matched(column, baseline, target, family=family, free=freed, hold=hold,
+                             carry=COMPARE_CARRY.get(column, ()))  # fmt: skip
     summary = result.summary()
     if as_json:
         _emit({**summary, "table": result.table.to_dict("records")}, True)
+        return
+    if not result.n:
+        click.echo(f"nothing pairs {target} with {baseline}: {result.why}")
         return
     if result.carried:  # the infeed or scaling table, configuration by configuration
         shares = [(c, "{}" if c == "replica_batch" else "{:.1%}") for c in result.carried]
         _print_table(result.table.to_dict("records"),
                      [("family", "{}"), ("label", "{}"), ("speedup", "{:.3f}"), *shares])  # fmt: skip
-    _emit(summary, False)
-    if not result.n:
-        click.echo("paradnn: no configuration was measured on both sides with otherwise equal run settings "
-                   "(--free dtype,xla compares each side at its own precision and XLA setting)", err=True)  # fmt: skip
+    _emit({k: v for k, v in summary.items() if k not in ("free", "sides")}, False)
+    for line in _sides_lines(result.sides, baseline, target):
+        click.echo(line)
+
+
+def _setting_columns(text: str, option: str) -> tuple[str, ...]:
+    """The store columns of a comma-separated list of run settings (an unknown name: one error naming the option)."""
+    from paradnn.settings import BY_NAME
+
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    for name in names:
+        if name not in BY_NAME:
+            raise ConfigError(option, name, ", ".join(BY_NAME))
+    return tuple(BY_NAME[name].column for name in names)
+
+
+def _sides_lines(sides: dict, baseline: object, target: object) -> list[str]:
+    """What a comparison did with each setting that belongs to a side, one line each."""
+    lines = []
+    for column, side in sides.items():
+        if side["held"]:
+            lines.append(f"held        {column} where both sides have it ({', '.join(side['values'])}); "
+                         f"free otherwise: {side['why']}")  # fmt: skip
+        else:
+            lines.append(f"free        {column}: {baseline} {', '.join(side['baseline'])}, {target} "
+                         f"{', '.join(side['target'])} ({side['why']})")  # fmt: skip
+    return lines
 
 
 def _compare_value(declared, option: str, text: str) -> object:

@@ -160,7 +160,7 @@ def test_utilisation_ratio_is_judged_on_matched_configurations():
     verdict = obs.utilisation_ratio(results.matched("platform", "v100", "tpu-v2-8", metric="utilization", free=("dtype",)))
     assert verdict.verdict == obs.HOLDS and verdict.numbers["ratios"]["fc"] == pytest.approx(3.0) and verdict.n == 3
     assert verdict.held_fixed["free"] == ["dtype"]
-    held = results.matched("platform", "v100", "tpu-v2-8", metric="utilization")  # precisions held: nothing pairs
+    held = results.matched("platform", "v100", "tpu-v2-8", metric="utilization", hold=("dtype",))  # nothing pairs
     assert obs.utilisation_ratio(held).verdict == obs.UNKNOWN
 
 

@@ -45,7 +45,7 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
         (["sweep", "fc", "--workers", "5"], "workers: 5 is not valid; allowed: a whole number from 1 to 4"),
         (["sweep", "fc", "--workers", "2", "--stack", "current"], "--workers: 2 is not valid; allowed: 1 with --stack"),
         (["compare", "--by", "input", "--baseline", "device", "--target", "tape"], "--target: 'tape'"),
-        (["compare", "--baseline", "cpu", "--target", "gpu:0", "--free", "colour"], "run setting: 'colour'"),
+        (["compare", "--baseline", "cpu", "--target", "gpu:0", "--free", "colour"], "--free: 'colour' is not valid"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args, needle):

@@ -78,12 +78,59 @@ def test_a_comparison_pairs_only_rows_that_differ_in_its_axis(results, vary, bas
     assert held <= set(result.held_fixed)  # says what it held: every other run setting
 
 
-def test_freeing_a_setting_is_explicit_and_said(results):
-    result = results.where(family="fc").matched("framework", "tensorflow", "jax", free=("xla",))
-    # TensorFlow's side now holds both XLA settings (100 and 200 examples/s): their median, 150.
-    assert result.n == 1 and result.table["speedup"].iloc[0] == pytest.approx(2.0)
-    assert result.free == ("xla",) and "xla" not in result.held_fixed
+def test_a_freed_setting_is_held_where_both_sides_have_it(results):
+    # JAX always compiles with XLA, so the framework comparison frees XLA; TensorFlow has an XLA-on row,
+    # so the pair is held like with like (200 against 300 examples/s), and says so.
+    result = results.where(family="fc").matched("framework", "tensorflow", "jax")
+    assert result.n == 1 and result.table["speedup"].iloc[0] == pytest.approx(1.5)
+    assert result.sides["xla"]["held"] and result.sides["xla"]["values"] == ["True"] and "compiler" in result.sides["xla"]["why"]
     assert result.held_fixed["input_mode"] == "device" and result.held_fixed["devices"] == 1
+
+
+def test_a_setting_of_the_side_is_freed_where_the_sides_share_no_value(tmp_path):
+    # Two platforms swept with automatic XLA: the probe chose XLA off on one and on on the other.
+    here = row(platform="cpu", xla=False, xla_auto=1, speed=100)
+    forced = row(platform="cpu", xla=True, speed=90)  # forced on, not the platform's choice
+    threads = row(platform="cpu[threads=1]", platform_fingerprint="cpu[threads=1]|x|2|2.21.0", xla=True, xla_auto=1,
+                  speed=45)  # fmt: skip
+    imported = row(platform="v100", platform_fingerprint="v100", xla=None, speed=1000)
+    path = tmp_path / "auto.sqlite"
+    with Store(path) as store:
+        store.add_results([here, forced, threads, imported])
+    results = Results.load(path)
+    # Both have XLA on: held there, like with like (90 against 45).
+    assert results.matched("platform", "cpu", "cpu[threads=1]").table["speedup"].iloc[0] == pytest.approx(0.5)
+    # Without the forced row they share no XLA setting: each at its automatic choice, said so.
+    auto = results.where(id=[1, 3]).matched("platform", "cpu", "cpu[threads=1]")
+    assert auto.n == 1 and auto.table["speedup"].iloc[0] == pytest.approx(0.45) and auto.free == ("xla",)
+    assert auto.sides["xla"] == {"why": "each platform at its automatically chosen XLA setting", "held": False,
+                                 "baseline": ["False"], "target": ["True"]}  # fmt: skip
+    # Against a platform that recorded no XLA setting, the CPU keeps its automatic choice, not the forced row.
+    imported_pair = results.matched("platform", "cpu", "v100")
+    assert imported_pair.n == 1 and imported_pair.table["speedup"].iloc[0] == pytest.approx(10.0)
+    assert imported_pair.sides["xla"]["target"] == ["not recorded"]
+    held = results.where(id=[1, 3]).matched("platform", "cpu", "cpu[threads=1]", hold=("xla",))
+    assert held.n == 0 and held.why == ("xla differs: cpu has False, cpu[threads=1] has True (--free xla lets each side keep its "
+                                        "own)")  # fmt: skip
+    assert results.where(id=[1]).matched("platform", "cpu", "v100").why == "no finished rows with platform v100"
+
+
+def test_a_side_with_several_own_values_keeps_its_faster_one(tmp_path):
+    # Each side has one precision the other lacks: the baseline keeps its faster precision.
+    rows = [row(dtype="float32", speed=100), row(dtype="mixed_bfloat16", speed=180),
+            row(platform="v100", platform_fingerprint="v100", dtype="mixed_float16", speed=900)]  # fmt: skip
+    path = tmp_path / "own.sqlite"
+    with Store(path) as store:
+        store.add_results(rows)
+    result = Results.load(path).matched("platform", "cpu", "v100")
+    assert result.n == 1 and result.table["speedup"].iloc[0] == pytest.approx(5.0)
+    assert result.sides["dtype"]["baseline"] == ["mixed_bfloat16"] and result.sides["dtype"]["target"] == ["mixed_float16"]
+
+
+def test_the_dominant_run_is_the_one_most_rows_used(results):
+    run = results.where(family="fc").dominant_run()
+    assert run == {"dtype": "float32", "xla": False, "framework": "tensorflow", "input": "device", "devices": 1}
+    assert len(results.where(family="fc").for_run(run)) >= 1
 
 
 def test_two_families_sharing_a_label_never_pair(results):

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import math
+import re
 
 import pandas as pd
 import pytest
@@ -11,7 +13,8 @@ from paradnn.analysis.speedup import SpeedupResult, compare
 from paradnn.store import Store
 from paradnn.store.legacy import import_files
 
-SUMMARY_KEYS = {"n", "min", "median", "geomean", "max", "baseline", "target", "by", "family", "metric", "held_fixed", "free"}
+SUMMARY_KEYS = {"n", "min", "median", "geomean", "max", "baseline", "target", "by", "family", "metric", "held_fixed", "free",
+                "sides"}
 
 
 @pytest.fixture(scope="module")
@@ -119,3 +122,31 @@ def test_bad_requests_are_refused(xla_table):
         compare(xla_table, "cpu", "cpu")
     with pytest.raises(ValueError, match="lacks column.*sw_tensorflow"):
         compare(xla_table, "2.15", "2.16", by="sw_tensorflow")
+
+
+@pytest.fixture(scope="module")
+def legacy_store(reference, tmp_path_factory) -> str:
+    path = tmp_path_factory.mktemp("compare") / "store.sqlite"
+    with Store(path) as store:
+        import_files(store, [reference / "tpu_fc.json", reference / "gpu_fc.json"])
+    return str(path)
+
+
+def test_compare_pairs_the_original_study_as_the_paper_did(legacy_store):
+    from click.testing import CliRunner
+
+    from paradnn.cli import main
+
+    out = CliRunner().invoke(main, ["compare", "--baseline", "v100", "--target", "tpu-v2-8", "--family", "fc", "--store",
+                                    legacy_store])  # fmt: skip
+    assert out.exit_code == 0, out.output
+    assert re.search(r"^n\s+176$", out.output, re.M) and re.search(r"^median\s+3.79", out.output, re.M)
+    assert "free        dtype: v100 mixed_float16, tpu-v2-8 mixed_bfloat16 (each platform at its own precision" in out.output
+    held = CliRunner().invoke(main, ["compare", "--baseline", "v100", "--target", "tpu-v2-8", "--hold", "dtype", "--store",
+                                     legacy_store])  # fmt: skip
+    assert held.exit_code == 0 and not re.search(r"^n\s+0", held.output, re.M)
+    assert held.output.strip() == ("nothing pairs tpu-v2-8 with v100: dtype differs: v100 has mixed_float16, tpu-v2-8 has "
+                                   "mixed_bfloat16 (--free dtype lets each side keep its own)")  # fmt: skip
+    as_json = json.loads(CliRunner().invoke(main, ["compare", "--baseline", "v100", "--target", "tpu-v2-8", "--hold", "dtype",
+                                                   "--store", legacy_store, "--json"]).output)  # fmt: skip
+    assert as_json["n"] == 0 and as_json["why"].startswith("dtype differs")

@@ -15,16 +15,78 @@ definition of "the same run" serves them all.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from paradnn import settings
-from paradnn.analysis.rows import ANY, newest_rows
-from paradnn.analysis.speedup import compare
+from paradnn.analysis.rows import ANY, MISSING, SIDE_OWNED, newest_rows
+from paradnn.analysis.speedup import SpeedupResult, compare, side_rows
 from paradnn.identity import run_key
+
+# The run settings a dominant run names (the platform is chosen by the caller).
+RUN_NAMES = tuple(s.name for s in settings.SETTINGS if s.identity and s.name != "platform")
+
+
+def _column_name(name: str) -> str:
+    """A store column from a declared setting's name (``input`` -> ``input_mode``) or a column."""
+    return settings.BY_NAME[name].column if name in settings.BY_NAME else name
+
+
+def _plain_value(value: object) -> object:
+    return value.item() if hasattr(value, "item") else value
+
+
+def _keys(column: pd.Series) -> pd.Series:
+    """A column's values as comparable keys (missing values as one marker, numbers as Python values)."""
+    return column.astype(object).where(column.notna(), MISSING).map(_plain_value)
+
+
+def _values(column: pd.Series) -> set:
+    return set(_keys(column))
+
+
+def _shown(values: set) -> list[str]:
+    """Values as a comparison's summary lists them (a missing value: "not recorded")."""
+    return sorted("not recorded" if v == MISSING else str(v) for v in values)
+
+
+def _fastest(rows: pd.DataFrame, column: str, metric: str) -> object:
+    """The value of ``column`` whose rows have the higher geometric-mean ``metric`` on the labels
+    measured at every value; the value with the most labels where no label is."""
+    by_value = {v: g.groupby("label")[metric].median() for v, g in rows.groupby(_keys(rows[column]), sort=True)}
+    common = set.intersection(*(set(m.index) for m in by_value.values()))
+    if not common:
+        return max(by_value, key=lambda v: (len(by_value[v]), str(v)))
+    labels = sorted(common)
+    return max(by_value, key=lambda v: float(np.mean(np.log(by_value[v][labels].to_numpy(dtype=float)))))
+
+
+def explain_unpaired(base: pd.DataFrame, target: pd.DataFrame, key: list[str], vary: str, baseline: object,
+                     target_value: object) -> str:  # fmt: skip
+    """Why no pair formed, in one line: a side without rows, no configuration in common, or the
+    identity columns whose values differ between the sides, with the option that frees each."""
+    if base.empty or target.empty:
+        empty = [str(v) for v, rows in ((baseline, base), (target_value, target)) if rows.empty]
+        return f"no finished rows with {vary} {' or '.join(empty)}"
+    common = set(zip(base["family"], base["label"])) & set(zip(target["family"], target["label"]))
+    if not common:
+        return (f"no configuration was measured on both sides ({base['label'].nunique()} with {vary} {baseline}, "
+                f"{target['label'].nunique()} with {vary} {target_value}, none in common)")  # fmt: skip
+    differ = []
+    for column in (c for c in key if c not in ("family", "label")):
+        mine, theirs = _values(base[column]), _values(target[column])
+        if mine and theirs and not mine & theirs:
+            name = next((s.name for s in settings.SETTINGS if s.column == column), None)
+            how = f" (--free {name} lets each side keep its own)" if name else ""
+            differ.append(f"{column} differs: {baseline} has {', '.join(sorted(map(str, mine)))}, {target_value} has "
+                          f"{', '.join(sorted(map(str, theirs)))}{how}")  # fmt: skip
+    if differ:
+        return "; ".join(differ)
+    return (f"{len(common)} configuration(s) were measured on both sides, but never with the same run identity "
+            "in every held column")
 
 
 def _column(df: pd.DataFrame, declared: settings.Setting) -> pd.Series:
@@ -99,7 +161,15 @@ class Results:
         return self._with(df)
 
     def _auto_xla(self, df: pd.DataFrame) -> pd.Series:
-        chosen = [self.xla_choices.get(p, {}).get(f"{f}|{d}") for p, f, d in zip(df["platform"], df["family"], df["dtype"])]
+        """Rows at the XLA setting ``--xla auto`` chose for their platform, family and dtype: the
+        choice the rows themselves record (``xla_auto``), else the platform's stored choice; rows
+        of a platform that never chose are all kept."""
+        recorded = {}
+        if "xla_auto" in df:
+            for (p, f, d), x in df[df["xla_auto"].fillna(0).astype(bool)].groupby(["platform", "family", "dtype"])["xla"]:
+                recorded[(p, f, d)] = bool(x.iloc[-1])
+        chosen = [recorded.get((p, f, d), self.xla_choices.get(p, {}).get(f"{f}|{d}"))
+                  for p, f, d in zip(df["platform"], df["family"], df["dtype"])]  # fmt: skip
         return pd.Series([c is None or bool(c) == bool(x) for c, x in zip(chosen, df["xla"])], index=df.index, dtype=bool)
 
     def newest_stack(self) -> Results:
@@ -129,14 +199,83 @@ class Results:
                             "difference": groups[metric].max() / groups[metric].min() - 1})  # fmt: skip
         return out[out["n"] > 1].reset_index()
 
-    def matched(self, vary: str, baseline: object, target: object, *, free: tuple[str, ...] = (),
-                family: str | None = None, metric: str = "examples_per_sec", carry: tuple[str, ...] = ()):  # fmt: skip
+    def ok(self) -> Results:
+        """Rows that finished (state ``ok``)."""
+        return self._with(self.frame[self.frame["state"] == "ok"])
+
+    def for_run(self, run: dict[str, object]) -> Results:
+        """Rows of one run (a dict of declared settings, as :meth:`dominant_run` gives it)."""
+        return self.for_settings(**run)
+
+    def dominant_run(self, names: tuple[str, ...] = RUN_NAMES) -> dict[str, object]:
+        """The run settings most finished rows used (``dtype``, ``xla``, ...), as a dict for
+        :meth:`for_run`; the declared defaults where no row finished. One setting at a time, each
+        among the rows of the ones before it, so the answer is a run that has rows."""
+        df, run = self.ok().frame, {}
+        for name in names:
+            declared = settings.BY_NAME[name]
+            values = _column(df, declared)
+            if values.dropna().empty:
+                run[name] = declared.default
+                continue
+            counts = values.dropna().map(_plain_value).value_counts(sort=False)
+            run[name] = _plain_value(counts.index[int(np.argmax(counts.to_numpy()))])  # ties: the first seen
+            df = df[_column(df, declared).map(_plain_value) == run[name]]
+        if "xla" in run and run["xla"] is not None:
+            run["xla"] = bool(run["xla"])
+        return run
+
+    def matched(self, vary: str, baseline: object, target: object, *, free: tuple[str, ...] | None = None,
+                hold: tuple[str, ...] = (), family: str | None = None, metric: str = "examples_per_sec",
+                carry: tuple[str, ...] = ()) -> SpeedupResult:  # fmt: skip
         """Pairs of ``baseline`` and ``target`` values of ``vary`` whose run identity is equal in
-        everything else (``free`` columns let go on purpose); their speedups, with ``held_fixed``
-        and ``n``. ``vary`` is a store column or a declared setting's name (``input``). Platforms
-        are compared at their newest TensorFlow version each."""
-        column = settings.BY_NAME[vary].column if vary in settings.BY_NAME else vary
-        # Across platforms the stack varies with the platform, but one side never mixes stacks: each
-        # platform is read at its newest TensorFlow version.
+        everything else, and their speedups (target over baseline), with what was held and freed.
+
+        ``vary`` is a store column or a declared setting's name (``input``). Some settings belong
+        to the side being compared (:data:`~paradnn.analysis.rows.SIDE_OWNED`: each platform at
+        its own precision and XLA setting, each stack and framework at its own XLA setting):
+        ``free`` (default: those) lets them go and ``hold`` keeps them held. A freed setting is
+        still held wherever both sides have a value in common; where they share none, each side
+        keeps its own (one value per family: XLA's automatic choice, else the faster). Platforms
+        are compared at their newest TensorFlow version each. Where nothing pairs, the result's
+        ``why`` says what differs and how to free it.
+        """
+        column = _column_name(vary)
+        owned = SIDE_OWNED.get(column, {})
+        wanted = [_column_name(f) for f in (tuple(owned) if free is None else free)]
+        held_on_purpose = {_column_name(h) for h in hold}
         frame = newest_rows(self.frame) if column == "platform" else self.frame
-        return compare(frame, baseline, target, by=column, family=family, metric=metric, carry=carry, free=free)
+        rows = frame[(frame["state"] == "ok") & (pd.to_numeric(frame[metric], errors="coerce") > 0)]
+        rows = rows[rows["family"] == family] if family is not None else rows
+        base, targ = rows[side_rows(rows, column, baseline)], rows[side_rows(rows, column, target)]
+        sides, own = {}, []
+        for c in (c for c in wanted if c not in held_on_purpose and c in rows):
+            why = owned.get(c, "freed on request")
+            shared = _values(base[c]) & _values(targ[c])
+            if shared:  # like with like where both sides have it
+                base, targ = base[_keys(base[c]).isin(shared)], targ[_keys(targ[c]).isin(shared)]
+                sides[c] = {"why": why, "held": True, "values": _shown(shared)}
+                continue
+            base, targ = self._own(base, c, metric), self._own(targ, c, metric)
+            sides[c] = {"why": why, "held": False, "baseline": _shown(_values(base[c])),
+                        "target": _shown(_values(targ[c]))}  # fmt: skip
+            own.append(c)
+        paired = pd.concat([base, targ])
+        result = compare(paired, baseline, target, by=column, family=family, metric=metric, carry=carry, free=tuple(own))
+        why = "" if result.n else explain_unpaired(base, targ, list(result.key), column, baseline, target)
+        return replace(result, sides=sides, rows=paired, why=why)
+
+    def _own(self, rows: pd.DataFrame, column: str, metric: str) -> pd.DataFrame:
+        """One side's rows at its own value of ``column``, one value per family: a platform's
+        automatic XLA choice where it made one, else the value with the higher throughput on the
+        configurations measured at every value (the most configurations where none is)."""
+        kept = []
+        for _, fam in rows.groupby("family", sort=False):
+            if column == "xla" and len(_values(fam[column])) > 1:
+                fam = fam[self._auto_xla(fam)]
+            values = _values(fam[column])
+            if len(values) > 1:
+                fam = fam[_keys(fam[column]) == _fastest(fam, column, metric)]
+            kept.append(fam)
+        return pd.concat(kept) if kept else rows
+

@@ -23,6 +23,17 @@ COVARY: dict[str, tuple[str, ...]] = {
     "sw_tensorflow": ("platform_fingerprint", *SOFTWARE_COLUMNS),  # a stack brings its own Keras, NumPy, ...
     "framework": ("sw_jax",),  # JAX's version is recorded on JAX rows only
 }
+# Run settings that belong to the side being compared, by axis, and why: a comparison of that
+# axis frees them unless told to hold them. A freed setting is still held wherever both sides
+# have a value in common (like with like first); only where they share none does each side
+# keep its own (the original study's TPU in bfloat16 against its V100 in float16).
+SIDE_OWNED: dict[str, dict[str, str]] = {
+    "platform": {"dtype": "each platform at its own precision, as the paper ran the TPU in bfloat16 and the V100 in "
+                          "float16",
+                 "xla": "each platform at its automatically chosen XLA setting"},
+    "sw_tensorflow": {"xla": "each software stack at its automatically chosen XLA setting"},
+    "framework": {"xla": "each framework with its own compiler (JAX always compiles with XLA)"},
+}  # fmt: skip
 ANY = "any"  # for_settings: keep every value of this setting
 MISSING = "<none>"  # stands for a missing value while pairing (NaN never equals NaN)
 

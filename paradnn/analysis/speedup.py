@@ -48,6 +48,11 @@ class SpeedupResult:
     key: tuple[str, ...] = ("family", "label")  # the identity columns each pair agrees in
     held_fixed: dict = field(default_factory=dict)  # run settings held equal: one value, or "matched per pair"
     free: tuple[str, ...] = ()  # identity columns let go on purpose (e.g. each platform's own best precision)
+    # Per setting a comparison could free: why, and whether it was held (both sides had a value in
+    # common) or each side kept its own values (paradnn.analysis.results.Results.matched).
+    sides: dict = field(default_factory=dict)
+    rows: pd.DataFrame | None = None  # the rows the pairs were made from (for intervals)
+    why: str = ""  # when nothing paired: what differs between the sides and how to free it
 
     @property
     def n(self) -> int:
@@ -88,11 +93,13 @@ class SpeedupResult:
             "metric": self.metric,
             "held_fixed": self.held_fixed,
             "free": list(self.free),
+            "sides": self.sides,
+            **({"why": self.why} if self.why else {}),
             **{f"median_{c}": float(self.table[c].median()) if self.n else math.nan for c in self.carried},
         }
 
 
-def _side(df: pd.DataFrame, by: str, value: object) -> pd.Series:
+def side_rows(df: pd.DataFrame, by: str, value: object) -> pd.Series:
     """Rows of ``df`` whose ``by`` column equals ``value`` (None matches missing values)."""
     column = df[by]
     if value is None:
@@ -143,17 +150,17 @@ def compare(
     if family is not None:
         rows = rows[rows["family"] == family]
     rows = _keyed(rows.assign(**{metric: pd.to_numeric(rows[metric])}), key)
-    base = _medians(rows[_side(rows, by, baseline)], key, metric).rename("baseline")
-    targ = _medians(rows[_side(rows, by, target)], key, metric).rename("target")
+    base = _medians(rows[side_rows(rows, by, baseline)], key, metric).rename("baseline")
+    targ = _medians(rows[side_rows(rows, by, target)], key, metric).rename("target")
     paired = pd.concat([base, targ], axis=1, join="inner")
     paired["speedup"] = paired["target"] / paired["baseline"]
     # Sizes as the baseline has them (bytes_estimate depends on the dtype): its rows come first.
-    ordered = pd.concat([rows[_side(rows, by, baseline)], rows[~_side(rows, by, baseline)]])
+    ordered = pd.concat([rows[side_rows(rows, by, baseline)], rows[~side_rows(rows, by, baseline)]])
     table = _with_hyperparameters(paired.reset_index(), ordered, key)
     for column in (c for c in carry if c in rows):  # from the side that has it (the host mode, the replicas)
         values = rows.assign(**{column: pd.to_numeric(rows[column], errors="coerce")})
-        side = values[_side(values, by, target)]
-        side = side if side[column].notna().any() else values[_side(values, by, baseline)]
+        side = values[side_rows(values, by, target)]
+        side = side if side[column].notna().any() else values[side_rows(values, by, baseline)]
         table = table.merge(side.groupby(key)[column].median().reset_index(), on=key, how="left")
     held = held_fixed(table.replace({MISSING: None}), key)
     table = table.replace({MISSING: None})
@@ -197,7 +204,7 @@ def bootstrap_interval(df: pd.DataFrame, result: SpeedupResult, n_boot: int = 20
     logs = []
     for _, pair in result.table.iterrows():
         same = np.logical_and.reduce([rows[k] == (MISSING if pair[k] is None else pair[k]) for k in key])
-        sides = [_boot_medians(rows[same & _side(rows, result.by, v)], rng, n_boot) for v in (result.baseline, result.target)]
+        sides = [_boot_medians(rows[same & side_rows(rows, result.by, v)], rng, n_boot) for v in (result.baseline, result.target)]
         logs.append(np.log(sides[0] / sides[1]))  # step time baseline / target = speedup
     logs = np.array(logs)  # configurations x draws
     picks = rng.integers(0, len(logs), size=(n_boot, len(logs)))
