@@ -166,8 +166,15 @@ def test_utilisation_ratio_is_judged_on_matched_configurations():
 
 def test_batch_and_width_matter_and_depth_much_less():
     df = fc_frame(lambda n, b, layers: 0.1 * np.log2(n) + 0.05 * np.log2(b) + 0.01 * layers)
-    verdict = obs.weights_verdict({"fc": regress(df, "utilization", family="fc")}, "cpu")
-    assert verdict.verdict == obs.HOLDS and verdict.numbers["fc"]["strongest"] == "nodes" and verdict.id == "O1"
+    noise = 1e-3 * np.random.default_rng(0).standard_normal(len(df))
+    verdict = obs.weights_verdict({"fc": regress(df.assign(utilization=df["utilization"] + noise), "utilization",
+                                                 family="fc")}, "cpu")  # fmt: skip
+    assert verdict.verdict == obs.HOLDS and verdict.numbers["fc"]["weaker_driver"] == "batch" and verdict.id == "O1"
+    assert verdict.interval[0] > 0 and verdict.rule.threshold == 0 and "layers" in verdict.rule.statistic
+    # Depth as strong as batch: the contrast's interval straddles 0, neither holds nor fails.
+    even = fc_frame(lambda n, b, layers: 0.1 * np.log2(n) + 0.05 * np.log2(b) + 0.05 * np.log2(b) * 0 + 0.05 * layers)
+    even = even.assign(utilization=even["utilization"] + 0.05 * np.random.default_rng(1).standard_normal(len(even)))
+    assert obs.weights_verdict({"fc": regress(even, "utilization", family="fc")}).verdict in (obs.INCONCLUSIVE, obs.FAILS)
     deep = fc_frame(lambda n, b, layers: 0.3 * layers + 0.001 * np.log2(b) + 0.5 * np.log2(n))
     assert obs.weights_verdict({"fc": regress(deep, "utilization", family="fc")}).verdict == obs.FAILS  # depth outweighs batch
     assert obs.weights_verdict({}).verdict == obs.UNKNOWN
@@ -219,8 +226,10 @@ def test_communication_share_falls_with_batch():
 
 
 def test_smaller_models_wait_on_infeed_more():
-    assert obs.infeed_share(traces_frame({256: 1.0, 1024: 1.0, 4096: 1.0})).verdict == obs.HOLDS
-    assert obs.infeed_share(traces_frame({256: 1.0, 1024: 1.0, 4096: 1.0}, 1.0, 5.0)).verdict == obs.FAILS
+    batches = {b: 1.0 for b in (64, 128, 256, 512, 1024, 2048, 4096, 8192)}
+    held = obs.infeed_share(traces_frame(batches))
+    assert held.verdict == obs.HOLDS and held.effect == pytest.approx(18.0) and held.interval[0] > 0
+    assert obs.infeed_share(traces_frame(batches, 1.0, 5.0)).verdict == obs.FAILS
     assert obs.infeed_share(traces_frame({256: 1.0})).verdict == obs.UNKNOWN
 
 
@@ -232,14 +241,18 @@ def host_fed(shares: list[float]) -> pd.DataFrame:
 
 def test_measured_infeed_is_judged_only_beyond_the_scatter_of_two_sweeps():
     assert obs.INFEED_MARGIN_POINTS == 10.0
-    held = obs.measured_infeed(host_fed([0.40, 0.30, 0.20, 0.10, 0.05, 0.05]), "cpu")
-    assert held.verdict == obs.HOLDS and held.numbers["smallest_third_percent"] == pytest.approx(35.0)
-    assert held.numbers["largest_third_percent"] == pytest.approx(5.0)
-    assert obs.measured_infeed(host_fed([0.05, 0.05, 0.1, 0.2, 0.3, 0.4]), "cpu").verdict == obs.FAILS
+    falling = [0.45, 0.42, 0.40, 0.38, 0.20, 0.18, 0.15, 0.12, 0.06, 0.05, 0.04, 0.03]
+    held = obs.measured_infeed(host_fed(falling), "cpu")
+    assert held.verdict == obs.HOLDS and held.numbers["smallest_third_percent"] == pytest.approx(41.0)
+    assert held.numbers["largest_third_percent"] == pytest.approx(4.5) and held.interval[0] > 10
+    assert obs.measured_infeed(host_fed(falling[::-1]), "cpu").verdict == obs.FAILS
+    # Six configurations, 35 against 5 points: the bootstrap interval over so few reaches into the band.
+    few = obs.measured_infeed(host_fed([0.40, 0.30, 0.20, 0.10, 0.05, 0.05]), "cpu")
+    assert few.verdict == obs.INCONCLUSIVE and few.interval[0] <= 10 < few.effect
     # 2.2% against 0.8%, then -0.3% against 0.1%: the same six workloads in two main jobs
     for shares in ([0.03, 0.014, 0.02, 0.0, 0.01, 0.006], [-0.004, -0.002, 0.01, 0.0, 0.0, 0.002]):
         tied = obs.measured_infeed(host_fed(shares), "cpu (real workloads)")
-        assert tied.verdict == obs.UNKNOWN and "within the 10 that two sweeps" in tied.evidence
+        assert tied.verdict == obs.UNKNOWN and "within 10 points is within what two sweeps" in tied.evidence
     assert obs.measured_infeed(host_fed([0.4] * 5), "cpu").verdict == obs.UNKNOWN  # fewer than six
 
 
@@ -278,9 +291,18 @@ def test_version_chain_compares_like_with_like():
                                                                    platform="cpu", examples_per_sec=speed * factor))  # fmt: skip
     df = pd.concat(rows, ignore_index=True)
     verdict, results = obs.version_chain(df, "cpu")
-    assert verdict.verdict == obs.HOLDS and verdict.id == "O12" and len(results) == 4
-    assert verdict.held_fixed["platform"] == "cpu" and verdict.n == sum(r.n for r in results)
+    assert verdict.verdict == obs.HOLDS and verdict.id == "O12" and len(results) == 2  # one per version step
+    assert verdict.held_fixed["platform"] == "cpu" and verdict.n in {r.n for r in results}
     assert all(r.median == pytest.approx(1.1, rel=0.1) for r in results)  # XLA on and off never mixed
+    assert all(r.held_fixed["xla"] == "matched per pair" for r in results)
+    # 0.97x: within the 5% that counts as no change, whatever its interval: never "holds"
+    flat = df.assign(examples_per_sec=np.where(df["sw_tensorflow"] == "2.21.0", 97.0, 100.0) *
+                     np.where(df["xla"], 1.0, 0.5))  # fmt: skip
+    flat = flat[flat["sw_tensorflow"] != "2.18.1"]
+    noisy = flat.assign(examples_per_sec=flat["examples_per_sec"] * (1 + 0.05 * np.random.default_rng(0).standard_normal(
+        len(flat))))  # fmt: skip
+    for data in (flat, noisy):
+        assert obs.version_chain(data)[0].verdict != obs.HOLDS
     slower = df.assign(examples_per_sec=np.where(df["sw_tensorflow"] == "2.21.0", 50.0, df["examples_per_sec"]))
     assert obs.version_chain(slower)[0].verdict == obs.FAILS
     assert obs.version_chain(df[df["sw_tensorflow"] == "2.21.0"])[0].verdict == obs.UNKNOWN
@@ -290,7 +312,8 @@ def test_registry_entries_and_merge(tmp_path):
     from paradnn.analysis import registry
 
     assert [o.id for o in registry.OBSERVATIONS] == [f"O{i}" for i in range(1, 15)]
-    verdict = obs.Verdict("check", "paper", obs.HOLDS, "numbers", {"x": np.float64(1.5), 64: 2}, id="O3", platform="tpu")
+    part = obs.median_part("share", [2.0, 3.0, 4.0], obs.Rule("median share (%)", 1.0, ">"))
+    verdict = obs.judged("check", "paper", part, "numbers", {"x": np.float64(1.5), 64: 2}, id="O3", platform="tpu")
     table = registry.publish([verdict], tmp_path / "results.sqlite", "architecture")
     assert set(table["id"]) == {"O1", "O2", "O3", "O4"}  # the report's observations, judged or not
     rows = registry.merge(tmp_path, ["architecture"])

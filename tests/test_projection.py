@@ -190,14 +190,17 @@ SUMMARY = {"from": {"platform": "tpu-v2-8"}, "to": {"platform": "tpu-v3-8"}, "pe
 
 
 def test_observation_5_is_a_projected_verdict_that_can_fail():
-    same = _rows([1.6, 1.2, 1.0], ["compute", "memory", "overhead"])  # 80% of 2.0 and of 1.5
-    assert pj.generation_verdict(same, _rows([2.6], ["compute"]), SUMMARY).verdict == "holds (projected)"
-    assert pj.generation_verdict(same, _rows([2.4], ["compute"]), SUMMARY).verdict == "does not hold (projected)"
-    slow = _rows([1.4, 1.2], ["compute", "memory"])  # compute-dominated at 70% of the peak ratio
-    assert pj.generation_verdict(slow, _rows([3.0], ["compute"]), SUMMARY).verdict == "does not hold (projected)"
+    same = _rows([1.6, 1.62, 1.2, 1.21, 1.0], ["compute", "compute", "memory", "memory", "overhead"])  # 80% of 2.0, 1.5
+    assert pj.generation_verdict(same, _rows([2.6, 2.7], ["compute"] * 2), SUMMARY).verdict == "holds (projected)"
+    assert pj.generation_verdict(same, _rows([2.4, 2.3], ["compute"] * 2), SUMMARY).verdict == "does not hold (projected)"
+    # A maximum never decides: one doubled configuration at 3.3x among slower ones is not "about 3x".
+    mostly_slow = pj.generation_verdict(same, _rows([1.9, 2.0, 2.1, 3.3], ["compute"] * 4), SUMMARY)
+    assert mostly_slow.verdict != "holds (projected)" and mostly_slow.numbers["median_doubled_speedup"] == pytest.approx(2.05)
+    slow = _rows([1.4, 1.41, 1.2, 1.2], ["compute", "compute", "memory", "memory"])  # compute at 70% of the peak ratio
+    assert pj.generation_verdict(slow, _rows([3.0, 3.1], ["compute"] * 2), SUMMARY).verdict == "does not hold (projected)"
     only_memory = _rows([1.5], ["memory"])  # nothing compute-dominated: half the claim cannot be judged
     verdict = pj.generation_verdict(only_memory, _rows([3.0], ["memory"]), SUMMARY)
-    assert verdict.verdict == "not enough data" and "no compute-dominated configuration among 1" in verdict.evidence
+    assert verdict.verdict == "inconclusive" and "no compute-dominated configuration among 1" in verdict.evidence
 
 
 # ---------------------------------------------------------------- this machine's profiles

@@ -160,7 +160,13 @@ def test_framework_speed_pairs_identical_models_on_one_platform():
     assert len(speed) == 1 and speed.loc[0, "n"] == 2  # "c" ran under JAX only
     assert speed.loc[0, "geomean"] == pytest.approx(1.0) and speed.loc[0, "min"] == 0.5 and speed.loc[0, "max"] == 2.0
     verdict = [v for v in scorecard.claims(rows) if v.observation.startswith("Keras")][0]
-    assert verdict.verdict == "holds" and "1.00x TensorFlow's throughput" in verdict.evidence
+    # 2x and 0.5x: a geometric mean of 1.00 on two configurations is no evidence of one speed
+    assert verdict.verdict == "inconclusive" and verdict.effect == pytest.approx(1.0) and verdict.n == 2
+    close = pd.DataFrame([_pair(label, fw, 100 * (1 + 0.01 * i) if fw == "jax" else 100)
+                          for i, label in enumerate("abcdef") for fw in ("tensorflow", "jax")])  # fmt: skip
+    verdict = [v for v in scorecard.claims(close) if v.observation.startswith("Keras")][0]
+    assert verdict.verdict == "holds" and 1.0 <= verdict.interval[0] <= verdict.interval[1] <= 1.1
+    assert "within 1 ± 0.1" in verdict.sentence
 
 
 def test_framework_speed_holds_xla_and_frees_it_only_where_it_must():
@@ -195,12 +201,13 @@ def test_the_headline_hardware_claims_are_judged_on_the_original_sweeps(tmp_path
         legacy.import_bundled(store)
         verdicts = {v.observation: v for v in scorecard.claims(store.results())}
     performance = verdicts["ASICs lead in computing performance"]
-    assert performance.verdict == "holds" and performance.numbers["n"] > 100 and performance.numbers["median"] > 1
+    assert performance.verdict == "holds" and performance.numbers["n"] == 176 and performance.numbers["median"] > 1
+    assert performance.interval[0] > 1 and performance.held_fixed["free"] == ["dtype", "xla"]
     latency = verdicts["ASICs have the lower latency"]
-    assert latency.numbers["batch"] == 64 and latency.verdict == ("holds" if latency.numbers["median_speedup"] > 1 else
-                                                                   "does not hold")  # fmt: skip
-    assert verdicts["ASICs lead in energy efficiency"].verdict == "not enough data"
-    assert verdicts["ASICs scale out best"].verdict == "not enough data"
+    assert latency.numbers["batch"] == 64 and latency.rule.threshold == 1.0
+    assert latency.verdict == latency.rule.judge(latency.effect, latency.interval, latency.n)
+    assert verdicts["ASICs lead in energy efficiency"].verdict == "inconclusive"
+    assert verdicts["ASICs scale out best"].verdict == "inconclusive"
     assert "Keras runs the same models on several backends at one speed" not in verdicts  # no framework pairs
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from paradnn.analysis.observations import FAILS, HOLDS, PROJECTED_FAILS, PROJECTED_HOLDS, UNKNOWN, Verdict
+from paradnn.analysis.observations import FAILS, HOLDS, INCONCLUSIVE, PROJECTED_FAILS, PROJECTED_HOLDS, Verdict
 
 NEEDS = "needs"
 
@@ -92,17 +92,18 @@ def entries(verdicts: list[Verdict], report: str) -> list[dict]:
 
 
 def _needs(o: Observation, why: str) -> dict:
-    return {"id": o.id, "claim": o.claim, "platform": "", "verdict": f"{NEEDS} {o.needs}", "evidence": why, "figures": {},
+    verdict = f"{NEEDS} {o.needs}"
+    return {"id": o.id, "claim": o.claim, "platform": "", "verdict": verdict, "outcome": verdict, "effect": None,
+            "interval": None, "n": 0, "rule": None, "held_fixed": {}, "evidence": why, "figures": {},
             "report": o.report}  # fmt: skip
 
 
 def _entry(v: Verdict) -> dict:
+    """A verdict as ``observations.json`` holds it: the record (outcome, effect, interval, n, rule,
+    held_fixed), the claim, where it was judged and the numbers behind it."""
     claim = BY_ID[v.id].claim if v.id in BY_ID else v.paper
-    entry = {"id": v.id, "claim": claim, "platform": v.platform, "verdict": v.verdict, "evidence": v.evidence,
-             "figures": _plain(v.numbers), "check": v.observation}  # fmt: skip
-    if v.held_fixed is not None:  # a comparison: what it held fixed and how many pairs it rests on
-        entry.update(held_fixed=_plain(v.held_fixed), n=v.n)
-    return entry
+    return {"id": v.id, "claim": claim, "platform": v.platform, "verdict": v.verdict, **_plain(v.as_dict()),
+            "evidence": v.evidence, "effect_words": v.figure, "figures": _plain(v.numbers), "check": v.observation}  # fmt: skip
 
 
 def _plain(value):
@@ -121,8 +122,8 @@ def publish(verdicts: list[Verdict], store: str | Path, report: str) -> pd.DataF
     rows = entries(verdicts, report)
     path = Path(store).resolve().parent / f"observations-{report}.json"
     path.write_text(json.dumps(rows, indent=1, default=str))
-    table = pd.DataFrame(rows, columns=["id", "platform", "verdict", "evidence", "check"])
-    return table.rename(columns={"check": "what was checked"}).fillna("")
+    table = pd.DataFrame(rows, columns=["id", "platform", "verdict", "effect_words", "evidence", "check"])
+    return table.rename(columns={"check": "what was checked", "effect_words": "effect (95% interval), rule"}).fillna("")
 
 
 def merge(folder: Path, reports: list[str]) -> list[dict]:
@@ -142,7 +143,8 @@ def merge(folder: Path, reports: list[str]) -> list[dict]:
 
 
 def _said(row: dict) -> str:
-    return f"{row['check']}: {row['evidence']}" if row.get("check") else row["evidence"]
+    said = f"{row['check']}: {row['evidence']}" if row.get("check") else row["evidence"]
+    return f"{said}; {row['effect_words']}" if row.get("effect_words") else said
 
 
 def summary(rows: list[dict]) -> list[dict]:
@@ -155,4 +157,4 @@ def summary(rows: list[dict]) -> list[dict]:
     return lines
 
 
-KINDS = (HOLDS, FAILS, PROJECTED_HOLDS, PROJECTED_FAILS, UNKNOWN, NEEDS)
+KINDS = (HOLDS, FAILS, PROJECTED_HOLDS, PROJECTED_FAILS, INCONCLUSIVE, NEEDS)

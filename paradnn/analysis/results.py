@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from paradnn import settings
-from paradnn.analysis.rows import ANY, MISSING, SIDE_OWNED, newest_rows
+from paradnn.analysis.rows import ANY, MISSING, SIDE_OWNED, newest_rows, side_by_side
 from paradnn.analysis.speedup import SpeedupResult, compare, side_rows
 from paradnn.identity import run_key
 
@@ -172,6 +172,11 @@ class Results:
                   for p, f, d in zip(df["platform"], df["family"], df["dtype"])]  # fmt: skip
         return pd.Series([c is None or bool(c) == bool(x) for c, x in zip(chosen, df["xla"])], index=df.index, dtype=bool)
 
+    def side_by_side(self, vary: str) -> Results:
+        """Rows measured in one sweep with rows of another value of ``vary`` (a software stack, say),
+        with their sweep as a ``sweep`` column: pair them with ``matched(..., within=("sweep",))``."""
+        return self._with(side_by_side(self.frame, _column_name(vary)))
+
     def newest_stack(self) -> Results:
         """Rows of the newest TensorFlow version measured on each platform, and imported rows."""
         return self._with(newest_rows(self.frame))
@@ -227,7 +232,7 @@ class Results:
 
     def matched(self, vary: str, baseline: object, target: object, *, free: tuple[str, ...] | None = None,
                 hold: tuple[str, ...] = (), family: str | None = None, metric: str = "examples_per_sec",
-                carry: tuple[str, ...] = ()) -> SpeedupResult:  # fmt: skip
+                carry: tuple[str, ...] = (), within: tuple[str, ...] = ()) -> SpeedupResult:  # fmt: skip
         """Pairs of ``baseline`` and ``target`` values of ``vary`` whose run identity is equal in
         everything else, and their speedups (target over baseline), with what was held and freed.
 
@@ -237,8 +242,9 @@ class Results:
         ``free`` (default: those) lets them go and ``hold`` keeps them held. A freed setting is
         still held wherever both sides have a value in common; where they share none, each side
         keeps its own (one value per family: XLA's automatic choice, else the faster). Platforms
-        are compared at their newest TensorFlow version each. Where nothing pairs, the result's
-        ``why`` says what differs and how to free it.
+        are compared at their newest TensorFlow version each. ``within``: columns beyond the run
+        identity a pair must agree in (``sweep``, after :meth:`side_by_side`). Where nothing
+        pairs, the result's ``why`` says what differs and how to free it.
         """
         column = _column_name(vary)
         owned = SIDE_OWNED.get(column, {})
@@ -261,7 +267,8 @@ class Results:
                         "target": _shown(_values(targ[c]))}  # fmt: skip
             own.append(c)
         paired = pd.concat([base, targ])
-        result = compare(paired, baseline, target, by=column, family=family, metric=metric, carry=carry, free=tuple(own))
+        result = compare(paired, baseline, target, by=column, family=family, metric=metric, carry=carry, free=tuple(own),
+                         within=within)  # fmt: skip
         why = "" if result.n else explain_unpaired(base, targ, list(result.key), column, baseline, target)
         return replace(result, sides=sides, rows=paired, why=why)
 

@@ -79,3 +79,17 @@ def newest_rows(df):
 def version_key(version: str) -> tuple:
     """Sorts versions numerically (2.9 before 2.16; a part that is not a number sorts first)."""
     return tuple(int(p) if p.isdigit() else -1 for p in str(version).split(".")[:3])
+
+
+def side_by_side(df: pd.DataFrame, column: str) -> pd.DataFrame:
+    """Rows measured side by side with rows of another value of ``column``: those of a sweep
+    (``extra["sweep"]``) that measured more than one value of it, with the sweep as a ``sweep``
+    column for comparisons to hold (``compare(..., within=("sweep",))``). Rows no sweep stamped
+    (imported, measured before sweeps stamped their rows, or reused from another report's sweep)
+    are never a side. A table without ``extra`` (built by hand) is taken as one sweep."""
+    if "extra" not in df:
+        return df.assign(sweep=MISSING)
+    sweep = df["extra"].map(lambda e: e.get("sweep") if isinstance(e, dict) else None)
+    stamped = df.assign(sweep=sweep)[sweep.notna()]
+    several = stamped.groupby("sweep")[column].nunique()
+    return stamped[stamped["sweep"].isin(several[several > 1].index)]

@@ -21,6 +21,7 @@ import math
 from functools import cache
 from importlib import resources
 
+import numpy as np
 import pandas as pd
 import yaml
 
@@ -430,10 +431,11 @@ def framework_table_with_measured(results: pd.DataFrame) -> pd.DataFrame:
 def framework_speed(results: pd.DataFrame, baseline: str = "tensorflow", target: str = "jax") -> pd.DataFrame:
     """Throughput of ``target`` over ``baseline`` on identical models (same platform, family, label, dtype).
 
-    One row per platform, family and dtype: matched configurations, geometric-mean,
-    minimum and maximum of the examples/s ratio target / baseline, and the median compile
-    time of each side.
+    One row per platform, family and dtype: matched configurations, geometric-mean (with its
+    95% bootstrap interval over configurations), minimum and maximum of the examples/s ratio
+    target / baseline, and the median compile time of each side.
     """
+    from paradnn.analysis.observations import bootstrap
     from paradnn.analysis.results import Results
 
     rows = measured_rows(results)
@@ -445,18 +447,17 @@ def framework_speed(results: pd.DataFrame, baseline: str = "tensorflow", target:
         # without it (its --xla auto choice), each framework at its own setting, and the row says so.
         result = Results(group).matched("framework", baseline, target, family=family)
         if not result.n:
-            result = Results(group).matched("framework", baseline, target, family=family, free=("xla",))
-        if not result.n:
             continue
+        low, high = bootstrap(result.table["speedup"], statistic=np.mean, log=True)
         ok = group[group["state"] == "ok"]
         compile_s = ok.groupby("framework")["compile_time_s"].median()
         xla = ok.loc[ok["framework"] == baseline, "xla"].dropna().astype(bool).unique() if "xla" in ok else []
         out.append({"platform": platform, "family": family, "dtype": dtype, "n": result.n, "geomean": result.geomean,
-                    "min": result.min, "max": result.max, f"{baseline}_xla": _on_off(xla),
+                    "low": low, "high": high, "min": result.min, "max": result.max, f"{baseline}_xla": _on_off(xla),
                     "xla_held": "xla" in result.held_fixed,
                     f"compile_s_{baseline}": compile_s.get(baseline), f"compile_s_{target}": compile_s.get(target)})  # fmt: skip
-    return pd.DataFrame(out, columns=["platform", "family", "dtype", "n", "geomean", "min", "max", f"{baseline}_xla",
-                                      "xla_held", f"compile_s_{baseline}", f"compile_s_{target}"])  # fmt: skip
+    return pd.DataFrame(out, columns=["platform", "family", "dtype", "n", "geomean", "low", "high", "min", "max",
+                                      f"{baseline}_xla", "xla_held", f"compile_s_{baseline}", f"compile_s_{target}"])  # fmt: skip
 
 
 def _on_off(settings) -> str:
@@ -488,45 +489,46 @@ def claims(results: pd.DataFrame) -> list:
     FC sweeps, on the configurations both finished; energy efficiency and scalability
     need readings no store row has and say so.
     """
-    from paradnn.analysis.observations import FAILS, HOLDS, UNKNOWN, Verdict
+    from paradnn.analysis.observations import Part, Rule, comparison_held, inconclusive, judged, median_part
     from paradnn.analysis.results import Results
 
     fc = Results(results).where(family="fc")
-    # Each platform at the precision the study ran it (TPU mixed bfloat16, V100 mixed float16).
-    speed = fc.matched("platform", GPU, ASIC, family="fc", free=("dtype", "xla")) if {ASIC, GPU} <= set(fc.frame["platform"]) \
-        else None
+    pair = f"{ASIC} vs {GPU}"
+    # Each platform at the precision the study ran it (TPU mixed bfloat16, V100 mixed float16): the default.
+    speed = fc.matched("platform", GPU, ASIC, family="fc") if {ASIC, GPU} <= set(fc.frame["platform"]) else None
     verdicts = []
+    performance = ("ASICs lead in computing performance", "ASICs rate High and GPUs Moderate in computing performance")
     if speed is not None and speed.n:
-        median = speed.median
-        verdicts.append(Verdict("ASICs lead in computing performance", "ASICs rate High and GPUs Moderate in computing "
-                                "performance", HOLDS if median > 1 else FAILS,
-                                f"the TPU v2-8's FC throughput is {median:.2f}x the V100's (median over {speed.n} "
-                                f"configurations both finished; {(speed.table['speedup'] > 1).mean():.0%} favour the TPU)",
-                                speed.summary(), platform=f"{ASIC} vs {GPU}"))  # fmt: skip
+        faster = Rule("median speedup of the TPU v2-8 over the V100", 1.0, ">", min_n=3)
+        verdicts.append(judged(*performance, median_part("speedup", speed.table["speedup"], faster, log=True),
+                               f"the TPU v2-8's FC throughput over the V100's on the {speed.n} configurations both "
+                               f"finished; {(speed.table['speedup'] > 1).mean():.0%} favour the TPU",
+                               {k: v for k, v in speed.summary().items() if k != "sides"}, platform=pair,
+                               held_fixed=comparison_held(speed)))  # fmt: skip
         small = speed.table[speed.table["batch"] == speed.table["batch"].min()]
-        latency = float(small["speedup"].median())
-        verdicts.append(Verdict("ASICs have the lower latency", "ASICs rate High and GPUs Low in low latency",
-                                HOLDS if latency > 1 else FAILS,
-                                f"at the smallest batch both ran ({int(small['batch'].iloc[0])}), the TPU v2-8 finishes an FC "
-                                f"step {latency:.2f}x as fast as the V100 (median over {len(small)} configurations)",
-                                {"batch": int(small["batch"].iloc[0]), "n": len(small), "median_speedup": latency},
-                                platform=f"{ASIC} vs {GPU}"))  # fmt: skip
+        batch = int(small["batch"].iloc[0])
+        quicker = Rule(f"median speedup at batch {batch}", 1.0, ">", min_n=3)
+        verdicts.append(judged("ASICs have the lower latency", "ASICs rate High and GPUs Low in low latency",
+                               median_part("speedup", small["speedup"], quicker, log=True),
+                               f"at the smallest batch both ran ({batch}), the TPU v2-8's FC step against the V100's "
+                               f"({len(small)} configurations)", {"batch": batch, "n": len(small)}, platform=pair,
+                               held_fixed=comparison_held(speed)))  # fmt: skip
     else:
-        verdicts.append(Verdict("ASICs lead in computing performance", "ASICs rate High and GPUs Moderate in computing "
-                                "performance", UNKNOWN, "the store lacks the original TPU v2-8 and V100 FC sweeps"))  # fmt: skip
-    verdicts.append(Verdict("ASICs lead in energy efficiency", "ASICs rate High in energy efficiency, GPUs Good",
-                            UNKNOWN, "needs power readings (NVML on a GPU, an ASIC's power counters); no row has one"))
+        verdicts.append(inconclusive(*performance, "the store lacks the original TPU v2-8 and V100 FC sweeps"))
+    verdicts.append(inconclusive("ASICs lead in energy efficiency", "ASICs rate High in energy efficiency, GPUs Good",
+                                 "needs power readings (NVML on a GPU, an ASIC's power counters); no row has one"))
     scaled = ", ".join(sorted(_replicated(results)["platform"].unique())) or "no platform"
-    verdicts.append(Verdict("ASICs scale out best", "ASICs rate High in scalability and GPUs Moderate", UNKNOWN,
-                            f"needs data-parallel runs of an ASIC and a GPU; the store has them of {scaled}"))
+    verdicts.append(inconclusive("ASICs scale out best", "ASICs rate High in scalability and GPUs Moderate",
+                                 f"needs data-parallel runs of an ASIC and a GPU; the store has them of {scaled}"))
+    same_speed = Rule("geometric-mean throughput ratio JAX / TensorFlow", 1.0, "within", min_n=3, margin=0.1)
     for _, s in framework_speed(results).iterrows():
-        verdicts.append(Verdict("Keras runs the same models on several backends at one speed (paradnn's check)",
-                                "Keras runs the same models on several backends at one speed (Table II lists Keras as a "
-                                "Python API on CPU/GPU and compares no framework speeds)",
-                                HOLDS if abs(s["geomean"] - 1) <= 0.1 else FAILS,
-                                f"JAX through Keras 3 trains {s['family']} at {s['geomean']:.2f}x TensorFlow's throughput "
-                                f"(XLA {s['tensorflow_xla']}; geometric mean over {s['n']} configurations, {s['dtype']}; "
-                                "within 10% counts as one speed)", s.to_dict(), platform=s["platform"]))  # fmt: skip
+        part = Part("ratio", float(s["geomean"]), (float(s["low"]), float(s["high"])), int(s["n"]), same_speed)
+        verdicts.append(judged("Keras runs the same models on several backends at one speed (paradnn's check)",
+                               "Keras runs the same models on several backends at one speed (Table II lists Keras as a "
+                               "Python API on CPU/GPU and compares no framework speeds)", part,
+                               f"JAX through Keras 3 trains {s['family']} against TensorFlow (XLA {s['tensorflow_xla']}, "
+                               f"{'held' if s['xla_held'] else 'each its own'}; {s['dtype']}; {s['n']} configurations)",
+                               s.to_dict(), platform=s["platform"]))  # fmt: skip
     return verdicts
 
 

@@ -133,6 +133,7 @@ def compare(
     metric: str = "examples_per_sec",
     carry: tuple[str, ...] = (),
     free: tuple[str, ...] = (),
+    within: tuple[str, ...] = (),
 ) -> SpeedupResult:
     """Speedup (target / baseline) of ``metric`` over the runs both sides finished, like with like.
 
@@ -140,12 +141,13 @@ def compare(
     identity column of ``df`` but ``by``, what varies with it and ``free``. Nothing in
     common gives n = 0 and NaN statistics, not an error. ``carry``: columns kept beside the
     speedup, the median per pair of the side that has them (the target's, else the
-    baseline's), e.g. ``comm_share`` when comparing replica counts.
+    baseline's), e.g. ``comm_share`` when comparing replica counts. ``within``: columns beyond
+    the run identity a pair must also agree in (``sweep``: both sides measured side by side).
     """
-    _check_columns(df, ["family", "label", "state", by, metric])
+    _check_columns(df, ["family", "label", "state", by, metric, *within])
     if _same(baseline, target):
         raise ValueError(f"baseline and target are both {baseline!r}; compare two different values of {by}")
-    key = comparison_key(df, by, free)
+    key = comparison_key(df, by, free) + list(within)
     rows = df[(df["state"] == "ok") & (pd.to_numeric(df[metric], errors="coerce") > 0)]
     if family is not None:
         rows = rows[rows["family"] == family]
@@ -233,20 +235,22 @@ def _as_list(value) -> list | None:
 def version_speedups(df: pd.DataFrame, column: str = "sw_tensorflow") -> pd.DataFrame:
     """Every software version against the one before it and against the oldest, like with like.
 
-    Per family, dtype and XLA setting: configurations measured under both, geometric-mean
+    Per family, dtype and XLA setting: configurations measured under both side by side (in one
+    sweep, :func:`paradnn.analysis.rows.side_by_side`), geometric-mean
     speedup (examples/s, newer over older), its 95% bootstrap interval
     (:func:`bootstrap_interval`) and whether the difference is within the noise (the
     interval holds 1).
     """
-    from paradnn.analysis.rows import version_key
+    from paradnn.analysis.rows import side_by_side, version_key
 
+    df = side_by_side(df, column)
     versions = sorted(df[column].dropna().unique(), key=version_key)
     out = []
     for (family, dtype, xla), rows in df.groupby(["family", "dtype", "xla"]):
         for i, newer in enumerate(versions[1:], start=1):
             pairs = {("previous", versions[i - 1])} | ({("oldest", versions[0])} if i > 1 else set())
             for against, older in sorted(pairs):
-                result = compare(rows, older, newer, by=column, family=family)
+                result = compare(rows, older, newer, by=column, family=family, within=("sweep",))
                 if not result.n:
                     continue
                 low, high = bootstrap_interval(rows, result)

@@ -327,8 +327,8 @@ def _collect(future, runner: Runner, task: Task, groups: dict[str, Group], runne
         why = "twice" if task.attempts > RETRIES else "and no other node of its platform is left"
         failure = {"state": "error", "error": f"the Ray node measuring it died ({type(exc).__name__}), {why}"}
         record = _dead_record(task, runner, group.options, failure)
-    record["run_key"] = task.key
-    record["extra"] = {**(record.get("extra") or {}), "ray_node": runner.node}
+    record = summary.stamp({**record, "run_key": task.key})
+    record["extra"]["ray_node"] = runner.node
     store.add_results([record], release=True)
     runner.done += 1
     summary.states[record["state"]] += 1

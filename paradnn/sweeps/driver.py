@@ -42,6 +42,7 @@ import tempfile
 import threading
 import time
 import traceback
+import uuid
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -198,6 +199,12 @@ class SweepSummary:
     left: int = 0
     stranded: int = 0  # left because no worker of their platform is alive (a cluster that lost its nodes)
     skipped_stacks: dict[str, str] = field(default_factory=dict)  # software stacks that could not be built or started
+    # Stamped on every row this sweep stores (``extra["sweep"]``): rows of one sweep were measured side by side.
+    sweep_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+
+    def stamp(self, record: dict) -> dict:
+        """``record`` marked as measured by this sweep."""
+        return {**record, "extra": {**(record.get("extra") or {}), "sweep": self.sweep_id}}
 
     def line(self) -> str:
         done = ", ".join(f"{n} {s}" for s, n in sorted(self.states.items())) or "nothing measured"
@@ -938,7 +945,7 @@ def _settle(record: dict, key: str, store: Store, summary: SweepSummary, bar, st
             bar.update(1)
             return
         record = merge_windows(earlier[key], record, options.settings.max_seconds)
-    record["run_key"] = key
+    record = summary.stamp({**record, "run_key": key})
     store.add_results([record], release=True)
     stored[key] = record
     if earlier is None:
@@ -1172,10 +1179,13 @@ def run_sweep_stacks(
         done = store.run_keys(skip_states(options))
         todo = []
         for round_no, config in enumerate(ordered(configs, options.seed)):
+            keys = {name: run_key_of(config, plans[name], workers[name].info) for name in names}
+            if all(key in done for key in keys.values()):
+                continue
+            # Missing under one stack: measured again under every stack, side by side, so no version
+            # ratio rests on a row measured minutes or reports apart.
             for name in names if round_no % 2 == 0 else names[::-1]:
-                key = run_key_of(config, plans[name], workers[name].info)
-                if key not in done:
-                    todo.append((config, key, name, plans[name]))
+                todo.append((config, keys[name], name, plans[name]))
         summary.already_done = summary.planned - len(todo)
         summary.left = len(todo)
         bar = (progress or tqdm)(total=len(todo), unit="config", desc=f"sweep {options.target.id} x {len(names)} stacks",
