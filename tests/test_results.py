@@ -103,7 +103,8 @@ def test_a_setting_of_the_side_is_freed_where_the_sides_share_no_value(tmp_path)
     # Without the forced row they share no XLA setting: each at its automatic choice, said so.
     auto = results.where(id=[1, 3]).matched("platform", "cpu", "cpu[threads=1]")
     assert auto.n == 1 and auto.table["speedup"].iloc[0] == pytest.approx(0.45) and auto.free == ("xla",)
-    assert auto.sides["xla"] == {"why": "each platform at its automatically chosen XLA setting", "held": False,
+    assert auto.sides["xla"] == {"why": "each platform at its own XLA setting (its automatic choice where it made one)",
+                                 "held": False,
                                  "baseline": ["False"], "target": ["True"]}  # fmt: skip
     # Against a platform that recorded no XLA setting, the CPU keeps its automatic choice, not the forced row.
     imported_pair = results.matched("platform", "cpu", "v100")

@@ -30,7 +30,7 @@ COVARY: dict[str, tuple[str, ...]] = {
 SIDE_OWNED: dict[str, dict[str, str]] = {
     "platform": {"dtype": "each platform at its own precision, as the paper ran the TPU in bfloat16 and the V100 in "
                           "float16",
-                 "xla": "each platform at its automatically chosen XLA setting"},
+                 "xla": "each platform at its own XLA setting (its automatic choice where it made one)"},
     "sw_tensorflow": {"xla": "each software stack at its automatically chosen XLA setting"},
     "framework": {"xla": "each framework with its own compiler (JAX always compiles with XLA)"},
 }  # fmt: skip
