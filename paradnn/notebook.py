@@ -839,21 +839,26 @@ def reference_utilisation_section(tpu: pd.DataFrame, form: str) -> list[Verdict]
     return verdicts
 
 
-def reference_roofline_section(tpu: pd.DataFrame) -> None:
+def reference_roofline_section(tpu: pd.DataFrame, traces: pd.DataFrame | None = None) -> None:
     """Fig. 3a on the paper's platform: every FC model of the original TPU v2-8 sweep on that
-    board's datasheet roofline, at the operational intensity the original profiler reported."""
+    board's datasheet roofline, at the operational intensity of paradnn's own count of its FLOPs
+    and bytes (one replica's, as the traces see a core), cross-checked against the ``traces``."""
     from paradnn.analysis import plots
-    from paradnn.analysis.roofline import Ceilings, reported_points
+    from paradnn.analysis.roofline import Ceilings, reference_points, ridge_agreement
     from paradnn.platform import DATASHEETS
 
-    points = reported_points(tpu)
+    points = reference_points(tpu)
     if points.empty:
-        print("No original TPU v2 rows with a reported intensity in the store: its roofline is skipped.")
+        print("No original TPU v2 rows in the store: its roofline is skipped.")
         return
     sheet = DATASHEETS["tpu-v2-8"]
     ceilings = Ceilings(sheet.peak_flops["bfloat16"], sheet.memory_bandwidth, f"datasheet:{sheet.name}")
     show(plots.roofline(points, ceilings, "Roofline of the original study's FC models on the TPU v2-8 (Fig. 3a)", hue="batch"))
-    caption(roofline_caption(points, ceilings))
+    agree, traced = ridge_agreement(points, traces if traces is not None else pd.DataFrame(), ceilings.ridge)
+    check = (f" Intensity is paradnn's count of one replica's FLOPs over its bytes (the sweep files' own 'intensity' is "
+             f"FLOPs per weight byte, not a roofline intensity); on the {traced} configurations the study traced, it puts "
+             f"{agree:.0%} on the same side of the ridge as the profiler's intensity." if traced else "")  # fmt: skip
+    caption(roofline_caption(points, ceilings) + check)
 
 
 def load_traces(store: str | Path) -> pd.DataFrame:

@@ -138,6 +138,26 @@ def test_traces_import_once(reference, tmp_path):
     assert ops[ops.category == "after-all"].intensity.isna().all()  # NaN (0/0) in the file -> NULL
 
 
+def test_the_tpu_roofline_agrees_with_the_traces_on_each_side_of_the_ridge(imported, reference, tmp_path):
+    from paradnn.analysis.roofline import reference_points, ridge_agreement
+
+    store, _ = imported
+    tpu = store.results(platform="tpu-v2-8")
+    assert tpu["bytes_estimate"].notna().all()  # paradnn's own count, one replica's bytes times the 8 cores
+    points = reference_points(tpu)
+    with Store(tmp_path / "traces.db") as traced:
+        import_files(traced, [reference / "fc_trace_10sec.json"])
+        traces = traced.traces()
+    agree, n = ridge_agreement(points, traces, 75.0)
+    assert n == 230 and agree >= 0.85  # 90% of the traced configurations on the profiler's side of the ridge
+    on_traced = points[points["label"].isin(set(traces["label"]))]
+    assert (on_traced["intensity"] < 75).mean() >= 0.7  # the traces put 83% left of it
+    # The sweep file's own figure is FLOPs per weight byte: it put none of them left of the ridge.
+    assert (on_traced["reported_intensity"] < 75).mean() == 0
+    # A store imported before the count was stored gets the same points.
+    assert reference_points(tpu.assign(bytes_estimate=None))["intensity"].tolist() == points["intensity"].tolist()
+
+
 # ------------------------------------------------------------------ small synthetic files
 
 

@@ -177,19 +177,23 @@ def test_fig7_sets_the_64_layer_slice_measured_here_beside_the_original_platform
     assert "cpu float32, tpu-v2-8 mixed_bfloat16, v100 mixed_float16" in shown["captions"][0]
 
 
-def test_the_original_tpu_models_sit_on_the_boards_roofline_at_their_reported_intensity(shown):
-    from paradnn.analysis.roofline import reported_points
+def test_the_original_tpu_models_sit_on_the_boards_roofline_at_their_counted_intensity(shown):
+    from paradnn.analysis.roofline import reference_points
 
-    tpu = rows(family=["fc"] * 4, batch=[64, 1024, 1024, 64], state=["ok", "ok", "timeout", "ok"],
-               flops_per_sec=[1e12, 9e13, None, 2e12],
-               extra=['{"intensity": 30.0}', '{"intensity": 3000.0, "fl": 1}', "{}", None])  # fmt: skip
-    points = reported_points(tpu)
-    assert list(points["intensity"]) == [30.0, 3000.0] and list(points["achieved_flops"]) == [1e12, 9e13]
-    nb.reference_roofline_section(tpu)
+    labels = ["layer_4-node_32-input_2000-output_1000-bs_64", "layer_4-node_4096-input_2000-output_1000-bs_8192"]
+    tpu = rows(family=["fc"] * 3, label=[*labels, labels[0]], platform=["tpu-v2-8"] * 3, state=["ok", "ok", "timeout"],
+               batch=[64, 8192, 64],
+               flops_per_sec=[1e12, 9e13, None], flops_model=[1e9, 1e13, 1e9], bytes_estimate=[1e8, 1e10, None],
+               extra=['{"intensity": 300.0}', '{"intensity": 3000.0, "fl": 1}', "{}"])  # fmt: skip
+    points = reference_points(tpu)
+    assert list(points["intensity"]) == [10.0, 1000.0] and list(points["reported_intensity"]) == [300.0, 3000.0]
+    traces = pd.DataFrame({"label": labels, "category": "all", "intensity": [5.0, 20.0]})
+    nb.reference_roofline_section(tpu, traces)
     title = "Roofline of the original study's FC models on the TPU v2-8 (Fig. 3a)"
     assert len(shown["figures"]) == 1 and shown["figures"][0].startswith(title)
-    assert shown["captions"][0].endswith("here 50% of the 2 models lie left of the ridge point (75 FLOPs/byte), "
-                                         "reaching up to 50% of the compute roof.")  # 9e13 of 180e12
+    assert ("here 50% of the 2 models lie left of the ridge point (75 FLOPs/byte), reaching up to 50% of the compute "
+            "roof.") in shown["captions"][0]  # 9e13 of 180e12
+    assert "it puts 50% on the same side of the ridge as the profiler's intensity" in shown["captions"][0]
 
 
 def test_the_notebooks_workers_reach_plain_cpu_sweeps_only(monkeypatch, tmp_path):

@@ -55,14 +55,38 @@ def model_points(df: pd.DataFrame) -> pd.DataFrame:
     return ok
 
 
-def reported_points(df: pd.DataFrame) -> pd.DataFrame:
-    """Whole-model points of imported rows (the original study's sweeps): the operational intensity
-    their profiler reported (``extra["intensity"]``, FLOPs per byte) and the FLOP/s achieved."""
-    ok = df[(df["state"] == "ok") & df["extra"].notna()].copy() if "extra" in df else df.iloc[0:0].copy()
-    extras = [json.loads(e) if isinstance(e, str) else (e or {}) for e in ok["extra"]]
-    ok["intensity"] = pd.to_numeric(pd.Series([e.get("intensity") for e in extras], index=ok.index), errors="coerce")
+def reference_points(df: pd.DataFrame) -> pd.DataFrame:
+    """Whole-model points of the original study's rows: the operational intensity of paradnn's own
+    count (``flops_model / bytes_estimate`` of one replica, as the study's per-core traces see it;
+    computed from the label for rows imported before it was stored) and the FLOP/s achieved. The
+    sweep files' own ``intensity`` is FLOPs per weight byte, not a roofline intensity; it stays in
+    ``reported_intensity`` for reference."""
+    from paradnn.families import parse_label
+    from paradnn.store.legacy import PLATFORMS, replica_bytes
+
+    ok = df[(df["state"] == "ok") & (df["flops_per_sec"] > 0)].copy()
+    if ok.empty:
+        return ok.assign(intensity=pd.Series(dtype=float), achieved_flops=pd.Series(dtype=float))
+    stored = pd.to_numeric(ok["bytes_estimate"], errors="coerce") if "bytes_estimate" in ok else pd.Series(float("nan"),
+                                                                                                           index=ok.index)
+    counted = [b if b == b else replica_bytes(parse_label("fc", label), PLATFORMS[platform])
+               for b, label, platform in zip(stored, ok["label"], ok["platform"])]  # fmt: skip
+    extras = [json.loads(e) if isinstance(e, str) else (e or {}) for e in ok.get("extra", [None] * len(ok))]
+    ok["reported_intensity"] = pd.to_numeric(pd.Series([e.get("intensity") for e in extras], index=ok.index), errors="coerce")
+    ok["intensity"] = ok["flops_model"] / pd.Series(counted, index=ok.index, dtype=float)
     ok["achieved_flops"] = ok["flops_per_sec"]
-    return ok[(ok["intensity"] > 0) & (ok["achieved_flops"] > 0)]
+    return ok[ok["intensity"] > 0]
+
+
+def ridge_agreement(points: pd.DataFrame, traces: pd.DataFrame, ridge: float) -> tuple[float, int]:
+    """The share of traced configurations that ``points`` put on the same side of ``ridge`` as the
+    traces' own intensity (the profiler's FLOPs over bytes of the whole step), and how many there are."""
+    whole = traces[(traces["category"] == "all") & traces["intensity"].notna()] if len(traces) else traces
+    both = points[["label", "intensity"]].merge(whole[["label", "intensity"]], on="label", suffixes=("", "_traced"))
+    if both.empty:
+        return float("nan"), 0
+    same = (both["intensity"] < ridge) == (both["intensity_traced"] < ridge)
+    return float(same.mean()), len(both)
 
 
 # Measurement tolerance of a point on the roofline: an op's FLOP/s may exceed its roof by

@@ -27,6 +27,7 @@ time they are read, and every pipeline imports them into its store.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -272,6 +273,7 @@ def _base_record(config: FCConfig, plat: LegacyPlatform, source: str, state: str
         "error": error,
         "params": counting.count_params(config),
         "flops_model": counting.flops_model(config),
+        "bytes_estimate": replica_bytes(config, plat),
         "peak_flops": plat.peak_flops,
         "peak_source": f"datasheet:{plat.name}",
         "n_samples": None,
@@ -279,6 +281,14 @@ def _base_record(config: FCConfig, plat: LegacyPlatform, source: str, state: str
         "finished_at": None,
         "source": source,
     }
+
+
+def replica_bytes(config: FCConfig, plat: LegacyPlatform) -> float:
+    """Bytes one step moves on the whole board: each of its ``cores`` replicas holds every weight and
+    runs ``batch / cores`` examples (the TPU v2-8 ran data-parallel on 8 cores), so the model's
+    operational intensity is a replica's, as the study's traces measure it per core."""
+    replica = dataclasses.replace(config, batch=max(1, config.batch // plat.cores))
+    return float(counting.bytes_estimate(replica, plat.dtype) * plat.cores)
 
 
 def _ok_record(config: FCConfig, values: dict[str, float], plat: LegacyPlatform, source: str) -> dict:
