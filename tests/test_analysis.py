@@ -394,3 +394,17 @@ def test_stack_speedup_and_speedup_shape_edge_cases():
     result = compare(pd.concat([base, slower]), "float32", "mixed_bfloat16", by="dtype")
     assert obs.stack_speedup(result, "x", "y").verdict == obs.FAILS
     assert obs.speedup_depends_on(result.table.head(3), "fc").verdict == obs.UNKNOWN
+
+
+def test_a_share_below_zero_is_within_noise_never_drawn_below_it():
+    from paradnn.analysis import plots
+
+    shares = [0.45, 0.42, 0.40, 0.38, 0.20, 0.18, 0.15, 0.12, 0.06, 0.05, -0.076, -0.02]  # SqueezeNet host-prep: -7.6%
+    verdict = obs.measured_infeed(host_fed(shares), "cpu")
+    assert verdict.numbers["largest_third_percent"] == pytest.approx(2.5)  # the two below zero count as no wait
+    rows = host_fed(shares).assign(label=[f"x-bs_{b}" for b in (64, 128, 256) * 4], infeed_percent=100 * np.array(shares))
+    fig = plots.share_by_batch(rows, "infeed_percent", "t", "share of step time (%)")
+    ax = fig.axes[0]
+    assert ax.get_ylim()[0] == 0 and any("2 within noise" in t.get_text() for t in ax.texts)
+    drawn = [y for c in ax.collections for y in np.asarray(c.get_offsets())[:, 1]] if ax.collections else []
+    assert min(drawn) >= 0

@@ -527,7 +527,7 @@ def measured_communication(rows: pd.DataFrame, platform: str, negligible: float 
         return inconclusive(name, paper, f"needs data-parallel measurements (--devices 2) at 2 batch sizes or more, "
                             f"{len(runs)} in the store", id="O3", platform=platform)  # fmt: skip
     replicas = ", ".join(str(int(n)) for n in sorted(runs["devices"].unique()))
-    return _communication_verdict(100 * runs["comm_share"].astype(float), runs["batch"].astype(int),
+    return _communication_verdict(100 * runs["comm_share"].astype(float).clip(lower=0), runs["batch"].astype(int),
                                   f"{len(runs)} runs on {replicas} replicas", negligible, name, paper, platform)  # fmt: skip
 
 
@@ -628,7 +628,7 @@ def measured_infeed(rows: pd.DataFrame, platform: str) -> Verdict:
         return inconclusive(name, paper, f"needs host-fed measurements (--input host-prep) of 6 configurations, "
                             f"{len(fed)} in the store", id="O4", platform=platform)  # fmt: skip
     fed["work"] = fed["flops_model"] / fed["batch"]
-    fed["infeed_percent"] = 100 * fed["infeed_share"]
+    fed["infeed_percent"] = 100 * fed["infeed_share"].clip(lower=0)  # below 0 is within noise: no wait
     rule = Rule("infeed points of the smallest third over the largest", 0.0, ">", min_n=6, margin=INFEED_MARGIN_POINTS)
     part = _thirds_part("gap", fed["work"], fed["infeed_percent"], rule)
     low, high = _thirds(fed["work"].to_numpy(dtype=float), fed["infeed_percent"].to_numpy(dtype=float))

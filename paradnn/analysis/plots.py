@@ -370,8 +370,13 @@ def pair_speedup_bars(pairs: pd.DataFrame, title: str) -> plt.Figure:
 
 
 def share_by_batch(rows: pd.DataFrame, value: str, title: str, ylabel: str, hue: str | None = None) -> plt.Figure:
-    """A per-configuration share (percent of step time) against batch size, one box per batch (and ``hue`` value)."""
+    """A per-configuration share (percent of step time) against batch size, one box per batch (and ``hue`` value).
+
+    A share is never drawn below zero: one measured below it (two timings taken call by call that
+    differ by less than their noise) is drawn at 0 as a hollow mark and counted in a note."""
     data = rows.assign(batch=rows["label"].str.extract(r"bs_(\d+)")[0].astype(int))
+    noise = data[value] < 0
+    data = data.assign(**{value: data[value].clip(lower=0)})
     fig, ax = plt.subplots(figsize=(7, 3.8))
     order = sorted(data["batch"].unique())
     colour = {"hue": hue} if hue else {"color": sns.color_palette()[0]}
@@ -381,10 +386,13 @@ def share_by_batch(rows: pd.DataFrame, value: str, title: str, ylabel: str, hue:
     if hue:
         fig.set_size_inches(8.5, 3.8)
         ax.legend(title=hue, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
-    if (data[value] < 0).any():  # a share below zero is noise, and the figure says so
-        ax.axhline(0, color="grey", lw=0.8)
-        ax.text(0.01, 0.02, "below 0: the two timings, taken call by call, differ by less than their noise",
-                transform=ax.transAxes, fontsize=7, color="dimgrey")  # fmt: skip
+    if noise.any():  # within noise: at zero, hollow, and said
+        positions = {b: i for i, b in enumerate(order)}
+        ax.scatter([positions[b] for b in data.loc[noise, "batch"]], [0] * int(noise.sum()), s=28, facecolors="none",
+                   edgecolors="dimgrey", zorder=3)  # fmt: skip
+        ax.text(0.01, 0.97, f"hollow: {int(noise.sum())} within noise (measured below 0), drawn at 0",
+                transform=ax.transAxes, fontsize=7, color="dimgrey", va="top")  # fmt: skip
+    ax.set_ylim(bottom=0)
     ax.set_xlabel("batch size (examples, log2 scale)")
     ax.set_ylabel(ylabel)
     ax.set_title(title)
