@@ -674,6 +674,8 @@ def utilisation_section(df: pd.DataFrame, families: list[str], platform: str, dt
     its O1 trends (utilisation rises with batch and width); returns those trend verdicts."""
     from paradnn.analysis import observations as obs
     from paradnn.analysis import plots
+    from paradnn.analysis.results import Results
+    from paradnn.analysis.roofline import peak_used
     from paradnn.families import get as family
 
     verdicts: list = []
@@ -683,7 +685,7 @@ def utilisation_section(df: pd.DataFrame, families: list[str], platform: str, dt
                                 "FLOPS utilisation (% of peak)", scale=100))  # fmt: skip
             trends = obs.family_trends(df, name, platform)
             verdicts += trends
-            caption(" ".join(v.sentence for v in trends))
+            caption(f"Utilisation against the {peak_used(Results(df).ok().frame)}. " + " ".join(v.sentence for v in trends))
     return verdicts
 
 

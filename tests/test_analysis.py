@@ -408,3 +408,15 @@ def test_a_share_below_zero_is_within_noise_never_drawn_below_it():
     assert ax.get_ylim()[0] == 0 and any("2 within noise" in t.get_text() for t in ax.texts)
     drawn = [y for c in ax.collections for y in np.asarray(c.get_offsets())[:, 1]] if ax.collections else []
     assert min(drawn) >= 0
+
+
+def test_a_row_above_the_measured_ceiling_is_the_peak_and_the_page_says_so():
+    from paradnn.analysis.roofline import peak_used
+
+    rows = pd.DataFrame({"label": ["a", "b"], "state": "ok", "flops_per_sec": [1.5e11, 2.2e11], "peak_flops": [2.2e11] * 2,
+                         "peak_source": ["achieved:b"] * 2, "utilization": [1.5 / 2.2, 1.0]})  # fmt: skip
+    words = peak_used(rows, ceiling=1.9e11)
+    assert words == ("peak 2.2e+11 FLOP/s, the rate b achieved above the measured ceiling 1.9e+11 FLOP/s (100% there by "
+                     "construction)")  # fmt: skip
+    measured = rows.assign(peak_flops=3e11, peak_source="measured")
+    assert peak_used(measured) == "peak 3e+11 FLOP/s (measured)"

@@ -89,6 +89,22 @@ def ridge_agreement(points: pd.DataFrame, traces: pd.DataFrame, ridge: float) ->
     return float(same.mean()), len(both)
 
 
+def peak_used(rows: pd.DataFrame, ceiling: float | None = None) -> str:
+    """The peak FLOP/s ``rows``' utilisation is measured against, in words, with its source: a
+    measured ceiling, a datasheet, or the rate a configuration achieved above the measured ceiling
+    (that configuration's utilisation is 100% by construction, and the words say so)."""
+    stated = rows.dropna(subset=["peak_flops"])
+    if stated.empty:
+        return "peak unknown"
+    top = stated.loc[pd.to_numeric(stated["peak_flops"]).idxmax()]
+    source = str(top.get("peak_source") or "measured")
+    if source.startswith("achieved:"):
+        above = f" above the measured ceiling {ceiling:.3g} FLOP/s" if ceiling else " above the measured ceiling"
+        return (f"peak {top['peak_flops']:.3g} FLOP/s, the rate {source.split(':', 1)[1]} achieved{above} (100% "
+                "there by construction)")  # fmt: skip
+    return f"peak {top['peak_flops']:.3g} FLOP/s ({source})"
+
+
 # Measurement tolerance of a point on the roofline: an op's FLOP/s may exceed its roof by
 # this factor (timer resolution, FLOP counts of fused ops) before it is called impossible.
 ROOF_TOLERANCE = 1.1

@@ -310,12 +310,16 @@ def _hardware_cell(metric: str, platform: str, rows: pd.DataFrame, platforms: pd
 
 
 def _performance(platform: str, rows: pd.DataFrame, platforms: pd.DataFrame) -> tuple[str, str]:
-    from paradnn.analysis.roofline import ceilings_for
+    """Computing performance: the peak the platform's utilisation is measured against (the one its
+    rows used, with where it comes from) and the utilisation per family in the run most rows used."""
+    from paradnn.analysis.results import Results
+    from paradnn.analysis.roofline import ceilings_for, peak_used
 
-    ok = rows[rows["state"] == "ok"]
-    dtype = ok["dtype"].mode().iloc[0] if len(ok) else "float32"
-    ceilings = ceilings_for(platforms, platform, dtype)
-    peak = f"peak {ceilings.peak_flops:.3g} FLOP/s ({dtype})" if ceilings else "no ceilings"
+    results = Results(rows).ok()
+    run = results.dominant_run(("dtype",))
+    ok = results.for_run(run).frame
+    ceilings = ceilings_for(platforms, platform, run["dtype"])
+    peak = peak_used(ok, ceilings.peak_flops if ceilings else None) + f" ({run['dtype']})" if len(ok) else "no rows"
     per_family = [f"{family} median {use.median():.0%}, best {use.max():.0%} ({len(use)} rows)"
                   for family, use in ok.dropna(subset=["utilization"]).groupby("family")["utilization"]]  # fmt: skip
     achieved = "; utilisation " + "; ".join(per_family) if per_family else ""
