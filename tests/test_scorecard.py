@@ -96,7 +96,8 @@ def test_every_platform_gets_all_12_hardware_metrics_each_with_a_source(tmp_path
     assert len(table) == 2 * 12 and set(table["platform"]) == {"tpu-v2-8", "v100"}
     assert (table["source"] != "").all()
     tpu = table[table["platform"] == "tpu-v2-8"].set_index("metric")
-    assert tpu.loc["Computing Performance", "value"].startswith("peak 1.8e+14 FLOP/s (mixed_bfloat16); utilisation fc median")
+    assert tpu.loc["Computing Performance", "value"].startswith(
+        "mixed_bfloat16 peak 1.8e+14 FLOP/s (datasheet:tpu-v2-8); utilisation fc median")
     assert tpu.loc["Compatibility", "value"] == "ran fc (mixed_bfloat16) under tensorflow; did not finish: 220 oom"
     assert tpu.loc["Compatibility", "short"] == "1 families, 220 failed"
     assert tpu.loc["Energy efficiency", "short"] == "not measurable"

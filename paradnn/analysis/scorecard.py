@@ -319,7 +319,7 @@ def _performance(platform: str, rows: pd.DataFrame, platforms: pd.DataFrame) -> 
     run = results.dominant_run(("dtype",))
     ok = results.for_run(run).frame
     ceilings = ceilings_for(platforms, platform, run["dtype"])
-    peak = peak_used(ok, ceilings.peak_flops if ceilings else None) + f" ({run['dtype']})" if len(ok) else "no rows"
+    peak = f"{run['dtype']} {peak_used(ok, ceilings.peak_flops if ceilings else None)}" if len(ok) else "no rows"
     per_family = [f"{family} median {use.median():.0%}, best {use.max():.0%} ({len(use)} rows)"
                   for family, use in ok.dropna(subset=["utilization"]).groupby("family")["utilization"]]  # fmt: skip
     achieved = "; utilisation " + "; ".join(per_family) if per_family else ""
