@@ -316,6 +316,15 @@ def show(fig) -> None:
     plt.close(fig)
 
 
+def table(df: pd.DataFrame, digits: int = 3) -> None:
+    """Display a table as the reports show them: missing values as "not measured", numbers to
+    ``digits`` decimals, and no row numbers (a meaningful index, such as a pivot's, is kept)."""
+    from IPython.display import display
+
+    styler = df.style.format(precision=digits, na_rep="not measured")
+    display(styler.hide(axis="index") if isinstance(df.index, pd.RangeIndex) else styler)
+
+
 def figure_title(fig) -> str:
     """A figure's title: its suptitle, else its axes' titles joined."""
     suptitle = fig._suptitle.get_text() if fig._suptitle is not None else ""
@@ -340,7 +349,6 @@ def projection_section(store: str | Path, source: str = "tpu-v2-8", target: str 
     onto a TPU v3 datasheet, at each configuration's batch and at twice it. Shows the figure,
     its caption and a table of the bounds; returns observation 5's projected verdict and the
     package's check that no same-batch projection exceeds the datasheets' larger ratio."""
-    from IPython.display import display
 
     from paradnn.analysis import observations as obs
     from paradnn.analysis import plots
@@ -353,8 +361,8 @@ def projection_section(store: str | Path, source: str = "tpu-v2-8", target: str 
     caption(f"{verdict.sentence} Projected from the {summary['profiles']} TPU v2 op traces: every operation keeps its "
             "FLOPs and bytes, infeed and untraced time are kept as measured; Fig. 6a and 6c need CNN and RNN traces, "
             "which the original data does not have.")  # fmt: skip
-    table = same.assign(bound=dominant_bound(same)).groupby("bound")["speedup"].describe()[["count", "min", "50%", "max"]]
-    display(table.rename(columns={"50%": "median"}).round(2))
+    bounds = same.assign(bound=dominant_bound(same)).groupby("bound")["speedup"].describe()[["count", "min", "50%", "max"]]
+    table(bounds.rename(columns={"50%": "median"}), 2)
     limit = max(summary["peak_ratio"], summary["bandwidth_ratio"])
     beyond = int((same["speedup"] > limit * (1 + 1e-9)).sum())
     part = obs.exact_part("beyond", beyond, len(same), obs.Rule(f"projections above {limit:.2f}x", 0.5, "<", min_n=1))
@@ -421,7 +429,6 @@ def projection_check_section(store: str | Path, baseline: str, target: str, labe
     ``target``'s measured ceilings, against what ``target`` measured at the same settings. Shows
     the figure, its caption and the table; returns the package's check (median error within
     :data:`PROJECTION_TOLERANCE`), or None without configurations to check."""
-    from IPython.display import display
 
     from paradnn.analysis import observations as obs
     from paradnn.analysis import plots
@@ -463,14 +470,13 @@ def projection_check_section(store: str | Path, baseline: str, target: str, labe
             f"larger ratio. Held fixed: {_held_words(summary['held_fixed'])} (the profiles themselves run XLA off).")  # fmt: skip
     shown = rows.assign(bound=bound, error=error)[["label", "bound", "source_step_time_s", "projected_step_time_s",
                                                    "measured_step_time_s", "error"]]  # fmt: skip
-    display(shown.round(4))
+    table(shown, 4)
     return verdict
 
 
 def what_if_section(store: str | Path, platform: str, onto: str, labels: list[str], check: Verdict | None) -> None:
     """This machine's profiled FC configurations projected onto a datasheet platform ``onto``:
     table and caption, marked as projections, with the validation error of ``check`` beside them."""
-    from IPython.display import display
 
     from paradnn.analysis.projection import dominant_bound, projection
 
@@ -493,7 +499,7 @@ def what_if_section(store: str | Path, platform: str, onto: str, labels: list[st
             f"category scaled by the ratio of peaks and the time its profile did not cover kept as on {platform}; "
             f"median projected speedup {summary['median_speedup']:.0f}x. {checked[0].upper() + checked[1:]}. A GPU's "
             "kernel-launch cost per operation is not modelled, so small steps are projected too fast.")  # fmt: skip
-    display(shown.round(6))
+    table(shown, 6)
 
 
 def platform_section(df: pd.DataFrame, baseline: str, target: str, families: list[str], paper_pair: bool = False) -> list:
@@ -507,7 +513,6 @@ def platform_section(df: pd.DataFrame, baseline: str, target: str, families: lis
     depends on the model's shape, labelled as such.
     """
     import numpy as np
-    from IPython.display import display
 
     from paradnn import families as registry
     from paradnn.analysis import observations as obs
@@ -542,8 +547,8 @@ def platform_section(df: pd.DataFrame, baseline: str, target: str, families: lis
         if not result.n:
             print(f"{title}: nothing pairs {target} with {baseline}: {result.why}.")
             continue
-        table = result.table.assign(state="ok", log2_speedup=np.log2(result.table["speedup"]))
-        show(plots.heatmaps(table, family, "speedup", f"{title} speedup of {target} over {baseline}",
+        pairs = result.table.assign(state="ok", log2_speedup=np.log2(result.table["speedup"]))
+        show(plots.heatmaps(pairs, family, "speedup", f"{title} speedup of {target} over {baseline}",
                             "speedup (x; red: target faster, blue: baseline faster)", fmt="{:.2f}", center=1.0,
                             cmap="RdBu_r"))  # fmt: skip
         pair = f"{target} vs {baseline}"
@@ -551,23 +556,23 @@ def platform_section(df: pd.DataFrame, baseline: str, target: str, families: lis
             paper7 = "large batches favour the TPU: its speedup over the GPU grows with batch"
             paper8 = "small FC models favour the TPU and large ones the GPU: its speedup shrinks with width"
             held = {**result.held_fixed, "free": list(result.free)}  # each platform at the precision the study ran it
-            found = [obs.speedup_direction(table, family, "batch", True, "O7", pair, paper7, held),
-                     obs.speedup_direction(table, family, "nodes", False, "O8", pair, paper8, held)]  # fmt: skip
+            found = [obs.speedup_direction(pairs, family, "batch", True, "O7", pair, paper7, held),
+                     obs.speedup_direction(pairs, family, "nodes", False, "O8", pair, paper8, held)]  # fmt: skip
         else:
-            found = [obs.speedup_depends_on(table, family, platform=f"{pair} (a local pair, not the paper's TPU and GPU)")]
-        where_base_wins = int((table["speedup"] < 1).sum())
+            found = [obs.speedup_depends_on(pairs, family, platform=f"{pair} (a local pair, not the paper's TPU and GPU)")]
+        where_base_wins = int((pairs["speedup"] < 1).sum())
         caption(f"{target} over {baseline}: median speedup {result.median:.2f}x (geometric mean {result.geomean:.2f}x, "
                 f"{result.min:.2f}x to {result.max:.2f}x over {result.n} configurations; {sides_words(result)}); "
                 f"{baseline} wins on {where_base_wins}. " + " ".join(v.sentence for v in found))  # fmt: skip
-        show(plots.speedup_scatter(table, f"{title}: speedup against model size", baseline, target))
-        reg = regress(table, "log2_speedup", family=family)
+        show(plots.speedup_scatter(pairs, f"{title}: speedup against model size", baseline, target))
+        reg = regress(pairs, "log2_speedup", family=family)
         show(plots.coefficients({family: reg}, f"{title}: regression of log2 speedup on hyperparameters",
                                 "Δ log2 speedup per s.d. of log2 value"))  # fmt: skip
         top = reg.coefficients["coef"].abs().idxmax() if not reg.coefficients.empty else "none"
         caption(f"The paper found the speedup depends mostly on batch size and layer width; here the largest weight is "
                 f"{top} (R² {reg.r_squared:.2f}).")  # fmt: skip
         verdicts += found
-    display(pd.DataFrame(summaries).round(3))
+    table(pd.DataFrame(summaries), 3)
     return verdicts
 
 
@@ -622,9 +627,9 @@ def speedup_maps(result, what: str, platform: str, families: list[str]) -> None:
     from paradnn.analysis import plots
 
     for family in families:
-        table = result.table[result.table["family"] == family].assign(state="ok")
-        if len(table):
-            show(plots.heatmaps(table, family, "speedup", f"{registry.get(family).title}: speedup from {what} on {platform}",
+        pairs = result.table[result.table["family"] == family].assign(state="ok")
+        if len(pairs):
+            show(plots.heatmaps(pairs, family, "speedup", f"{registry.get(family).title}: speedup from {what} on {platform}",
                                 "speedup (x; red: faster, blue: slower)", fmt="{:.2f}", center=1.0, cmap="RdBu_r"))  # fmt: skip
 
 
@@ -653,20 +658,18 @@ def state_counts(df: pd.DataFrame, platform: str) -> str:
 def table2_section(families: list[str], preset: str, overrides: dict) -> pd.DataFrame:
     """Table 2: the paper's grids as printed, as the ``paper`` preset runs them and as this
     report ran them (``preset`` with ``overrides``), departures of the preset marked."""
-    from IPython.display import display
-
     from paradnn.analysis.table2 import table2
 
-    table = table2(families, preset, overrides)
-    if table.empty:
+    grids = table2(families, preset, overrides)
+    if grids.empty:
         print("None of these families is in Table 2 (fc, cnn, rnn).")
-        return table
-    display(table.set_index(["family", "axis"]))
-    departures = table[table["departure from the print"] != ""]
+        return grids
+    table(grids.set_index(["family", "axis"]))
+    departures = grids[grids["departure from the print"] != ""]
     caption(f"The paper's Table 2 prints the grids in the first column; the paper preset runs them with "
             f"{len(departures)} departure(s) ({', '.join(departures['family'] + ' ' + departures['axis']) or 'none'}), "
             f"and this report ran the {preset} grids, a slice small enough for this platform.")  # fmt: skip
-    return table
+    return grids
 
 
 def utilisation_section(df: pd.DataFrame, families: list[str], platform: str, dtype: str) -> list[Verdict]:
@@ -750,7 +753,6 @@ def op_breakdown_section(df: pd.DataFrame, ceilings: Ceilings | None, points: pd
     """Fig. 3's per-op breakdown: TensorFlow's profiler on :func:`profile_picks` (on a local
     platform only), figure and table; returns O2's verdict (compute-bound models still spend
     time in memory-bound ops)."""
-    from IPython.display import display
 
     from paradnn.analysis import observations as obs
     from paradnn.analysis import plots
@@ -762,7 +764,7 @@ def op_breakdown_section(df: pd.DataFrame, ceilings: Ceilings | None, points: pd
     if len(picks):
         breakdown = pd.concat([op_breakdown(parse_label("fc", label), dtype) for label in picks["label"]], ignore_index=True)
         show(plots.op_breakdown(breakdown, ceilings, f"Per-op breakdown of FC training steps on {platform}"))
-        display(breakdown.round(4))
+        table(breakdown, 4)
     verdict = obs.compute_bound_memory_time(breakdown, ceilings.ridge if ceilings else float("inf"), points,
                                             platform=platform)  # fmt: skip
     caption(verdict.sentence)
@@ -938,7 +940,6 @@ def communication_table(rows: pd.DataFrame) -> pd.DataFrame:
 def replica_section(rows: pd.DataFrame, platform: str) -> Verdict:
     """Fig. 4 on this machine: the communication share of the data-parallel step by batch and
     family, and its table; returns O3's verdict on the measured rows."""
-    from IPython.display import display
 
     from paradnn.analysis import observations as obs
     from paradnn.analysis import plots
@@ -948,7 +949,7 @@ def replica_section(rows: pd.DataFrame, platform: str) -> Verdict:
         show(plots.share_by_batch(rows.assign(comm_percent=100 * rows["comm_share"]), "comm_percent",
                                   f"{platform}: communication share of the data-parallel step (all-reduce and waiting)",
                                   "share of step time (%)", hue="family"))  # fmt: skip
-        display(communication_table(rows))
+        table(communication_table(rows))
     caption(verdict.sentence)
     return verdict
 

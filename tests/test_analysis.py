@@ -420,3 +420,23 @@ def test_a_row_above_the_measured_ceiling_is_the_peak_and_the_page_says_so():
                      "construction)")  # fmt: skip
     measured = rows.assign(peak_flops=3e11, peak_source="measured")
     assert peak_used(measured) == "peak 3e+11 FLOP/s (measured)"
+
+
+def test_out_of_memory_timeout_error_and_unmeasured_cells_are_drawn_apart():
+    from matplotlib.patches import Rectangle
+
+    from paradnn.analysis import plots
+
+    grid = fc_frame(lambda n, b, layers: 0.5).query("layers == 2").assign(examples_per_sec=1.0)
+    states = {(512, 256): "oom", (512, 128): "timeout", (256, 256): "error"}
+    grid["state"] = [states.get((n, b), "ok") for n, b in zip(grid["nodes"], grid["batch"])]
+    grid = grid[~((grid["nodes"] == 64) & (grid["batch"] == 32))]  # one cell nobody measured
+    fig = plots.heatmaps(grid, "fc", "examples_per_sec", "t", "examples/s")
+    cells = [p for p in fig.axes[0].patches if isinstance(p, Rectangle)]
+    styles = {(p.get_hatch(), tuple(p.get_edgecolor())) for p in cells}
+    assert len(cells) == 4 and len(styles) == 4  # OOM, timeout, error and not measured: four different marks
+    missing = [p for p in cells if p.get_hatch() == plots.CELL_MARKS["missing"][0]]
+    assert len(missing) == 1 and missing[0].get_facecolor()[:3] != (1.0, 1.0, 1.0)  # never white like a 1.0x cell
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert labels == ["OOM: out of memory", "t/o: timed out (or unfinished in the original data)", "err: error",
+                      "not measured"]  # fmt: skip

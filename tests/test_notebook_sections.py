@@ -211,3 +211,14 @@ def test_the_notebooks_workers_reach_plain_cpu_sweeps_only(monkeypatch, tmp_path
     assert seen == [2, 1]
     with pytest.raises(ConfigError, match="workers: 5 is not valid"):
         nb.setup("local", 5)
+
+
+def test_tables_say_not_measured_and_show_no_row_numbers(monkeypatch):
+    shown = []
+    monkeypatch.setattr("IPython.display.display", lambda obj, **kw: shown.append(obj))
+    nb.table(pd.DataFrame({"platform": ["cpu", "v100"], "median": [1.23456, None]}))
+    page = shown[0].to_html()
+    assert "not measured" in page and "nan" not in page.lower() and "1.235" in page
+    assert 'class="row_heading' not in page  # no pandas row numbers
+    nb.table(pd.DataFrame({"cpu": [1.0]}, index=pd.Index(["Computing Performance"], name="metric")))
+    assert "Computing Performance" in shown[1].to_html()  # a meaningful index is kept

@@ -21,6 +21,14 @@ from paradnn.analysis.roofline import Ceilings
 
 MAX_ANNOTATED_CELLS = 36  # larger panels show colour only: the numbers would not be legible
 FAILED_MARK = {"oom": "OOM", "skipped": "OOM?", "timeout": "t/o", "error": "err"}
+# Each way a cell can lack a value, drawn apart: (hatch, colour, legend words). Out of memory is
+# what observation 6 turns on; a timeout or an error says nothing of memory; a cell nobody
+# measured is never white (the colour of a 1.0x speedup).
+CELL_MARKS = {"oom": ("xx", "firebrick", "OOM: out of memory"),
+              "skipped": ("x", "lightcoral", "OOM?: predicted not to fit, skipped"),
+              "timeout": ("//", "darkorange", "t/o: timed out (or unfinished in the original data)"),
+              "error": ("..", "purple", "err: error"),
+              "missing": ("\\\\", "silver", "not measured")}  # fmt: skip
 
 
 def _grid(df: pd.DataFrame, family: str, value: str, panel_value, panel_column: str | None = None
@@ -30,7 +38,10 @@ def _grid(df: pd.DataFrame, family: str, value: str, panel_value, panel_column: 
     sub = df[(df["family"] == family) & ((df[panel_axis] == panel_value) if panel_axis else True)]
     ok = sub[sub["state"] == "ok"]
     values = ok.pivot_table(index=rows_axis, columns=columns_axis, values=value, aggfunc="median")
-    failed = sub[sub["state"] != "ok"].groupby([rows_axis, columns_axis])["state"].first().unstack()
+    # A cell of several failed rows shows the failure that says most: out of memory first.
+    rank = {state: i for i, state in enumerate(CELL_MARKS)}
+    failures = sub[sub["state"] != "ok"].sort_values("state", key=lambda s: s.map(rank).fillna(len(rank)), kind="stable")
+    failed = failures.groupby([rows_axis, columns_axis])["state"].first().unstack()
     rows = sorted(set(values.index) | set(failed.index))
     cols = sorted(set(values.columns) | set(failed.columns))
     return values.reindex(index=rows, columns=cols), failed.reindex(index=rows, columns=cols)
@@ -85,6 +96,7 @@ def heatmaps(
     else:
         norm = Normalize(ok.min() if len(ok) else 0, ok.max() if len(ok) else 1)
     image = None
+    shown_marks: set[str] = set()
     for ax, panel_value in zip(axs, panels):
         values, failed = _grid(fam, family, value, panel_value, panels_by)
         marks = _marks(fam, family, marked, panel_value, values) if marked and not panels_by else None
@@ -96,11 +108,14 @@ def heatmaps(
                 v = values.iat[i, j]
                 if pd.notna(v) and annotate:
                     ax.text(j, i, fmt.format(v * scale), ha="center", va="center", fontsize=8, color=_ink(image, v * scale))
-                elif pd.isna(v) and pd.notna(failed.iat[i, j]):
-                    ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="xx", edgecolor="firebrick"))
-                    if annotate:
-                        mark = FAILED_MARK.get(failed.iat[i, j], "?")
-                        ax.text(j, i, mark, ha="center", va="center", fontsize=7, color="firebrick")
+                elif pd.isna(v):
+                    kind = failed.iat[i, j] if pd.notna(failed.iat[i, j]) else "missing"
+                    hatch, colour, _ = CELL_MARKS.get(kind, CELL_MARKS["error"])
+                    ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, facecolor="#f4f4f4" if kind == "missing" else "none",
+                                           hatch=hatch, edgecolor=colour, lw=0))  # fmt: skip
+                    shown_marks.add(kind if kind in CELL_MARKS else "error")
+                    if annotate and kind != "missing":
+                        ax.text(j, i, FAILED_MARK.get(kind, "?"), ha="center", va="center", fontsize=7, color=colour)
                 if marks is not None and marks.iat[i, j] is True:
                     edge = _ink(image, v * scale) if pd.notna(v) else "black"
                     ax.add_patch(Rectangle((j - 0.42, i - 0.42), 0.84, 0.84, fill=False, edgecolor=edge, lw=1.5))
@@ -114,6 +129,10 @@ def heatmaps(
             ax.set_title(f"{panel_axis.title} = {_tick(panel_value)}", fontsize=10)
     if image is not None:
         fig.colorbar(image, ax=axs.tolist(), label=colorbar, shrink=0.9)
+    if shown_marks:  # what each mark means, below the panels (never over the data)
+        handles = [Rectangle((0, 0), 1, 1, facecolor="#f4f4f4" if k == "missing" else "none", hatch=hatch, edgecolor=colour,
+                             label=words) for k, (hatch, colour, words) in CELL_MARKS.items() if k in shown_marks]  # fmt: skip
+        fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 3), fontsize=8, frameon=False)
     agg = _aggregated_axes(df, family)
     fig.suptitle(title + (f" (median over {', '.join(agg)})" if agg else ""), fontsize=12)
     return fig

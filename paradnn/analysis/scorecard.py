@@ -543,7 +543,8 @@ MEASURED_ROW = "background-color: #e6f4ea"
 
 def highlight_measured(table: pd.DataFrame):
     """:func:`framework_table_with_measured` as a Styler whose rows measured here are green."""
-    return table.style.apply(lambda row: [MEASURED_ROW if row["source"] == "measured here" else ""] * len(row), axis=1)
+    styled = table.style.apply(lambda row: [MEASURED_ROW if row["source"] == "measured here" else ""] * len(row), axis=1)
+    return styled.format(na_rep="not measured").hide(axis="index")
 
 
 def checklist(audit: pd.DataFrame) -> pd.DataFrame:
