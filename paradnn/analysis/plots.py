@@ -203,13 +203,14 @@ def roofline(points: pd.DataFrame, ceilings: Ceilings, title: str, hue: str = "f
 
 def op_breakdown(breakdown: pd.DataFrame, ceilings: Ceilings | None, title: str) -> plt.Figure:
     """Left: time share by op category per configuration. Right: the categories on the roofline."""
-    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.2), gridspec_kw={"width_ratios": [1.1, 1]})
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 5.2), gridspec_kw={"width_ratios": [1.1, 1]}, layout="constrained")
     shares = breakdown.pivot_table(index="label", columns="category", values="time_share", aggfunc="sum").fillna(0)
-    shares.mul(100).plot.barh(stacked=True, ax=left, colormap="tab10", width=0.7)
+    shares.mul(100).plot.barh(stacked=True, ax=left, colormap="tab10", width=0.7, legend=False)
     left.set_xlabel("share of step time (%)")
     left.set_ylabel("")
     left.set_yticks(range(len(shares)), [label.replace("-", "\n", 2) for label in shares.index], fontsize=7)
-    left.legend(fontsize=7, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.12), frameon=False)  # below the bars
+    handles, names = left.get_legend_handles_labels()
+    fig.legend(handles, names, fontsize=7, ncols=4, loc="outside lower left", frameon=False)  # under the axis labels
     left.set_title("time share by op category")
     pts = breakdown[(breakdown["flops"] > 0) & (breakdown["bytes"] > 0) & (breakdown["time_s"] > 0)]
     if ceilings is not None:
@@ -228,7 +229,6 @@ def op_breakdown(breakdown: pd.DataFrame, ceilings: Ceilings | None, title: str)
     if right.get_legend_handles_labels()[0]:  # nothing to label when no op has both FLOPs and bytes
         right.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
     fig.suptitle(title, fontsize=12)
-    fig.tight_layout()
     return fig
 
 
@@ -363,7 +363,7 @@ def grouped_bars(table: pd.DataFrame, columns: list[str], title: str, ylabel: st
     ax.set_xlabel("")
     ax.set_ylabel(ylabel + (", log scale" if log else ""))
     ax.set_title(title)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)  # beside the bars, never over them
     fig.tight_layout()
     return fig
 
@@ -378,6 +378,7 @@ def pair_speedup_bars(pairs: pd.DataFrame, title: str) -> plt.Figure:
         )
         sns.barplot(data=data, x="workload", y="median", hue="pair", ax=ax)
         ax.set_yscale("log", base=2)
+        sns.move_legend(ax, "upper left", bbox_to_anchor=(1.01, 1), frameon=False, fontsize=8, title=None)
     else:
         ax.text(0.5, 0.5, "no family measured on two platforms", ha="center", va="center", transform=ax.transAxes)
     ax.axhline(1, color="grey", ls="--", lw=1)
@@ -496,19 +497,21 @@ def whiskers(centre: pd.Series, low: pd.Series, high: pd.Series) -> np.ndarray:
 
 
 def framework_speed_bars(speeds: pd.DataFrame, title: str, baseline: str = "TensorFlow", target: str = "JAX") -> plt.Figure:
-    """Geometric-mean throughput ratio target / baseline per family and platform, whiskers min to max (log2 scale)."""
-    fig, ax = plt.subplots(figsize=(max(5, 1.4 * len(speeds) + 2), 3.8))
+    """Geometric-mean throughput ratio target / baseline per family and platform, whiskers its 95%
+    interval (``low``, ``high``; min to max where there is none), on a log2 scale."""
+    fig, ax = plt.subplots(figsize=(max(7, 1.4 * len(speeds) + 2), 4.4))
     labels = [f"{families.get(f).title if f in families.names() else f}\n{p}, {d}\n(n = {n})"
               for f, p, d, n in zip(speeds["family"], speeds["platform"], speeds["dtype"], speeds["n"])]  # fmt: skip
     x = np.arange(len(speeds))
     ax.bar(x, speeds["geomean"], color=sns.color_palette()[0], width=0.6)
-    err = whiskers(speeds["geomean"], speeds["min"], speeds["max"])
+    low, high = ("low", "high") if {"low", "high"} <= set(speeds) else ("min", "max")
+    err = whiskers(speeds["geomean"], speeds[low], speeds[high])
     ax.errorbar(x, speeds["geomean"], yerr=err, fmt="none", color="black", capsize=4, lw=1)
     ax.axhline(1, color="grey", ls="--", lw=1)
     ax.set_yscale("log", base=2)
     ax.set_xticks(x, labels, fontsize=8)
     ax.set_xlabel("family, platform and dtype (configurations measured under both)")
-    ax.set_ylabel(f"throughput {target} / {baseline} (x, log2 scale)")
+    ax.set_ylabel(f"throughput {target} / {baseline}\n(x, log2 scale)")
     ax.set_title(title)
     fig.tight_layout()
     return fig
