@@ -576,6 +576,24 @@ def platform_section(df: pd.DataFrame, baseline: str, target: str, families: lis
     return verdicts
 
 
+def pair_speedup_section(results) -> None:
+    """Fig. 11's speedups: every pair of platforms per family on one common set of configurations
+    (bars chain), the pairs outside the chain in the table only; figure, table and caption."""
+    from paradnn.analysis import plots
+    from paradnn.analysis import workloads as wl
+
+    pairs = wl.pair_speedups(results)
+    show(plots.pair_speedup_bars(pairs, "Speedup of each pair of platforms per family on a common set (examples/s)"))
+    table(pairs, 3)
+    chained = pairs[pairs["chained"]]
+    outside = pairs[~pairs["chained"]]
+    shown = "; ".join(f"{r.target} over {r.baseline} {r.geomean:.2f}x ({r.family}, n {r.n})" for r in chained.itertuples())
+    caption("The paper found the TPU's advantage differs by workload (Fig. 11); here each family's pairs are taken over "
+            f"the configurations every platform of its chain measured, so their geometric means chain: {shown or 'none'}"
+            + (f"; {len(outside)} pair(s) share no configuration with the chain and are listed, not drawn" if len(outside)
+               else "") + ".")  # fmt: skip
+
+
 def sides_words(result) -> str:
     """What a comparison did with the settings that belong to a side, in words: "dtype held
     (float32); xla free (cpu False, cpu[threads=1] True: each platform at its automatically

@@ -194,6 +194,26 @@ def test_workload_tables():
     assert platforms.loc["fc", "cpu"] == pytest.approx(0.2) and platforms.loc["fc", "gpu:0"] == pytest.approx(0.4)
     pairs = wl.pair_speedups(df[df["dtype"] == "float32"])
     assert pairs[["baseline", "target"]].values.tolist() == [["cpu", "gpu:0"]] and pairs["median"].iloc[0] == pytest.approx(4)
+    assert pairs["held"].iloc[0] == "dtype held" and bool(pairs["chained"].iloc[0])  # the table has no XLA column
+
+
+def test_fig_11_pairs_chain_on_one_common_set():
+    from paradnn.analysis import workloads as wl
+
+    grid = fc_frame(lambda n, b, layers: 0.2).assign(dtype="float32", source="measured")
+    # Each platform measured a different, overlapping slice; the TPU's speed varies with batch.
+    parts = [grid.assign(platform="cpu", examples_per_sec=100.0),
+             grid[grid["nodes"] <= 256].assign(platform="gpu:0", examples_per_sec=400.0),
+             grid[grid["batch"] >= 64].assign(platform="tpu-v2-8", examples_per_sec=1000.0 * grid["batch"] / 64)]  # fmt: skip
+    pairs = wl.pair_speedups(pd.concat(parts, ignore_index=True)).set_index(["baseline", "target"])
+    assert pairs["chained"].all() and set(pairs["n"]) == {18}  # 3 node values x 3 batches x 2 depths, in every pair
+    g = pairs["geomean"]
+    assert g[("cpu", "tpu-v2-8")] == pytest.approx(g[("cpu", "gpu:0")] * g[("gpu:0", "tpu-v2-8")])  # the bars chain
+    assert list(pairs.index) == [("cpu", "gpu:0"), ("cpu", "tpu-v2-8"), ("gpu:0", "tpu-v2-8")]  # the paper's orientation
+    # A platform sharing nothing with the others is left out of the chain, its pair listed on its own set.
+    lone = grid[grid["nodes"] == 512].assign(platform="v100", examples_per_sec=300.0)
+    apart = wl.pair_speedups(pd.concat([*parts[:2], lone], ignore_index=True))
+    assert set(apart.loc[apart["chained"], "target"]) == {"gpu:0"} and not apart["chained"].all()
 
 
 def test_parameter_ranges_of_the_smoke_grids():

@@ -369,21 +369,25 @@ def grouped_bars(table: pd.DataFrame, columns: list[str], title: str, ylabel: st
 
 
 def pair_speedup_bars(pairs: pd.DataFrame, title: str) -> plt.Figure:
-    """Median speedup per family for every pair of platforms (log2 scale; 1 = equal)."""
+    """Geometric-mean speedup per family for the chained pairs of platforms (one common set of
+    configurations per family, :func:`paradnn.analysis.workloads.pair_speedups`), n under each
+    family's name (log2 scale; 1 = equal)."""
+    pairs = pairs[pairs["chained"]] if "chained" in pairs else pairs
     fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(pairs) + 2), 4))
     if len(pairs):
+        n = pairs.groupby("family")["n"].first()
         data = pairs.assign(
             pair=pairs["target"] + " over " + pairs["baseline"],
-            workload=[families.get(f).title if f in families.names() else f for f in pairs["family"]],
+            workload=[f"{families.get(f).title if f in families.names() else f}\n(n = {n[f]})" for f in pairs["family"]],
         )
-        sns.barplot(data=data, x="workload", y="median", hue="pair", ax=ax)
+        sns.barplot(data=data, x="workload", y="geomean", hue="pair", ax=ax)
         ax.set_yscale("log", base=2)
         sns.move_legend(ax, "upper left", bbox_to_anchor=(1.01, 1), frameon=False, fontsize=8, title=None)
     else:
         ax.text(0.5, 0.5, "no family measured on two platforms", ha="center", va="center", transform=ax.transAxes)
     ax.axhline(1, color="grey", ls="--", lw=1)
     ax.set_xlabel("")
-    ax.set_ylabel("median speedup in examples/s (x, log2 scale)")
+    ax.set_ylabel("geometric-mean speedup in examples/s\n(x, log2 scale)")
     ax.set_title(title)
     fig.tight_layout()
     return fig

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import itertools
 
+import numpy as np
 import pandas as pd
 
 from paradnn import counting, families
-from paradnn.analysis.speedup import compare
+from paradnn.analysis.results import Results
+from paradnn.analysis.speedup import SpeedupResult
 from paradnn.config import ConfigError
 from paradnn.space import expand, grid
 
@@ -48,12 +50,13 @@ def precision_table(df: pd.DataFrame, low_precision: str, baseline: str = "float
     Utilisation is against each dtype's own peak. Families measured only one way get an
     empty cell on the other side.
     """
-    ok = df[df["state"] == "ok"]
+    results = Results(df).ok()
+    ok = results.frame
     util = ok.pivot_table(index="family", columns="dtype", values="utilization", aggfunc="median")
     table = pd.DataFrame(index=sorted(set(ok["family"]), key=_order))
     for dtype in (baseline, low_precision):
         table[dtype] = util[dtype] if dtype in util else float("nan")
-    speed = compare(ok, baseline, low_precision, by="dtype") if {baseline, low_precision} <= set(ok["dtype"]) else None
+    speed = results.matched("dtype", baseline, low_precision) if {baseline, low_precision} <= set(ok["dtype"]) else None
     medians = speed.table.groupby("family")["speedup"].median() if speed is not None and speed.n else pd.Series(dtype=float)
     table["speedup"] = medians.reindex(table.index)
     return table.rename_axis("family").reset_index()
@@ -65,28 +68,68 @@ def platform_table(df: pd.DataFrame, dtype: str | None = None) -> pd.DataFrame:
     With ``dtype``, measured rows of other dtypes are left out (imported rows keep the
     precision they were run in).
     """
-    ok = df[(df["state"] == "ok") & df["utilization"].notna()]
+    results = Results(df).ok()
+    ok = results.frame[results.frame["utilization"].notna()]
     if dtype is not None:
-        ok = ok[(ok["dtype"] == dtype) | (ok["source"] != "measured")]
+        measured = Results(ok).where(source="measured")
+        ok = pd.concat([measured.for_settings(dtype=dtype).frame, ok[ok["source"] != "measured"]])
     table = ok.pivot_table(index="family", columns="platform", values="utilization", aggfunc="median")
     return table.reindex(sorted(table.index, key=_order))
 
 
-def pair_speedups(df: pd.DataFrame) -> pd.DataFrame:
+PAIR_COLUMNS = ["family", "baseline", "target", "n", "median", "geomean", "chained", "held"]
+
+
+def pair_speedups(results: Results | pd.DataFrame) -> pd.DataFrame:
     """For each pair of platforms and each family both measured: n, median and geometric-mean speedup.
 
-    Each platform at its own precision and XLA setting, as the paper compared its platforms
-    (the rest of the run identity held fixed), in the paper's orientation: the accelerator
-    over the CPU, the TPU over the GPU (:func:`platform_rank`)."""
+    Each pair is compared as :meth:`~paradnn.analysis.results.Results.matched` does (each
+    platform at its own precision and XLA setting where the two share none, like with like where
+    they share one; ``held`` says which), in the paper's orientation: the accelerator over the
+    CPU, the TPU over the GPU (:func:`platform_rank`). Pairs of a family are taken over one
+    common set of configurations (:func:`chain`), so that their geometric means chain
+    (A over C = A over B times B over C); ``chained`` is True for those, False for a pair
+    whose platforms share no configuration with the chain (its own set, never drawn beside it).
+    """
+    results = results if isinstance(results, Results) else Results(results)
+    platforms = sorted(results.ok().frame["platform"].unique(), key=lambda p: (platform_rank(p), p))
     rows = []
-    platforms = sorted(df.loc[df["state"] == "ok", "platform"].unique(), key=lambda p: (platform_rank(p), p))
-    for baseline, target in itertools.combinations(platforms, 2):
-        for family in sorted(df["family"].unique(), key=_order):
-            result = compare(df, baseline, target, family=family, free=("dtype", "xla"))
+    for family in sorted(results.frame["family"].unique(), key=_order):
+        pairs = {}
+        for baseline, target in itertools.combinations(platforms, 2):
+            result = results.matched("platform", baseline, target, family=family)
             if result.n:
-                rows.append({"family": family, "baseline": baseline, "target": target, "n": result.n,
-                             "median": result.median, "geomean": result.geomean})  # fmt: skip
-    return pd.DataFrame(rows, columns=["family", "baseline", "target", "n", "median", "geomean"])
+                pairs[(baseline, target)] = result
+        members, common = chain(pairs)
+        for (baseline, target), result in pairs.items():
+            chained = baseline in members and target in members
+            table = result.table[result.table["label"].isin(common)] if chained else result.table
+            speedup = table["speedup"].astype(float)
+            rows.append({"family": family, "baseline": baseline, "target": target, "n": len(table),
+                         "median": float(speedup.median()), "geomean": float(np.exp(np.log(speedup).mean())),
+                         "chained": chained, "held": _held_words(result)})  # fmt: skip
+    return pd.DataFrame(rows, columns=PAIR_COLUMNS)
+
+
+def chain(pairs: dict[tuple[str, str], SpeedupResult]) -> tuple[set[str], set[str]]:
+    """The largest group of platforms (two or more) whose pairwise comparisons share configurations,
+    and those configurations' labels: starting from every platform, the one whose removal leaves
+    the most shared configurations is dropped until some are shared."""
+    members = {p for pair in pairs for p in pair}
+
+    def shared(group: set[str]) -> set[str]:
+        labels = [set(r.table["label"]) for (b, t), r in pairs.items() if b in group and t in group]
+        return set.intersection(*labels) if labels else set()
+
+    while len(members) > 2 and not shared(members):
+        members = max(({p for p in members if p != drop} for drop in sorted(members)), key=lambda g: len(shared(g)))
+    common = shared(members)
+    return (members, common) if common else (set(), set())
+
+
+def _held_words(result: SpeedupResult) -> str:
+    """What a platform pair held and freed, in a few words ("dtype held (float32); xla free")."""
+    return "; ".join(f"{c} {'held' if side['held'] else 'free'}" for c, side in result.sides.items())
 
 
 def platform_rank(platform: str) -> int:
