@@ -63,7 +63,8 @@ def test_the_principle_audit_reads_numbers_from_the_store():
     again = scorecard.principles_audit(same_stack).loc["repeatability"]
     assert again["this store"] == "CV 3.0% (2 rows); rerun difference 10.0% (1 run identities measured more than once)"
     assert again["pass"] is False  # 10% apart, and one rerun is not enough
-    scalability = "2 configurations per hour; 1 platform(s): cpu; framework(s): tensorflow; 0 data-parallel rows"
+    scalability = ("2 configurations per hour; 1 platform(s): cpu; framework(s): tensorflow; 0 data-parallel rows; "
+                   "1 machine(s)")  # fmt: skip
     assert audit.loc["scalability", "this store"] == scalability and audit.loc["scalability", "pass"] is False
     assert audit.loc["transparency", "this store"] == "50% of 2 rows" and audit.loc["transparency", "pass"] is False
     assert audit.loc["representativeness", "pass"] is False  # one size of model (imported rows excluded)
@@ -79,9 +80,9 @@ def test_every_principle_can_pass():
     rows = pd.DataFrame([
         {"family": family, "label": label, "platform": platform, "dtype": "float32", "xla": False, "state": "ok",
          "params": params, "step_time_s": step, "step_time_cv": 0.01, "wall_time_s": 3.0, "source": "measured",
-         "devices": 1, **{c: "x" for c in scorecard.PROVENANCE}}
+         "devices": 1, **{c: "x" for c in scorecard.PROVENANCE}, "host": host}
         for family, label, params in (("fc", "small", 1e4), ("resnet50", "image_32-bs_2", 2.5e7))
-        for platform in ("cpu", "cpu[threads=1]") for step in (1.0, 1.02)
+        for platform, host in (("cpu", "vm-1"), ("xeon-lab", "lab-2")) for step in (1.0, 1.02)
     ])  # fmt: skip
     audit = scorecard.principles_audit(rows)
     assert audit["pass"].tolist() == [True] * 7, audit[["this store", "pass"]]
@@ -109,6 +110,22 @@ def test_every_platform_gets_all_12_hardware_metrics_each_with_a_source(tmp_path
     v100 = table[table["platform"] == "v100"].set_index("metric")
     assert v100.loc["Die Size", "value"].startswith("815 mm²") and v100.loc["Die Size", "source"].startswith("datasheet:")
     assert tpu.loc["Scalability", "value"].startswith("not measured: no data-parallel rows of this platform")
+
+
+def test_scalability_needs_replicas_or_two_machines_not_a_thread_limit():
+    import pandas as pd
+
+    row = {"family": "fc", "state": "ok", "step_time_s": 0.2, "wall_time_s": 1.0, "source": "measured", "framework": None,
+           "device_name": "AMD EPYC 9B14", "host": "vm-1"}  # fmt: skip
+    one_machine = pd.DataFrame([{**row, "platform": "cpu", "platform_fingerprint": "cpu|AMD_EPYC_9B14|2|2.21.0"},
+                                {**row, "platform": "cpu[threads=1]",
+                                 "platform_fingerprint": "cpu_threads=1_|AMD_EPYC_9B14|1|2.21.0"}])  # fmt: skip
+    value, passed = scorecard._scalability(one_machine)
+    assert passed is False and "2 platform(s)" in value and "1 machine(s)" in value
+    two_machines = pd.concat([one_machine, one_machine.head(1).assign(host="lab-2", platform="xeon-lab")])
+    assert scorecard._scalability(two_machines)[1] is True
+    replicated = one_machine.head(1).assign(devices=2)
+    assert scorecard._scalability(replicated)[1] is True
 
 
 def test_scalability_is_measured_from_data_parallel_rows():
