@@ -785,10 +785,30 @@ def project(labels: tuple[str, ...], source: str, target: str, family: str, stor
                                            ("projected_step_time_s", "{:.4g}"), ("speedup", "{:.2f}"),
                                            ("compute_share", "{:.0%}"), ("memory_share", "{:.0%}"),
                                            ("overhead_share", "{:.0%}"), ("measured_step_time_s", "{:.4g}")])  # fmt: skip
+    low, high = summary["speedup_interval"]
     click.echo(f"{summary['n']} {family} configurations of {source} projected onto {target} ({summary['to']['source']}); "
-               f"median speedup {summary['median_speedup']:.2f}x (range {summary['min_speedup']:.2f}-"
-               f"{summary['max_speedup']:.2f}); peak ratio {summary['peak_ratio']:.2f}x, bandwidth ratio "
-               f"{summary['bandwidth_ratio']:.2f}x", err=True)  # fmt: skip
+               f"median speedup {summary['median_speedup']:.2f}x (bracket {low:.2f}-{high:.2f}, range "
+               f"{summary['min_speedup']:.2f}-{summary['max_speedup']:.2f}); peak ratio {summary['peak_ratio']:.2f}x, "
+               f"bandwidth ratio {summary['bandwidth_ratio']:.2f}x", err=True)  # fmt: skip
+    for line in _projection_notes(summary, target, rows):
+        click.echo(line, err=True)
+
+
+def _projection_notes(summary: dict, target: str, rows) -> list[str]:
+    """What a projection's reader must know beside its figures: extrapolation, the step floor, and
+    whether a measured step checks it (and at which settings one would)."""
+    lo, hi = summary["validated_ratio"]
+    notes = []
+    if summary["extrapolated"]:
+        notes.append(f"extrapolated: the method was validated on {summary['validated_on']}; these ratios lie beyond "
+                     f"{lo:.2g}-{hi:.2g}x")  # fmt: skip
+    if summary["floored"]:
+        notes.append(f"{summary['floored']} projected step(s) held at the floor of {summary['floor_s']:.3g} s "
+                     f"({summary['floor_source']})")  # fmt: skip
+    if len(rows) and rows["measured_step_time_s"].isna().all():
+        held = ", ".join(f"{k} {v}" for k, v in summary["held_fixed"].items()) or "the source's settings"
+        notes.append(f"no measured step of {target} at the settings the projection holds ({held}) checks it")
+    return notes
 
 
 def _lines(path: str) -> list[str]:

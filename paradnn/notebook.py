@@ -488,17 +488,24 @@ def what_if_section(store: str | Path, platform: str, onto: str, labels: list[st
         print(f"Projection from {platform} onto {onto} not shown: {exc}")
         return
     shown = rows.assign(bound=dominant_bound(rows))[["label", "bound", "source_step_time_s", "projected_step_time_s",
-                                                     "speedup"]]  # fmt: skip
+                                                     "speedup", "floored", "extrapolated"]]  # fmt: skip
     checked = "the method was not checked on this machine"
     if check is not None:
         error = check.numbers["median_abs_error"]
         checked = f"the same method's median error projecting {check.platform} on this machine was {error:.0%}"
     to = summary["to"]
+    low, high = summary["speedup_interval"]
+    beyond = (f"Extrapolated: the peak ratio {summary['peak_ratio']:.0f}x lies far beyond the "
+              f"{summary['validated_ratio'][1]:.0f}x the method was validated on ({summary['validated_on']}), so read these "
+              "as an order of magnitude. " if summary["extrapolated"] else "")  # fmt: skip
+    floor = (f"{summary['floored']} of the projected steps were held at the floor of {summary['floor_s'] * 1e3:.2f} ms "
+             f"({summary['floor_source']}): a step's fixed cost is not divided by a peak ratio. " if summary["floored"]
+             else "")  # fmt: skip
     caption(f"Projected, not measured: {len(rows)} FC configurations of {platform} onto {onto}'s datasheet "
             f"({to['flops'] / 1e12:.1f} TFLOP/s {to['dtype']}, {to['bandwidth'] / 1e12:.2f} TB/s), each operation "
             f"category scaled by the ratio of peaks and the time its profile did not cover kept as on {platform}; "
-            f"median projected speedup {summary['median_speedup']:.0f}x. {checked[0].upper() + checked[1:]}. A GPU's "
-            "kernel-launch cost per operation is not modelled, so small steps are projected too fast.")  # fmt: skip
+            f"median projected speedup {summary['median_speedup']:.0f}x (bracket {low:.0f}-{high:.0f}x, every scaled "
+            f"category at the smaller and at the larger ratio). {beyond}{floor}{checked[0].upper() + checked[1:]}.")  # fmt: skip
     table(shown, 6)
 
 

@@ -300,3 +300,15 @@ def test_the_prior_from_a_local_profile_calibrates_on_the_like_measurement_only(
     fitted = prior.calibrated(measured)
     assert fitted.coef[0] == pytest.approx(0.012 / projected)
     assert fitted.predict([SMALL])["step_time_s"].iloc[0] == pytest.approx(0.012)
+
+
+def test_a_projection_says_when_it_extrapolates_and_never_falls_below_the_targets_step_floor():
+    rows, summary = pj.projection(None, "tpu-v2-8", "h100", "fc")
+    # The V100's fastest FC step in the original study (2.2 ms) is the floor a GPU's datasheet gets.
+    assert summary["floor_s"] == pytest.approx(0.002226, rel=1e-3) and "v100" in summary["floor_source"]
+    assert rows["projected_step_time_s"].min() >= summary["floor_s"] and summary["floored"] == int(rows["floored"].sum()) > 0
+    assert summary["extrapolated"] and rows["extrapolated"].all()  # an H100 is far beyond 1-2 CPU threads
+    low, high = summary["speedup_interval"]
+    assert low <= summary["median_speedup"] <= high
+    _, near = pj.projection(None, "tpu-v2-8", "tpu-v3-8", "fc")
+    assert near["extrapolated"] and near["peak_ratio"] == pytest.approx(420 / 180)  # 2.33x: beyond the 2x validated

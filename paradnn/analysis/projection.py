@@ -37,6 +37,11 @@ from paradnn.engine.profiler import profile_source
 from paradnn.platform import DATASHEETS
 
 ORIGINAL = "tpu-v2-8"  # the platform whose profiles ship with the package
+# The ratios of peaks the method was checked on against a measurement: between one and two CPU
+# threads of one machine (peak ratios 1.6-2.0x; the platform comparison report's check). A
+# projection whose peak or bandwidth ratio lies beyond [1/2, 2] is extrapolated, and says so.
+VALIDATED_RATIO = 2.0
+VALIDATED_ON = "one against two CPU threads of one machine (peak ratios up to 2x)"
 # Categories a faster device does not shorten: the host feeding the device, and barriers.
 OVERHEAD_CATEGORIES = frozenset({"infeed", "after-all"})
 UNTRACED = "untraced"  # the share of P's step its profile did not cover: kept as overhead
@@ -310,15 +315,57 @@ def scaled_label(family: str, label: str, batch_scale: int) -> str:
     return dataclasses.replace(config, batch=config.batch * batch_scale).label if batch_scale != 1 else label
 
 
+def extrapolated(source: Peaks, target: Peaks) -> bool:
+    """True where the two platforms' peak or bandwidth ratio lies beyond what the method was
+    validated on (:data:`VALIDATED_RATIO`)."""
+    ratios = (target.flops / source.flops, target.bandwidth / source.bandwidth)
+    return any(not 1 / VALIDATED_RATIO <= r <= VALIDATED_RATIO for r in ratios)
+
+
+def step_floor(target: str, family: str, results: pd.DataFrame) -> tuple[float, str]:
+    """The shortest step ``target`` can take, and where the figure comes from: the fastest ``family``
+    step it measured in ``results``, else the fastest any measured platform of its class took (a
+    GPU datasheet: the original study's V100; a TPU: its TPU v2-8), else 0 (no floor known). A
+    step has a fixed cost (the host's loop, kernel launches) that no peak ratio divides."""
+    from paradnn.analysis.scorecard import device_class
+
+    ok = results[(results.get("state") == "ok") & (results.get("family") == family)] if len(results) else results
+    if len(ok) and "step_time_s" in ok:
+        own = pd.to_numeric(ok.loc[ok["platform"] == target, "step_time_s"], errors="coerce").dropna()
+        if len(own):
+            return float(own.min()), f"the fastest {family} step {target} measured"
+    kind = device_class(target)
+    peers = {p: step for p, step in original_floors().items() if device_class(p) == kind}
+    if peers:
+        return min(peers.values()), f"the fastest FC step {', '.join(sorted(peers))} measured in the original study"
+    return 0.0, "no step of such a platform measured"
+
+
+@functools.lru_cache(maxsize=1)
+def original_floors() -> dict[str, float]:
+    """The fastest step each platform of the original study took (its sweeps, from the package data)."""
+    from paradnn.store.legacy import bundled_files, load_file
+
+    floors = {}
+    for path in bundled_files():
+        loaded = load_file(path)
+        steps = [r["step_time_s"] for r in loaded.results if r.get("state") == "ok" and r.get("step_time_s")]
+        if steps:
+            floors[loaded.platform.name] = min(steps + [floors.get(loaded.platform.name, math.inf)])
+    return floors
+
+
 def project(source: Source, src: Peaks, target: Peaks, family: str, labels: list[str] | None = None,
-            batch_scale: int = 1, measured: pd.DataFrame | None = None) -> pd.DataFrame:  # fmt: skip
+            batch_scale: int = 1, measured: pd.DataFrame | None = None, floor_s: float = 0.0) -> pd.DataFrame:  # fmt: skip
     """Project ``labels`` (default: every profiled one) of ``source`` (peaks ``src``) onto ``target``.
 
     With ``batch_scale`` K each configuration is projected at K times its batch, from P's
     measurement at that batch; its speedup is then in examples/s over P at the original
     batch (the paper's 3x for TPU v3: a doubled batch on a doubled memory). A label P did
     not measure and profile is an error when named, skipped otherwise. ``measured``: Q's
-    own rows (label, step_time_s), shown beside the projections where they exist.
+    own rows (label, step_time_s), shown beside the projections where they exist. A projected
+    step never falls below ``floor_s`` (:func:`step_floor`; ``floored`` says where it was held
+    there); ``extrapolated`` is True beyond the ratios the method was validated on.
     """
     profiled = set(source.profiles["label"])
     named = labels is not None
@@ -334,26 +381,39 @@ def project(source: Source, src: Peaks, target: Peaks, family: str, labels: list
             continue
         profile = step_profile(source, at)
         out = project_step(profile, float(source.steps[at]), src, target)
+        floored = out["projected_step_time_s"] < floor_s
+        out["projected_step_time_s"] = max(out["projected_step_time_s"], floor_s)
+        out["interval_s"] = [max(t, floor_s) for t in out["interval_s"]]
         moved = float(profile["bytes"].sum())
         base = float(source.steps[label])
         speedup = (batch_scale / out["projected_step_time_s"]) / (1 / base)
+        out["speedup_interval"] = [batch_scale * base / out["interval_s"][1], batch_scale * base / out["interval_s"][0]]
         truth = None
         if measured is not None and not measured.empty:
             hit = measured[measured["label"] == at]["step_time_s"]
             truth = float(hit.iloc[-1]) if len(hit) else None
         rows.append({"label": label, "projected_label": at, "source_step_time_s": base,
                      "intensity": float(profile["flops"].sum()) / moved if moved > 0 else math.nan,
-                     **out, "speedup": speedup, "measured_step_time_s": truth})  # fmt: skip
+                     **out, "speedup": speedup, "floored": bool(floored), "extrapolated": extrapolated(src, target),
+                     "measured_step_time_s": truth})  # fmt: skip
     return pd.DataFrame(rows)
 
 
 def summary(projected: pd.DataFrame, source: Peaks, target: Peaks) -> dict:
-    """Median speedup, its range, and the datasheet ratios it must stay within (at the same batch)."""
-    speed = projected["speedup"]
+    """Median speedup with the medians of its brackets (``speedup_interval``), its range, the
+    datasheet ratios it must stay within (at the same batch), and whether those ratios lie beyond
+    what the method was validated on (``extrapolated``, with ``validated_ratio`` and ``validated_on``)."""
+    speed = projected["speedup"] if len(projected) else pd.Series(dtype=float)
+    brackets = np.array(projected["speedup_interval"].tolist()) if len(projected) else np.empty((0, 2))
     return {"n": int(len(projected)), "median_speedup": float(speed.median()) if len(speed) else math.nan,
+            "speedup_interval": [float(np.median(brackets[:, 0])), float(np.median(brackets[:, 1]))] if len(brackets)
+            else [math.nan, math.nan],
             "min_speedup": float(speed.min()) if len(speed) else math.nan,
             "max_speedup": float(speed.max()) if len(speed) else math.nan,
-            "peak_ratio": target.flops / source.flops, "bandwidth_ratio": target.bandwidth / source.bandwidth}  # fmt: skip
+            "peak_ratio": target.flops / source.flops, "bandwidth_ratio": target.bandwidth / source.bandwidth,
+            "extrapolated": extrapolated(source, target), "validated_ratio": [1 / VALIDATED_RATIO, VALIDATED_RATIO],
+            "validated_on": VALIDATED_ON,
+            "floored": int(projected["floored"].sum()) if len(projected) else 0}  # fmt: skip
 
 
 def projection_inputs(store: str | None, source: str, target: str, family: str,
@@ -397,9 +457,15 @@ def projection(store: str | None, source: str, target: str, family: str, labels:
     if isinstance(batch_scale, bool) or not isinstance(batch_scale, int) or not 1 <= batch_scale <= 64:
         raise ConfigError("--batch-scale", batch_scale, "a whole number from 1 to 64")
     start, src, dst, theirs = projection_inputs(store, source, target, family, dtype)
-    rows = project(start, src, dst, family, labels, batch_scale, theirs)
+    # The floor never comes from the very configurations projected (their measurements check the projection).
+    projected = set(labels or start.profiles["label"])
+    projected |= {scaled_label(family, label, batch_scale) for label in projected}
+    others = theirs[~theirs["label"].isin(projected)] if theirs is not None else pd.DataFrame()
+    floor_s, floor_source = step_floor(target, family, others)
+    rows = project(start, src, dst, family, labels, batch_scale, theirs, floor_s)
     return rows, {**summary(rows, src, dst), "from": vars(src), "to": vars(dst), "profiles": start.where,
-                  "batch_scale": batch_scale, "held_fixed": start.held}  # fmt: skip
+                  "batch_scale": batch_scale, "held_fixed": start.held, "floor_s": floor_s,
+                  "floor_source": floor_source}  # fmt: skip
 
 
 # O5's rule: configurations dominated by one bound reach at least this share of its ratio,
