@@ -725,6 +725,7 @@ def profile(family: str, labels: tuple[str, ...], platform_id: str, dtype: str, 
     --dtype. TensorFlow's profiler runs in a worker with the platform's threads, XLA off;
     what the store already holds is skipped.
     """
+    from paradnn.analysis.results import Results
     from paradnn.engine.protocol import RunSettings
     from paradnn.platform import parse_target
     from paradnn.sweeps.driver import SweepOptions, profile_local
@@ -736,8 +737,8 @@ def profile(family: str, labels: tuple[str, ...], platform_id: str, dtype: str, 
     with _open_store(store_path, create=False) as store:
         if not configs:
             rows = store.results()
-            rows = rows[(rows["platform"] == target.platform) & (rows["family"] == _family(family))
-                        & (rows["dtype"] == dtype) & (rows["state"] == "ok")] if not rows.empty else rows  # fmt: skip
+            rows = Results(rows).where(platform=target.platform, family=_family(family), dtype=dtype).ok().frame \
+                if not rows.empty else rows
             configs = [_config(family, label) for label in dict.fromkeys(rows["label"])] if not rows.empty else []
             if not configs:
                 raise ConfigError("FAMILY", family, f"a family the store has measured on {target.platform} at {dtype} "
@@ -826,6 +827,7 @@ def _predict_with_prior(store_path: str, platform_id: str, family: str, source: 
                         seed: int, as_json: bool) -> None:  # fmt: skip
     """``paradnn predict --prior-from P``: the projection prior of :mod:`paradnn.analysis.prior`."""
     from paradnn.analysis.prior import projection_prior, source_model_from
+    from paradnn.analysis.results import Results
     from paradnn.config import compute_dtype
 
     if dtype is not None and dtype not in POLICIES:
@@ -835,7 +837,7 @@ def _predict_with_prior(store_path: str, platform_id: str, family: str, source: 
     with _open_store(store_path, create=False, readonly=True) as store:
         mine = store.results(platform=platform_id) if platform_id in store.platform_names() else None
     if dtype is None and mine is not None and (mine["family"] == _family(family)).any():
-        dtype = str(mine.loc[mine["family"] == _family(family), "dtype"].mode().iloc[0])  # what Q was measured in
+        dtype = str(Results(mine).where(family=_family(family)).dominant_run(("dtype",))["dtype"])  # what Q was measured in
     with store_errors(store_path):
         prior, theirs = projection_prior(store_path, source, platform_id, _family(family),
                                          compute_dtype(dtype) if dtype else None,

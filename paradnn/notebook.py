@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from paradnn.analysis.results import Results
 from paradnn.config import ConfigError, check_number, compute_dtype
 from paradnn.platform import theoretical_sentence
 from paradnn.store import Store
@@ -190,7 +191,6 @@ def rerun_sample(store: str | Path, platform: str = "cpu", count: int = 4, *, me
     identity, in a fresh worker (as ``sweep --force`` does), so repeatability rests on true reruns.
     Picks device-resident single-device TensorFlow rows of the newest stack not yet measured twice,
     spread over families; returns the sweeps' summary lines."""
-    from paradnn.analysis.results import Results
     from paradnn.engine.protocol import RunSettings
     from paradnn.families import parse_label
     from paradnn.platform import parse_target
@@ -296,7 +296,6 @@ def load(
     imported ones) only, unless ``all_versions`` (for version comparisons: the latest row of
     each version).
     """
-    from paradnn.analysis.results import Results
     from paradnn.analysis.rows import ANY
 
     results = Results.load(store).where(family=families)
@@ -378,8 +377,7 @@ PROJECTION_TOLERANCE = 0.25  # the validation's median error that counts as repr
 def projection_picks(store: str | Path, platforms: tuple[str, str], count: int, dtype: str, xla: object) -> list[str]:
     """Up to ``count`` FC configurations measured on both ``platforms`` at these settings, spread
     evenly by model FLOPs from the smallest to the largest."""
-    both = [load(store, platform=p, families=["fc"], dtype=dtype, xla=xla) for p in platforms]
-    ok = [df[df["state"] == "ok"] for df in both]
+    ok = [Results(load(store, platform=p, families=["fc"], dtype=dtype, xla=xla)).ok().frame for p in platforms]
     common = ok[0][ok[0]["label"].isin(set(ok[1]["label"]))].drop_duplicates("label").sort_values("flops_model")
     if common.empty or count < 1:
         return []
@@ -525,8 +523,6 @@ def platform_section(df: pd.DataFrame, baseline: str, target: str, families: lis
     from paradnn.analysis import observations as obs
     from paradnn.analysis import plots
     from paradnn.analysis.regression import regress
-    from paradnn.analysis.results import Results
-
     verdicts: list = []
     summaries = []
     for family in families:
@@ -536,7 +532,7 @@ def platform_section(df: pd.DataFrame, baseline: str, target: str, families: lis
             if len(sub):
                 show(plots.heatmaps(sub, family, "examples_per_sec", f"{title} throughput on {name}",
                                     "throughput (examples/s, log colour)", log_color=True, fmt="{:.3g}"))  # fmt: skip
-        failed = df[(df["family"] == family) & (df["state"] != "ok")].groupby(["platform", "state"]).size()
+        failed = Results(df).where(family=family).failed().frame.groupby(["platform", "state"]).size()
         shown = ", ".join(f"{p} {n} {s}" for (p, s), n in failed.items()) or "none"
         caption("The paper found large models run out of memory first on the platform with less memory; "
                 f"here the failed configurations per platform are: {shown}.")  # fmt: skip
@@ -702,7 +698,6 @@ def utilisation_section(df: pd.DataFrame, families: list[str], platform: str, dt
     its O1 trends (utilisation rises with batch and width); returns those trend verdicts."""
     from paradnn.analysis import observations as obs
     from paradnn.analysis import plots
-    from paradnn.analysis.results import Results
     from paradnn.analysis.roofline import peak_used
     from paradnn.families import get as family
 
@@ -724,9 +719,9 @@ def regression_section(df: pd.DataFrame, families: list[str], platform: str, for
     from paradnn.analysis import plots
     from paradnn.analysis.regression import regress
 
-    ok = df[df["state"] == "ok"]
-    regressions = {f: regress(ok[ok["family"] == f], "utilization", family=f, form=form)
-                   for f in families if (ok["family"] == f).sum()}  # fmt: skip
+    ok = Results(df).ok()
+    regressions = {f: regress(ok.where(family=f).frame, "utilization", family=f, form=form)
+                   for f in families if len(ok.where(family=f))}  # fmt: skip
     show(plots.coefficients(regressions, f"Regression of FLOPS utilisation on hyperparameters ({platform}, {form} form)",
                             WEIGHT_LABEL))  # fmt: skip
     verdict = obs.weights_verdict(regressions, platform)
@@ -767,7 +762,7 @@ def roofline_section(store: str | Path, df: pd.DataFrame, platform: str, dtype: 
 def profile_picks(df: pd.DataFrame, count: int) -> pd.DataFrame:
     """The finished FC configurations to profile op by op: the smallest and the largest by
     ``flops_model`` (``count`` 2 or more), the largest alone (``count`` 1), none (0)."""
-    fc = df[(df["state"] == "ok") & (df["family"] == "fc")].sort_values("flops_model")
+    fc = Results(df).where(family="fc").ok().frame.sort_values("flops_model")
     if not count or fc.empty:
         return fc.iloc[0:0]
     return fc.iloc[[0, -1]] if count > 1 and len(fc) > 1 else fc.iloc[[-1]]
@@ -823,8 +818,6 @@ def precision_section(store: str | Path, platform: str, families: list[str], dty
     of the ridge, with what it held fixed."""
     from paradnn.analysis import observations as obs
     from paradnn.analysis import plots
-    from paradnn.analysis.results import Results
-
     both = Results(load(store, platform=platform, families=families))  # every XLA setting; pairs hold it
     util = both.matched("dtype", dtype, low_precision, metric="utilization")
     speed = both.matched("dtype", dtype, low_precision)
@@ -860,7 +853,7 @@ def reference_utilisation_section(tpu: pd.DataFrame, form: str) -> list[Verdict]
     show(plots.heatmaps(tpu, "fc", "utilization", "FC FLOPS utilisation on the TPU v2-8 (original study, bfloat16)",
                         "FLOPS utilisation (% of peak)", scale=100))  # fmt: skip
     verdicts = obs.family_trends(tpu, "fc", "tpu-v2-8")
-    regression = {"fc": regress(tpu[tpu["state"] == "ok"], "utilization", family="fc", form=form)}
+    regression = {"fc": regress(Results(tpu).ok().frame, "utilization", family="fc", form=form)}
     show(plots.coefficients(regression, f"Regression of TPU v2 FLOPS utilisation on FC hyperparameters ({form} form)",
                             WEIGHT_LABEL))  # fmt: skip
     verdicts.append(obs.weights_verdict(regression, "tpu-v2-8"))
@@ -1004,8 +997,7 @@ def measure_inputs(store: str | Path, families: list[str], inputs: list[str], *,
 def fed_rows(df: pd.DataFrame, inputs: list[str]) -> pd.DataFrame:
     """The host-fed rows of ``df`` (loaded with every input mode) that the infeed figure groups:
     those of a pipeline in ``inputs`` with a measured infeed share."""
-    rows = df.dropna(subset=["infeed_share"])
-    return rows[rows["input_mode"].isin(inputs)]
+    return Results(df).with_value("infeed_share").where(input_mode=list(inputs)).frame
 
 
 def infeed_plot_rows(rows: pd.DataFrame) -> pd.DataFrame:

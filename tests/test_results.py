@@ -175,3 +175,51 @@ def test_identity_is_built_from_the_declaration():
 def test_results_keep_pandas_inside():
     frame = pd.DataFrame([{**BASE, "id": 1, "run_key": "a", "source": "measured"}])
     assert Results(frame).frame is frame and len(Results(frame)) == 1
+
+
+def _hand_filters(path) -> list[str]:
+    """Lines of ``path`` that select rows by a run field by hand: a mask on ``state`` or a run
+    setting's column inside a subscript (``df[df["state"] == "ok"]``, ``.loc[...]``), or ``.mode()``."""
+    import ast
+
+    fields = {"state", *settings.identity_columns()} - {"platform"}
+    tree = ast.parse(path.read_text())
+    found = []
+
+    def is_field(node) -> bool:
+        return isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and node.slice.value in fields
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "mode":
+            found.append(f"{path.name}:{node.lineno} .mode()")
+        if isinstance(node, ast.Subscript):
+            for inner in ast.walk(node.slice):
+                compared = isinstance(inner, ast.Compare) and any(is_field(x) for x in [inner.left, *inner.comparators])
+                call = isinstance(inner, ast.Call) and isinstance(inner.func, ast.Attribute)
+                isin = call and inner.func.attr == "isin" and is_field(inner.func.value)
+                legacy = call and inner.func.attr == "startswith" and "legacy" in ast.unparse(inner)  # "my rows" by hand
+                if compared or isin or legacy:
+                    found.append(f"{path.name}:{inner.lineno} {ast.unparse(inner)[:80]}")
+    return sorted(set(found))
+
+
+def test_no_analysis_or_front_end_module_filters_run_fields_by_hand():
+    from pathlib import Path
+
+    import paradnn
+
+    root = Path(paradnn.__file__).parent
+    own = {"results.py", "rows.py", "speedup.py"}  # the results object itself
+    modules = [p for p in (root / "analysis").glob("*.py") if p.name not in own]
+    modules += [root / name for name in ("notebook.py", "cli.py", "api.py", "reports.py")]
+    found = [line for path in modules for line in _hand_filters(path)]
+    assert found == [], "select rows through paradnn.analysis.results.Results:\n" + "\n".join(found)
+
+
+def test_the_hand_filter_check_finds_what_it_looks_for(tmp_path):
+    planted = tmp_path / "planted.py"
+    planted.write_text('ok = df[df["state"] == "ok"]\nx = df.loc[df["dtype"].isin(["float32"]), "label"]\n'
+                       'd = df["dtype"].mode()\nif record["state"] != "ok":\n    pass\n'
+                       'm = df[~df["source"].fillna("").str.startswith("legacy")]\n')  # fmt: skip
+    found = _hand_filters(planted)
+    assert [f.split()[0] for f in found] == ["planted.py:1", "planted.py:2", "planted.py:3", "planted.py:6"]

@@ -30,6 +30,7 @@ import pandas as pd
 
 from paradnn import families
 from paradnn.analysis.regression import RegressionResult, regress
+from paradnn.analysis.results import Results
 from paradnn.analysis.speedup import SpeedupResult
 
 HOLDS, FAILS, INCONCLUSIVE = "holds", "does not hold", "inconclusive"
@@ -260,7 +261,7 @@ MIN_GROUPS = 2  # matched groups a trend needs
 def matched_groups(df: pd.DataFrame, axis: str, metric: str, family: str) -> list[pd.Series]:
     """Per group of configurations equal in every other axis: the median ``metric`` at each ``axis`` value."""
     others = [a.name for a in families.get(family).axes if a.name != axis and a.name in df]
-    ok = df[(df["family"] == family) & (df["state"] == "ok") & df[metric].notna()]
+    ok = Results(df).where(family=family).ok().with_value(metric).frame
     if ok.empty or ok[axis].nunique() < 2:
         return []
     keys = [c for c in others if c in ok and ok[c].notna().any()]
@@ -308,7 +309,7 @@ def trend(df: pd.DataFrame, axis: str, family: str, metric: str = "utilization",
     overall = median_part("overall", ratios, Rule(f"median ratio from the smallest to the largest {axis}",
                                                   (1 + FLAT) ** sign, ">" if rising else "<", MIN_GROUPS), log=True)  # fmt: skip
     steps = _share_part("steps", along, totals, Rule(f"share of adjacent steps that {way[:-1]}", 0.5, ">", MIN_GROUPS))
-    medians = df[(df["family"] == family) & (df["state"] == "ok")].groupby(axis)[metric].median()
+    medians = Results(df).where(family=family).ok().frame.groupby(axis)[metric].median()
     plateau = _plateau(medians, sign)
     evidence = (f"{what} changes {overall.effect:.2f}x from the smallest to the largest {axis} "
                 f"(median of {len(groups)} matched groups); of {int(totals.sum())} adjacent steps "
@@ -522,7 +523,7 @@ def measured_communication(rows: pd.DataFrame, platform: str, negligible: float 
     global batch grows."""
     name = f"{platform}: communication takes a share of the step that falls with batch"
     paper = "communication between chips takes a non-negligible share of the step, falling as the batch grows"
-    runs = rows[(rows["state"] == "ok") & rows["comm_share"].notna()] if "comm_share" in rows else rows.iloc[:0]
+    runs = Results(rows).ok().with_value("comm_share").frame
     if len(runs) < 3 or runs["batch"].nunique() < 2:
         return inconclusive(name, paper, f"needs data-parallel measurements (--devices 2) at 2 batch sizes or more, "
                             f"{len(runs)} in the store", id="O3", platform=platform)  # fmt: skip
@@ -623,7 +624,7 @@ def measured_infeed(rows: pd.DataFrame, platform: str) -> Verdict:
     :data:`INFEED_MARGIN_POINTS` around 0 is neither."""
     name = f"{platform}: smaller models wait on their input pipeline more than larger ones"
     paper = "the host can fail to feed the device, and smaller models are held back more by infeed than larger ones"
-    fed = rows[(rows["state"] == "ok") & rows["infeed_share"].notna()].copy() if "infeed_share" in rows else rows.iloc[:0]
+    fed = Results(rows).ok().with_value("infeed_share").frame.copy()
     if len(fed) < 6:
         return inconclusive(name, paper, f"needs host-fed measurements (--input host-prep) of 6 configurations, "
                             f"{len(fed)} in the store", id="O4", platform=platform)  # fmt: skip
@@ -722,9 +723,9 @@ def out_of_memory_first(df: pd.DataFrame, family: str = "fc") -> Verdict:
     per_platform = [set(g["label"]) for _, g in rows.groupby("platform")]
     labels = set.intersection(*per_platform) if len(per_platform) > 1 else set()
     shared = rows[rows["label"].isin(labels)]
-    oom = shared[shared["state"] == "oom"].groupby("platform")["label"].nunique().reindex(sorted(shared["platform"].unique()))
-    oom = oom.fillna(0).astype(int)
-    unfinished = shared[shared["state"] == "timeout"].groupby("platform")["label"].nunique()
+    oom = Results(shared).where(state="oom").frame.groupby("platform")["label"].nunique()
+    oom = oom.reindex(sorted(shared["platform"].unique())).fillna(0).astype(int)
+    unfinished = Results(shared).where(state="timeout").frame.groupby("platform")["label"].nunique()
     memory = {p: _memory_bytes(p) for p in oom.index}
     smallest = min(memory, key=lambda p: memory[p] if memory[p] else float("inf")) if memory else None
     platform = " vs ".join(oom.index)
@@ -734,7 +735,7 @@ def out_of_memory_first(df: pd.DataFrame, family: str = "fc") -> Verdict:
                             + ", ".join(f"{p} {n} out of memory" for p, n in oom.items()), numbers={"oom": oom.to_dict()},
                             id="O6", platform=platform)  # fmt: skip
     if oom.empty or oom.sum() == 0:
-        others = ", ".join(f"{p}: {n}" for p, n in shared[shared["state"] != "ok"].groupby("platform").size().items())
+        others = ", ".join(f"{p}: {n}" for p, n in Results(shared).failed().frame.groupby("platform").size().items())
         return inconclusive(name, paper, f"no out-of-memory results on configurations two platforms share "
                             f"({len(labels)} shared; other failures: {others or 'none'})", id="O6")  # fmt: skip
     first = oom.idxmax()
@@ -748,7 +749,7 @@ def out_of_memory_first(df: pd.DataFrame, family: str = "fc") -> Verdict:
     first_part = exact_part("first", float(first == smallest), len(labels),
                             Rule("the platform with the least memory has the most out-of-memory cells (1: yes)", 0.5))
     largest = max(memory, key=lambda p: memory[p] or 0)
-    too_big = set(shared.loc[(shared["platform"] == smallest) & (shared["state"] == "oom"), "label"])
+    too_big = set(Results(shared).where(platform=smallest, state="oom").frame["label"])
     there = shared[(shared["platform"] == largest) & shared["label"].isin(too_big)]["state"].value_counts()
     numbers["on_largest"] = there.to_dict()
     evidence += f"; of the {len(too_big)} that ran out of memory on {smallest}, {largest}: " + \
@@ -835,7 +836,6 @@ def version_chain(df: pd.DataFrame, platform: str = "") -> tuple[Verdict, list[S
     does not hold when any step's interval lies below it. Filed as O14 (each
     TensorFlow and CUDA release brings gains) on a GPU, else as O12 (software-stack updates sped
     models up, which the paper found on the TPU)."""
-    from paradnn.analysis.results import Results
     from paradnn.analysis.rows import version_key
 
     name, paper = "Newer TensorFlow versions speed things up", "software-stack updates sped models up by large factors"

@@ -17,6 +17,7 @@ from matplotlib.colors import LogNorm, Normalize, TwoSlopeNorm
 from matplotlib.patches import Rectangle
 
 from paradnn import families
+from paradnn.analysis.results import Results
 from paradnn.analysis.roofline import Ceilings
 
 MAX_ANNOTATED_CELLS = 36  # larger panels show colour only: the numbers would not be legible
@@ -36,11 +37,11 @@ def _grid(df: pd.DataFrame, family: str, value: str, panel_value, panel_column: 
     rows_axis, columns_axis, panel_axis = families.get(family).heatmap
     panel_axis = panel_column or panel_axis
     sub = df[(df["family"] == family) & ((df[panel_axis] == panel_value) if panel_axis else True)]
-    ok = sub[sub["state"] == "ok"]
+    ok = Results(sub).ok().frame
     values = ok.pivot_table(index=rows_axis, columns=columns_axis, values=value, aggfunc="median")
     # A cell of several failed rows shows the failure that says most: out of memory first.
     rank = {state: i for i, state in enumerate(CELL_MARKS)}
-    failures = sub[sub["state"] != "ok"].sort_values("state", key=lambda s: s.map(rank).fillna(len(rank)), kind="stable")
+    failures = Results(sub).failed().frame.sort_values("state", key=lambda s: s.map(rank).fillna(len(rank)), kind="stable")
     failed = failures.groupby([rows_axis, columns_axis])["state"].first().unstack()
     rows = sorted(set(values.index) | set(failed.index))
     cols = sorted(set(values.columns) | set(failed.columns))
@@ -86,7 +87,7 @@ def heatmaps(
     axs = grid.ravel()
     for ax in axs[len(panels) :]:
         ax.set_visible(False)
-    ok = fam.loc[fam["state"] == "ok", value].dropna() * scale
+    ok = Results(fam).ok().frame[value].dropna() * scale
     positive = ok[ok > 0]
     if center is not None and len(positive):
         lo, hi = min(positive.min(), center / 1.01), max(positive.max(), center * 1.01)

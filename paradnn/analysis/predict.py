@@ -383,8 +383,8 @@ def training_rows(results: pd.DataFrame, family: str, framework: str = "tensorfl
     df = mine.frame.copy()
     df["xla"] = df["xla"].map(lambda v: "auto" if v is None else str(bool(v)).lower())
     key = ["label", "dtype", "xla"]
-    ok = df[(df["state"] == "ok") & (df["step_time_s"] > 0)].drop_duplicates(key, keep="last")
-    failed = df[df["state"].isin(FAILED_TO_FIT)].drop_duplicates(key, keep="last")
+    ok = Results(df).ok().positive("step_time_s").frame.drop_duplicates(key, keep="last")
+    failed = Results(df).where(state=list(FAILED_TO_FIT)).frame.drop_duplicates(key, keep="last")
     return ok, failed[~failed.set_index(key).index.isin(ok.set_index(key).index)]
 
 
@@ -428,11 +428,14 @@ def label_rows(family: str, labels: Iterable[str], dtype: str, xla: str) -> pd.D
 def predict_labels(model: PerformanceModel, measured: pd.DataFrame, labels: list[str], dtype: str | None = None) -> pd.DataFrame:
     """Predictions for ``labels`` under one dtype (default: the one most rows have) and the XLA setting
     most rows of that dtype have, beside the measured step time of that setting where the store has one."""
-    dtype = dtype or measured["dtype"].mode().iloc[0]
+    from paradnn.analysis.results import Results
+
+    results = Results(measured)
+    dtype = dtype or results.dominant_run(("dtype",))["dtype"]
     if dtype not in set(measured["dtype"]):
         raise ConfigError("--dtype", dtype, ", ".join(sorted(set(measured["dtype"]))) + " (the dtypes measured)")
-    xla = measured.loc[measured["dtype"] == dtype, "xla"].mode().iloc[0]
-    same = measured[(measured["dtype"] == dtype) & (measured["xla"] == xla)]  # one row per label
+    xla = results.where(dtype=dtype).dominant_run(("xla",))["xla"]  # the training rows hold "true", "false" or "auto"
+    same = results.where(dtype=dtype, xla=xla).frame  # one row per label
     asked = label_rows(model.featurizer.family, labels, dtype, xla)
     out = asked[["label"]].join(model.predict(asked))
     out["measured_step_time_s"] = out["label"].map(same.set_index("label")["step_time_s"])

@@ -32,7 +32,8 @@ import pandas as pd
 
 from paradnn import families
 from paradnn.analysis.observations import Rule, Verdict, inconclusive, judged, median_part
-from paradnn.config import ConfigError
+from paradnn.analysis.results import Results
+from paradnn.config import ConfigError, compute_dtype
 from paradnn.engine.profiler import profile_source
 from paradnn.platform import DATASHEETS
 
@@ -232,7 +233,7 @@ def source_of(platform: str, family: str, results: pd.DataFrame, traces: pd.Data
     held, where = {}, "store"
     if local is not None:  # this machine's profiles: the steps at their dtype policy and one XLA setting
         profiles, held = local
-        ok = held_rows(ok, held)
+        ok = Results(ok).held(held).frame
     else:
         profiles = trace_profiles(traces, platform) if not traces.empty else pd.DataFrame()
     if profiles.empty and platform == ORIGINAL:
@@ -247,7 +248,7 @@ def source_of(platform: str, family: str, results: pd.DataFrame, traces: pd.Data
     profiles = profiles[profiles["label"].isin(set(ok["label"]))]
     if profiles.empty:
         raise ConfigError("--family", family, f"a family with op profiles on {platform}")
-    dtype = str(ok["compute_dtype"].mode().iloc[0])
+    dtype = compute_dtype(str(Results(ok).dominant_run(("dtype",))["dtype"]))
     steps = ok.groupby("label")["step_time_s"].last().astype(float)
     return Source(platform, dtype, steps, profiles, where, held)
 
@@ -268,7 +269,7 @@ def _ok_rows(results: pd.DataFrame, platform: str, family: str) -> pd.DataFrame:
     """The finished rows of ``family`` on ``platform`` (none from a store without results)."""
     if not {"platform", "family", "state"} <= set(results.columns):
         return results.iloc[0:0]
-    return results[(results["platform"] == platform) & (results["family"] == family) & (results["state"] == "ok")]
+    return Results(results).where(platform=platform, family=family).ok().frame
 
 
 def _local_profiles(traces: pd.DataFrame, platform: str, ok: pd.DataFrame) -> tuple[pd.DataFrame, dict] | None:
@@ -279,9 +280,9 @@ def _local_profiles(traces: pd.DataFrame, platform: str, ok: pd.DataFrame) -> tu
         return None
     for policy in ok["dtype"].value_counts().index:
         rows = trace_profiles(traces, platform, profile_source(platform, str(policy)))
-        same = held_rows(ok, {"dtype": policy, **PROFILED})
-        if not rows.empty and not same.empty:
-            xla = bool(same["xla"].astype(bool).mode().iloc[0]) if "xla" in same else False
+        same = Results(ok).held({"dtype": policy, **PROFILED})
+        if not rows.empty and len(same):
+            xla = bool(same.dominant_run(("xla",))["xla"]) if "xla" in same.frame else False
             return rows, {"dtype": str(policy), "xla": xla, **PROFILED}
     return None
 
@@ -289,15 +290,6 @@ def _local_profiles(traces: pd.DataFrame, platform: str, ok: pd.DataFrame) -> tu
 # What a profile of this machine runs besides its dtype and XLA setting: the plain step, fed
 # from device memory, on one device, under TensorFlow (a missing value in a row means these).
 PROFILED = {"framework": "tensorflow", "input_mode": "device", "devices": 1}
-
-
-def held_rows(rows: pd.DataFrame, held: dict) -> pd.DataFrame:
-    """The rows whose run settings equal ``held`` (a setting the rows lack a column for is not checked)."""
-    keep = pd.Series(True, index=rows.index)
-    for column, value in held.items():
-        if column in rows:
-            keep &= rows[column].fillna(PROFILED.get(column, value)) == value
-    return rows[keep]
 
 
 def step_profile(source: Source, label: str) -> pd.DataFrame:
@@ -329,9 +321,8 @@ def step_floor(target: str, family: str, results: pd.DataFrame) -> tuple[float, 
     step has a fixed cost (the host's loop, kernel launches) that no peak ratio divides."""
     from paradnn.analysis.scorecard import device_class
 
-    ok = results[(results.get("state") == "ok") & (results.get("family") == family)] if len(results) else results
-    if len(ok) and "step_time_s" in ok:
-        own = pd.to_numeric(ok.loc[ok["platform"] == target, "step_time_s"], errors="coerce").dropna()
+    if len(results) and {"state", "family", "platform", "step_time_s"} <= set(results.columns):
+        own = pd.to_numeric(Results(results).where(platform=target, family=family).ok().frame["step_time_s"]).dropna()
         if len(own):
             return float(own.min()), f"the fastest {family} step {target} measured"
     kind = device_class(target)
@@ -440,10 +431,9 @@ def projection_inputs(store: str | None, source: str, target: str, family: str,
         raise same_platform
     theirs = None
     if "state" in results:
-        same = (results["platform"] == target) & (results["family"] == family) & (results["compute_dtype"] == dst.dtype)
-        theirs = results[same & (results["state"] == "ok")]  # Q's own step, same compute dtype
+        theirs = Results(results).where(platform=target, family=family, compute_dtype=dst.dtype).ok()  # Q's own steps
         # a local source: Q's rows at its run settings too (its dtype policy only onto the same compute dtype)
-        theirs = held_rows(theirs, {k: v for k, v in start.held.items() if k != "dtype" or dst.dtype == start.dtype})
+        theirs = theirs.held({k: v for k, v in start.held.items() if k != "dtype" or dst.dtype == start.dtype}).frame
         theirs = theirs.sort_values("finished_at")
     return start, src, dst, theirs
 

@@ -194,8 +194,7 @@ class Results:
         family, label, ``n`` and the relative difference of ``metric`` between the fastest
         and slowest of them (``max / min - 1``). Rows that merely share a label but differ in
         anything else of the run identity are never reruns of each other."""
-        ok = self.frame[(self.frame["state"] == "ok") & (pd.to_numeric(self.frame[metric], errors="coerce") > 0)]
-        ok = ok[~ok["source"].fillna("").str.startswith("legacy")] if "source" in ok else ok
+        ok = self.measured().ok().positive(metric).frame
         if "run_key" not in ok:  # a table built by hand: the key its rows would have in a store
             ok = ok.assign(run_key=[run_key(r) for r in ok.to_dict("records")])
         ok = one_row_per_attempt(ok)
@@ -207,6 +206,35 @@ class Results:
     def ok(self) -> Results:
         """Rows that finished (state ``ok``)."""
         return self._with(self.frame[self.frame["state"] == "ok"])
+
+    def measured(self) -> Results:
+        """Rows measured by paradnn (not imported from the original study)."""
+        if "source" not in self.frame:
+            return self
+        return self._with(self.frame[~self.frame["source"].fillna("").str.startswith("legacy")])
+
+    def failed(self) -> Results:
+        """Rows that did not finish (out of memory, timeout, error, skipped)."""
+        return self._with(self.frame[self.frame["state"] != "ok"])
+
+    def with_value(self, column: str) -> Results:
+        """Rows with a value in ``column`` (a metric some rows lack, such as ``infeed_share``)."""
+        if column not in self.frame:
+            return self._with(self.frame.iloc[:0])
+        return self._with(self.frame[self.frame[column].notna()])
+
+    def positive(self, column: str) -> Results:
+        """Rows whose ``column`` is a number above zero."""
+        return self._with(self.frame[pd.to_numeric(self.frame[column], errors="coerce") > 0])
+
+    def held(self, run: dict[str, object]) -> Results:
+        """Rows of one run given by store columns (``input_mode``) or setting names (``input``): each
+        declared setting through its parser, a missing value read as its default (as
+        :meth:`for_settings`); other columns by equality."""
+        by_column = {s.column: s.name for s in settings.SETTINGS}
+        declared = {by_column.get(k, k): v for k, v in run.items() if by_column.get(k, k) in settings.BY_NAME}
+        other = {k: v for k, v in run.items() if by_column.get(k, k) not in settings.BY_NAME}
+        return self.for_settings(**declared).where(**other)
 
     def for_run(self, run: dict[str, object]) -> Results:
         """Rows of one run (a dict of declared settings, as :meth:`dominant_run` gives it)."""
@@ -226,7 +254,7 @@ class Results:
             counts = values.dropna().map(_plain_value).value_counts(sort=False)
             run[name] = _plain_value(counts.index[int(np.argmax(counts.to_numpy()))])  # ties: the first seen
             df = df[_column(df, declared).map(_plain_value) == run[name]]
-        if "xla" in run and run["xla"] is not None:
+        if isinstance(run.get("xla"), (int, np.integer, np.bool_)):  # the store's 0/1 (a table may hold words)
             run["xla"] = bool(run["xla"])
         return run
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from paradnn.analysis.results import Results
 from paradnn.config import compute_dtype
 from paradnn.platform import DATASHEETS
 
@@ -49,7 +50,7 @@ def ceilings_for(platforms: pd.DataFrame, platform: str, dtype: str = "float32")
 
 def model_points(df: pd.DataFrame) -> pd.DataFrame:
     """One point per measured configuration: intensity (FLOPs/byte) and FLOP/s achieved."""
-    ok = df[(df["state"] == "ok") & df["bytes_estimate"].notna() & (df["bytes_estimate"] > 0)].copy()
+    ok = Results(df).ok().positive("bytes_estimate").frame.copy()
     ok["intensity"] = ok["flops_model"] / ok["bytes_estimate"]
     ok["achieved_flops"] = ok["flops_per_sec"]
     return ok
@@ -64,7 +65,7 @@ def reference_points(df: pd.DataFrame) -> pd.DataFrame:
     from paradnn.families import parse_label
     from paradnn.store.legacy import PLATFORMS, replica_bytes
 
-    ok = df[(df["state"] == "ok") & (df["flops_per_sec"] > 0)].copy()
+    ok = Results(df).ok().positive("flops_per_sec").frame.copy()
     if ok.empty:
         return ok.assign(intensity=pd.Series(dtype=float), achieved_flops=pd.Series(dtype=float))
     stored = pd.to_numeric(ok["bytes_estimate"], errors="coerce") if "bytes_estimate" in ok else pd.Series(float("nan"),

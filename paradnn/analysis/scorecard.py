@@ -26,6 +26,7 @@ import pandas as pd
 import yaml
 
 from paradnn import families
+from paradnn.analysis.results import Results
 
 CPU_CLASS = "CPUs (not rated by the paper)"
 
@@ -106,8 +107,8 @@ def principles_audit(results: pd.DataFrame) -> pd.DataFrame:
     Rows measured here and rows imported from the original study are told apart (imported
     rows carry their source file instead of a software stack and have no timing samples).
     """
-    measured = results[~results["source"].fillna("").str.startswith("legacy")]
-    ok = measured[measured["state"] == "ok"]
+    measured = Results(results).measured().frame
+    ok = Results(measured).ok().frame
     judged = {
         "relevance": _relevance(ok),
         "representativeness": _representativeness(ok["params"]),
@@ -179,10 +180,7 @@ def _repeatability(results: pd.DataFrame) -> tuple[str, bool | None]:
     """Within-run spread, and the spread between true reruns: rows of one run identity (the
     configuration, family version, every run setting, platform and stack), never rows that
     merely share a label. No rerun at all fails: repeatability was never shown."""
-    from paradnn.analysis.results import Results
-
-    measured = Results(results).where(state="ok").frame
-    cv = measured.loc[~measured["source"].fillna("").str.startswith("legacy"), "step_time_cv"].dropna()
+    cv = Results(results).measured().ok().frame["step_time_cv"].dropna()
     reruns = Results(results).reruns()
     within = f"CV {cv.median():.1%} ({len(cv)} rows)" if len(cv) else "no samples"
     if reruns.empty:
@@ -253,7 +251,6 @@ def hardware_metrics(results: pd.DataFrame, platforms: pd.DataFrame) -> pd.DataF
     paper's rating of the platform's class, each with its source (long form: metric, platform, value,
     source, ``evidence`` (measured, datasheet, paper's class rating, not measurable here) and ``short``,
     a few words for a chart cell)."""
-    from paradnn.analysis.results import Results
 
     rows = []
     for platform in sorted(results["platform"].unique()):
@@ -290,7 +287,7 @@ def _evidence(source: str) -> str:
 
 def _short(metric: str, rows: pd.DataFrame) -> str:
     """A measured cell in a few words: utilisation, latency at the smallest batch, families that ran."""
-    ok = rows[(rows["state"] == "ok") & rows["step_time_s"].notna()]
+    ok = Results(rows).ok().with_value("step_time_s").frame
     if ok.empty:
         return "no rows"
     if metric == "Computing Performance":
@@ -304,8 +301,7 @@ def _short(metric: str, rows: pd.DataFrame) -> str:
     if metric == "Scalability":
         runs = _replicated(ok)
         return f"{runs['scaling_efficiency'].median():.0%} eff. on {int(runs['devices'].max())}"
-    failed = (rows["state"] != "ok").sum()
-    return f"{ok['family'].nunique()} families, {failed} failed"
+    return f"{ok['family'].nunique()} families, {len(Results(rows).failed())} failed"
 
 
 def _hardware_cell(metric: str, platform: str, rows: pd.DataFrame, platforms: pd.DataFrame) -> tuple[str, str]:
@@ -329,7 +325,6 @@ def _hardware_cell(metric: str, platform: str, rows: pd.DataFrame, platforms: pd
 def _performance(platform: str, rows: pd.DataFrame, platforms: pd.DataFrame) -> tuple[str, str]:
     """Computing performance: the peak the platform's utilisation is measured against (the one its
     rows used, with where it comes from) and the utilisation per family in the run most rows used."""
-    from paradnn.analysis.results import Results
     from paradnn.analysis.roofline import ceilings_for, peak_used
 
     results = Results(rows).ok()
@@ -345,9 +340,7 @@ def _performance(platform: str, rows: pd.DataFrame, platforms: pd.DataFrame) -> 
 
 def _replicated(rows: pd.DataFrame) -> pd.DataFrame:
     """The data-parallel rows (``--devices`` above 1) with a measured scaling efficiency."""
-    if "scaling_efficiency" not in rows:
-        return rows.iloc[:0]
-    return rows[(rows["state"] == "ok") & rows["scaling_efficiency"].notna()]
+    return Results(rows).ok().with_value("scaling_efficiency").frame
 
 
 def _scaling(rows: pd.DataFrame) -> str | None:
@@ -363,9 +356,7 @@ def _scaling(rows: pd.DataFrame) -> str | None:
 
 def _energy(rows: pd.DataFrame) -> str | None:
     """Examples per joule from the rows with an energy reading (paradnn.engine.energy), or None if no row has one."""
-    if "examples_per_joule" not in rows:
-        return None
-    read = rows[(rows["state"] == "ok") & rows["examples_per_joule"].notna()]
+    read = Results(rows).ok().with_value("examples_per_joule").frame
     if read.empty:
         return None
     sources = ", ".join(sorted(read["energy_source"].dropna().unique()))
@@ -374,7 +365,7 @@ def _energy(rows: pd.DataFrame) -> str | None:
 
 
 def _latency(rows: pd.DataFrame) -> str:
-    ok = rows[(rows["state"] == "ok") & rows["step_time_s"].notna()]
+    ok = Results(rows).ok().with_value("step_time_s").frame
     parts = []
     for family, sub in ok.groupby("family"):
         smallest = sub[sub["batch"] == sub["batch"].min()]
@@ -383,8 +374,8 @@ def _latency(rows: pd.DataFrame) -> str:
 
 
 def _compatibility(rows: pd.DataFrame) -> str:
-    ran = ", ".join(sorted(rows.loc[rows["state"] == "ok", "family"].unique())) or "nothing"
-    failed = rows[rows["state"] != "ok"].groupby("state").size()
+    ran = ", ".join(sorted(Results(rows).ok().frame["family"].unique())) or "nothing"
+    failed = Results(rows).failed().frame.groupby("state").size()
     dtypes = ", ".join(sorted(rows["dtype"].dropna().unique()))
     text = f"ran {ran} ({dtypes})"
     if "framework" in rows and rows["framework"].notna().any():
@@ -399,9 +390,7 @@ TITLES = {"tensorflow": "TensorFlow", "jax": "JAX"}
 
 def measured_rows(results: pd.DataFrame) -> pd.DataFrame:
     """The store's rows measured here (not imported from the original study), framework filled in."""
-    from paradnn.analysis.results import Results
-
-    measured = Results(results[~results["source"].fillna("").str.startswith("legacy")])
+    measured = Results(results).measured()
     # Data resident on one device (not host-fed, not data-parallel): the frameworks' own speed.
     return measured.newest_stack().for_settings(input="device", devices=1).frame
 
@@ -413,8 +402,7 @@ def framework_rows(results: pd.DataFrame) -> pd.DataFrame:
     (license), the versions recorded with each row, the platforms they ran on, and the
     families measured. Data sets are synthetic by design.
     """
-    ok = measured_rows(results)
-    ok = ok[ok["state"] == "ok"]
+    ok = Results(measured_rows(results)).ok().frame
     rows = []
     for framework, mine in ok.groupby("framework"):
         keras = ", ".join(sorted(mine["sw_keras"].dropna().unique()))
@@ -457,7 +445,6 @@ def framework_speed(results: pd.DataFrame, baseline: str = "tensorflow", target:
     target / baseline, and the median compile time of each side.
     """
     from paradnn.analysis.observations import bootstrap
-    from paradnn.analysis.results import Results
 
     rows = measured_rows(results)
     out = []
@@ -470,9 +457,10 @@ def framework_speed(results: pd.DataFrame, baseline: str = "tensorflow", target:
         if not result.n:
             continue
         low, high = bootstrap(result.table["speedup"], statistic=np.mean, log=True)
-        ok = group[group["state"] == "ok"]
+        ok = Results(group).ok().frame
         compile_s = ok.groupby("framework")["compile_time_s"].median()
-        xla = ok.loc[ok["framework"] == baseline, "xla"].dropna().astype(bool).unique() if "xla" in ok else []
+        paired = Results(result.rows).where(framework=baseline).frame  # the XLA setting its pairs ran
+        xla = paired["xla"].dropna().astype(bool).unique() if "xla" in paired else []
         out.append({"platform": platform, "family": family, "dtype": dtype, "n": result.n, "geomean": result.geomean,
                     "low": low, "high": high, "min": result.min, "max": result.max, f"{baseline}_xla": _on_off(xla),
                     "xla_held": "xla" in result.held_fixed,
@@ -511,7 +499,6 @@ def claims(results: pd.DataFrame) -> list:
     need readings no store row has and say so.
     """
     from paradnn.analysis.observations import Part, Rule, comparison_held, inconclusive, judged, median_part
-    from paradnn.analysis.results import Results
 
     fc = Results(results).where(family="fc")
     pair = f"{ASIC} vs {GPU}"

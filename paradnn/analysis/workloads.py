@@ -68,12 +68,11 @@ def platform_table(df: pd.DataFrame, dtype: str | None = None) -> pd.DataFrame:
     With ``dtype``, measured rows of other dtypes are left out (imported rows keep the
     precision they were run in).
     """
-    results = Results(df).ok()
-    ok = results.frame[results.frame["utilization"].notna()]
+    ok = Results(df).ok().with_value("utilization")
     if dtype is not None:
-        measured = Results(ok).where(source="measured")
-        ok = pd.concat([measured.for_settings(dtype=dtype).frame, ok[ok["source"] != "measured"]])
-    table = ok.pivot_table(index="family", columns="platform", values="utilization", aggfunc="median")
+        imported = ok.frame.drop(ok.measured().frame.index)
+        ok = Results(pd.concat([ok.measured().for_settings(dtype=dtype).frame, imported]))
+    table = ok.frame.pivot_table(index="family", columns="platform", values="utilization", aggfunc="median")
     return table.reindex(sorted(table.index, key=_order))
 
 
