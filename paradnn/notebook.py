@@ -320,7 +320,7 @@ def table(df: pd.DataFrame, digits: int = 3) -> None:
     ``digits`` decimals, and no row numbers (a meaningful index, such as a pivot's, is kept)."""
     from IPython.display import display
 
-    styler = df.style.format(precision=digits, na_rep="not measured")
+    styler = df.style.format(precision=digits, na_rep="not measured", escape="html")  # values users typed stay text
     display(styler.hide(axis="index") if isinstance(df.index, pd.RangeIndex) else styler)
 
 

@@ -222,3 +222,11 @@ def test_tables_say_not_measured_and_show_no_row_numbers(monkeypatch):
     assert 'class="row_heading' not in page  # no pandas row numbers
     nb.table(pd.DataFrame({"cpu": [1.0]}, index=pd.Index(["Computing Performance"], name="metric")))
     assert "Computing Performance" in shown[1].to_html()  # a meaningful index is kept
+
+
+def test_a_table_shows_what_users_typed_as_text(monkeypatch):
+    shown = []
+    monkeypatch.setattr("IPython.display.display", lambda obj, **kw: shown.append(obj))
+    nb.table(pd.DataFrame({"platform": ["<script>alert(1)</script>"]}))
+    page = shown[0].to_html()
+    assert "<script>" not in page and "&lt;script&gt;" in page

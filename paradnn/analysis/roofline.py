@@ -94,7 +94,7 @@ def peak_used(rows: pd.DataFrame, ceiling: float | None = None) -> str:
     """The peak FLOP/s ``rows``' utilisation is measured against, in words, with its source: a
     measured ceiling, a datasheet, or the rate a configuration achieved above the measured ceiling
     (that configuration's utilisation is 100% by construction, and the words say so)."""
-    stated = rows.dropna(subset=["peak_flops"])
+    stated = rows.dropna(subset=["peak_flops"]) if "peak_flops" in rows else rows.iloc[:0]
     if stated.empty:
         return "peak unknown"
     top = stated.loc[pd.to_numeric(stated["peak_flops"]).idxmax()]

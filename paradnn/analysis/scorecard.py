@@ -548,7 +548,7 @@ MEASURED_ROW = "background-color: #e6f4ea"
 def highlight_measured(table: pd.DataFrame):
     """:func:`framework_table_with_measured` as a Styler whose rows measured here are green."""
     styled = table.style.apply(lambda row: [MEASURED_ROW if row["source"] == "measured here" else ""] * len(row), axis=1)
-    return styled.format(na_rep="not measured").hide(axis="index")
+    return styled.format(na_rep="not measured", escape="html")  # the index names each framework row
 
 
 def checklist(audit: pd.DataFrame) -> pd.DataFrame:
