@@ -638,8 +638,10 @@ def scorecard(store_path: str, as_json: bool) -> None:
                "frameworks": frameworks.to_dict("records")}, True)  # fmt: skip
         return
     for name, row in audit.iterrows():
-        mark = {True: "pass", False: "FAIL"}.get(row["pass"], "n/a ")
+        mark = {True: "pass", False: "FAIL"}.get(row["pass"], "n/a ")  # n/a: inconclusive
         click.echo(f"{mark}  {name:<19} {row['this store']}\n      rule: {row['rule']}")
+        if row["effect"]:
+            click.echo(f"      {row['outcome']}: {row['effect']}")
     click.echo("")
     _print_table(cells.to_dict("records"), [("metric", "{}"), ("platform", "{}"), ("evidence", "{}"), ("value", "{}")])
 

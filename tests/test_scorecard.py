@@ -58,11 +58,12 @@ def test_the_principle_audit_reads_numbers_from_the_store():
     # Rows a and a share a label but not their software stack (one lacks provenance): not a rerun, and
     # a store in which nothing was measured twice does not pass repeatability.
     assert repeat == "CV 3.0% (2 rows); no reruns (no run identity measured twice)"
-    assert audit.loc["repeatability", "pass"] is False
+    assert audit.loc["repeatability", "pass"] is None and audit.loc["repeatability", "outcome"] == "inconclusive"
     same_stack = rows.assign(**{c: "x" for c in scorecard.PROVENANCE})
     again = scorecard.principles_audit(same_stack).loc["repeatability"]
     assert again["this store"] == "CV 3.0% (2 rows); rerun difference 10.0% (1 run identities measured more than once)"
-    assert again["pass"] is False  # 10% apart, and one rerun is not enough
+    assert again["pass"] is None  # one rerun is too few to judge (at least 3), whatever its difference
+    assert again["record"].rule.min_n == 3 and again["record"].effect == pytest.approx(0.1)
     scalability = ("2 configurations per hour; 1 platform(s): cpu; framework(s): tensorflow; 0 data-parallel rows; "
                    "1 machine(s)")  # fmt: skip
     assert audit.loc["scalability", "this store"] == scalability and audit.loc["scalability", "pass"] is False
@@ -120,12 +121,12 @@ def test_scalability_needs_replicas_or_two_machines_not_a_thread_limit():
     one_machine = pd.DataFrame([{**row, "platform": "cpu", "platform_fingerprint": "cpu|AMD_EPYC_9B14|2|2.21.0"},
                                 {**row, "platform": "cpu[threads=1]",
                                  "platform_fingerprint": "cpu_threads=1_|AMD_EPYC_9B14|1|2.21.0"}])  # fmt: skip
-    value, passed = scorecard._scalability(one_machine)
-    assert passed is False and "2 platform(s)" in value and "1 machine(s)" in value
+    value, part = scorecard._scalability(one_machine)
+    assert part.outcome == "does not hold" and "2 platform(s)" in value and "1 machine(s)" in value
     two_machines = pd.concat([one_machine, one_machine.head(1).assign(host="lab-2", platform="xeon-lab")])
-    assert scorecard._scalability(two_machines)[1] is True
+    assert scorecard._scalability(two_machines)[1].outcome == "holds"
     replicated = one_machine.head(1).assign(devices=2)
-    assert scorecard._scalability(replicated)[1] is True
+    assert scorecard._scalability(replicated)[1].outcome == "holds"
 
 
 def test_scalability_is_measured_from_data_parallel_rows():
@@ -248,7 +249,8 @@ def test_the_scorecard_command_gives_seven_principles_that_can_fail(tmp_path):
                      "transparency"]  # fmt: skip
     assert all(p["rule"] and p["pass"] in (True, False, None) for p in card["principles"])
     repeatability = card["principles"][3]
-    assert repeatability["pass"] is False and "no reruns" in repeatability["value"]  # nothing measured twice
+    assert repeatability["pass"] is None and "no reruns" in repeatability["value"]  # nothing measured twice: inconclusive
+    assert repeatability["record"]["outcome"] == "inconclusive"
     assert {h["platform"] for h in card["hardware"]} == {"tpu-v2-8", "v100"} and len(card["hardware"]) == 24
     missing = CliRunner().invoke(main, ["scorecard", "--store", str(tmp_path / "none.sqlite")])
     assert missing.exit_code == 2 and missing.output.startswith("paradnn: error:")

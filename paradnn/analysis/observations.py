@@ -48,7 +48,8 @@ BOOTSTRAP_DRAWS = 2000
 class Rule:
     """When a claim holds, as data. ``direction`` ``>``: the effect's whole interval above
     ``threshold + margin`` holds, below ``threshold - margin`` does not; ``<`` the other way
-    round; ``within``: the whole interval within ``threshold ± margin`` holds, wholly outside it
+    round; ``>=`` and ``<=`` the same with the threshold itself on the holding side (for rules
+    stated "at least", "at most"); ``within``: the whole interval within ``threshold ± margin`` holds, wholly outside it
     does not. Fewer than ``min_n`` observations, or an interval across the line, are inconclusive.
     ``exact``: the effect is a count or a deterministic figure (its interval is itself)."""
 
@@ -60,8 +61,8 @@ class Rule:
     exact: bool = False
 
     def __post_init__(self) -> None:
-        if self.direction not in (">", "<", "within"):
-            raise ValueError(f"rule direction {self.direction!r}; allowed: >, <, within")
+        if self.direction not in (">", "<", ">=", "<=", "within"):
+            raise ValueError(f"rule direction {self.direction!r}; allowed: >, <, >=, <=, within")
 
     def judge(self, effect: float | None, interval: tuple[float, float] | None, n: int) -> str:
         """The outcome of ``effect`` (its ``interval``, over ``n`` observations) under this rule."""
@@ -73,6 +74,10 @@ class Rule:
             return HOLDS if low > upper else FAILS if high < lower else INCONCLUSIVE
         if self.direction == "<":
             return HOLDS if high < lower else FAILS if low > upper else INCONCLUSIVE
+        if self.direction == ">=":
+            return HOLDS if low >= upper else FAILS if high < lower else INCONCLUSIVE
+        if self.direction == "<=":
+            return HOLDS if high <= lower else FAILS if low > upper else INCONCLUSIVE
         return HOLDS if lower <= low and high <= upper else FAILS if high < lower or low > upper else INCONCLUSIVE
 
     def words(self) -> str:

@@ -26,6 +26,19 @@ import pandas as pd
 import yaml
 
 from paradnn import families
+from paradnn.analysis.observations import (
+    FAILS,
+    HOLDS,
+    Part,
+    Rule,
+    Verdict,
+    bootstrap,
+    comparison_held,
+    exact_part,
+    inconclusive,
+    judged,
+    median_part,
+)
 from paradnn.analysis.results import Results
 
 CPU_CLASS = "CPUs (not rated by the paper)"
@@ -101,15 +114,17 @@ RULES = {
 
 
 def principles_audit(results: pd.DataFrame) -> pd.DataFrame:
-    """Each principle's rule, what this store shows for it and whether it passes (True, False, or
-    None when the store holds nothing to judge it by).
+    """Each principle's rule, what this store shows for it, its verdict record and whether it passes
+    (True: holds; False: does not hold; None: inconclusive, nothing or too little to judge it by).
 
+    Every principle is judged as an observation is (:mod:`paradnn.analysis.observations`): an
+    effect (a count, a share, a median with its bootstrap interval), a rule as data, an outcome.
     Rows measured here and rows imported from the original study are told apart (imported
     rows carry their source file instead of a software stack and have no timing samples).
     """
     measured = Results(results).measured().frame
     ok = Results(measured).ok().frame
-    judged = {
+    judged_ = {
         "relevance": _relevance(ok),
         "representativeness": _representativeness(ok["params"]),
         "equity": _equity(measured),
@@ -118,24 +133,45 @@ def principles_audit(results: pd.DataFrame) -> pd.DataFrame:
         "scalability": _scalability(measured),
         "transparency": _provenance(measured),
     }
-    table = pd.DataFrame([(name, RULES[name], value, None if passed is None else bool(passed))
-                          for name, (value, passed) in judged.items()], columns=["principle", "rule", "this store", "pass"],
-                         dtype=object)  # fmt: skip
+    rows = []
+    for name, (value, part) in judged_.items():
+        verdict = principle_verdict(name, value, part)
+        passed = {HOLDS: True, FAILS: False}.get(verdict.verdict)
+        rows.append((name, RULES[name], value, passed, verdict.verdict, verdict.figure, verdict))
+    table = pd.DataFrame(rows, columns=["principle", "rule", "this store", "pass", "outcome", "effect", "record"], dtype=object)
     return table.merge(principles(), left_on="principle", right_on="name").drop(columns="name").set_index("principle")
+
+
+def principle_verdict(name: str, value: str, part: Part | None) -> Verdict:
+    """A principle's verdict record: judged from its part, inconclusive where there is nothing to judge."""
+    claim = f"{name}: {RULES[name]}"
+    return judged(name, claim, part, value) if part is not None else inconclusive(name, claim, value)
 
 
 def audit_sentence(audit: pd.DataFrame) -> str:
     """The caption under the principle checklist: how many rules pass and what repeatability rests on."""
     passed, failed = int((audit["pass"] == True).sum()), int((audit["pass"] == False).sum())  # noqa: E712 - None is neither
     return (f"The paper stated seven principles a benchmark should follow and checked none of them against data; here "
-            f"each has a rule that can fail: {passed} of 7 pass on this store, {failed} fail "
-            f"({audit.loc['repeatability', 'this store']} for repeatability).")  # fmt: skip
+            f"each has a rule that can fail, judged as the observations are: {passed} of 7 pass on this store, {failed} "
+            f"fail, {7 - passed - failed} inconclusive ({audit.loc['repeatability', 'this store']} for "
+            "repeatability).")  # fmt: skip
 
 
 def principles_json(audit: pd.DataFrame) -> list[dict]:
-    """The audit as ``paradnn scorecard --json`` prints it: name, rule, value, pass, definition."""
+    """The audit as ``paradnn scorecard --json`` prints it: name, rule, value, pass, definition and
+    ``record``, the verdict (outcome, effect, interval, n, rule as data)."""
     return [{"name": name, "rule": row["rule"], "value": row["this store"], "pass": _verdict(row["pass"]),
-             "definition": row["definition"]} for name, row in audit.iterrows()]  # fmt: skip
+             "definition": row["definition"], "record": _plain(row["record"].as_dict())}
+            for name, row in audit.iterrows()]  # fmt: skip
+
+
+def _plain(value):
+    """numpy scalars as Python values, for JSON."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value.item() if hasattr(value, "item") else value
 
 
 def _verdict(value: object) -> bool | None:
@@ -143,54 +179,65 @@ def _verdict(value: object) -> bool | None:
     return None if value is None or pd.isna(value) else bool(value)
 
 
-def _relevance(ok: pd.DataFrame) -> tuple[str, bool | None]:
+def _yes(name: str, yes: bool, n: int, statistic: str) -> Part:
+    """A principle's part that is a fact of the store (1: yes, 0: no), exact."""
+    return exact_part(name, float(yes), n, Rule(f"{statistic} (1: yes)", 0.5, min_n=1))
+
+
+def _relevance(ok: pd.DataFrame) -> tuple[str, Part | None]:
     if ok.empty:
         return "no ok rows", None
     roles = {f: (families.get(f).role if f in families.names() else "unknown") for f in ok["family"].unique()}
     kinds = sorted(set(roles.values()) - {"unknown"})
-    return f"{', '.join(sorted(roles))} (kinds: {', '.join(kinds) or 'none'})", {"model", "workload"} <= set(kinds)
+    both = {"model", "workload"} <= set(kinds)
+    return (f"{', '.join(sorted(roles))} (kinds: {', '.join(kinds) or 'none'})",
+            _yes("kinds", both, len(ok), "a parameterized family and a real workload measured"))  # fmt: skip
 
 
-def _representativeness(params: pd.Series) -> tuple[str, bool | None]:
+def _representativeness(params: pd.Series) -> tuple[str, Part | None]:
     v = params.dropna()
     if v.empty or not (v > 0).any():
         return "no rows", None
     decades = math.log10(v.max() / v[v > 0].min())
-    return f"{v.min():.3g} to {v.max():.3g} parameters ({decades:.1f} orders of magnitude, {len(v)} rows)", \
-        decades >= MIN_DECADES
+    return (f"{v.min():.3g} to {v.max():.3g} parameters ({decades:.1f} orders of magnitude, {len(v)} rows)",
+            exact_part("decades", decades, len(v), Rule("orders of magnitude of parameters", MIN_DECADES, ">=", min_n=1)))
 
 
-def _cost(seconds: pd.Series) -> tuple[str, bool | None]:
+def _cost(seconds: pd.Series) -> tuple[str, Part | None]:
     v = seconds.dropna()
     if v.empty:
         return "no rows", None
-    return f"{v.median():.3g} s over {len(v)} rows", bool(v.median() <= MAX_DEVICE_SECONDS)
+    rule = Rule("median device time per configuration (s)", MAX_DEVICE_SECONDS, "<=", min_n=1)
+    return f"{v.median():.3g} s over {len(v)} rows", median_part("seconds", v, rule)
 
 
-def _equity(measured: pd.DataFrame) -> tuple[str, bool | None]:
+def _equity(measured: pd.DataFrame) -> tuple[str, Part | None]:
     if measured.empty:
         return "no measured rows", None
     dtypes = measured.groupby("platform")["dtype"].apply(lambda d: tuple(sorted(d.unique())))
     unrecorded = int(measured["xla"].isna().sum())
     value = "; ".join(f"{p}: {', '.join(d)}" for p, d in dtypes.items()) + f"; {unrecorded} rows without an XLA setting"
-    return value, dtypes.nunique() == 1 and unrecorded == 0
+    fair = bool(dtypes.nunique() == 1 and unrecorded == 0)
+    return value, _yes("equity", fair, len(measured), "one set of dtype policies on every platform, XLA recorded")
 
 
-def _repeatability(results: pd.DataFrame) -> tuple[str, bool | None]:
+def _repeatability(results: pd.DataFrame) -> tuple[str, Part | None]:
     """Within-run spread, and the spread between true reruns: rows of one run identity (the
     configuration, family version, every run setting, platform and stack), never rows that
-    merely share a label. No rerun at all fails: repeatability was never shown."""
+    merely share a label. The effect is the median rerun difference with its bootstrap interval
+    over run identities; fewer than :data:`MIN_RERUNS` of them is inconclusive."""
     cv = Results(results).measured().ok().frame["step_time_cv"].dropna()
     reruns = Results(results).reruns()
     within = f"CV {cv.median():.1%} ({len(cv)} rows)" if len(cv) else "no samples"
     if reruns.empty:
-        return f"{within}; no reruns (no run identity measured twice)", False
+        return f"{within}; no reruns (no run identity measured twice)", None
     median = float(reruns["difference"].median())
     value = f"{within}; rerun difference {median:.1%} ({len(reruns)} run identities measured more than once)"
-    return value, bool(len(reruns) >= MIN_RERUNS and median <= RERUN_TOLERANCE)
+    rule = Rule("median rerun difference", RERUN_TOLERANCE, "<=", min_n=MIN_RERUNS)
+    return value, median_part("reruns", reruns["difference"], rule)
 
 
-def _scalability(measured: pd.DataFrame) -> tuple[str, bool | None]:
+def _scalability(measured: pd.DataFrame) -> tuple[str, Part | None]:
     """Dai & Berleant's scalability is performance as devices are added: data-parallel rows, or
     rows of two machines (a host and device apart). paradnn's rule departs from their qualitative
     rating in asking only that such rows exist, not how well they scale (the scaling efficiency
@@ -200,7 +247,7 @@ def _scalability(measured: pd.DataFrame) -> tuple[str, bool | None]:
     replicated = int((measured["devices"].fillna(1) > 1).sum()) if "devices" in measured else 0
     machines = machines_of(measured)
     value = f"{_rate(measured)}; {replicated} data-parallel rows; {len(machines)} machine(s)"
-    return value, bool(len(machines) >= 2 or replicated > 0)
+    return value, _yes("scaled", len(machines) >= 2 or replicated > 0, len(measured), "data-parallel rows or two machines")
 
 
 def machines_of(rows: pd.DataFrame) -> set[tuple[str, str]]:
@@ -221,11 +268,12 @@ def _rate(measured: pd.DataFrame) -> str:
     return f"{per_hour}; {platforms}; framework(s): {', '.join(sorted(used.unique()))}"
 
 
-def _provenance(measured: pd.DataFrame) -> tuple[str, bool | None]:
+def _provenance(measured: pd.DataFrame) -> tuple[str, Part | None]:
     if measured.empty:
         return "no measured rows", None
     complete = measured[list(PROVENANCE)].notna().all(axis=1)
-    return f"{complete.mean():.0%} of {len(measured)} rows", bool(complete.mean() >= COMPLETE_PROVENANCE)
+    rule = Rule("share of measured rows with complete provenance", COMPLETE_PROVENANCE, ">=", min_n=1)
+    return f"{complete.mean():.0%} of {len(measured)} rows", exact_part("complete", float(complete.mean()), len(measured), rule)
 
 
 # Facts about known devices, with their source. Only what a public vendor document states.
@@ -444,8 +492,6 @@ def framework_speed(results: pd.DataFrame, baseline: str = "tensorflow", target:
     95% bootstrap interval over configurations), minimum and maximum of the examples/s ratio
     target / baseline, and the median compile time of each side.
     """
-    from paradnn.analysis.observations import bootstrap
-
     rows = measured_rows(results)
     out = []
     for (platform, family, dtype), group in rows.groupby(["platform", "family", "dtype"]):
@@ -498,8 +544,6 @@ def claims(results: pd.DataFrame) -> list:
     FC sweeps, on the configurations both finished; energy efficiency and scalability
     need readings no store row has and say so.
     """
-    from paradnn.analysis.observations import Part, Rule, comparison_held, inconclusive, judged, median_part
-
     fc = Results(results).where(family="fc")
     pair = f"{ASIC} vs {GPU}"
     # Each platform at the precision the study ran it (TPU mixed bfloat16, V100 mixed float16): the default.
@@ -552,6 +596,7 @@ def highlight_measured(table: pd.DataFrame):
 
 
 def checklist(audit: pd.DataFrame) -> pd.DataFrame:
-    """The principle audit as a checklist: ✓ the rule passes on this store, ✗ it fails, – nothing to judge it by."""
+    """The principle audit as a checklist: ✓ the rule holds on this store, ✗ it does not, – inconclusive
+    (nothing or too little to judge it by), with the effect and interval it was judged on."""
     marks = audit["pass"].map(lambda p: {True: "✓", False: "✗", None: "–"}[_verdict(p)])
-    return audit.drop(columns="pass").assign(**{"": marks})[["", "rule", "this store", "definition"]]
+    return audit.drop(columns="pass").assign(**{"": marks})[["", "rule", "this store", "effect", "definition"]]
