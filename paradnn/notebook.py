@@ -118,6 +118,7 @@ def ensure_measured(
     budget_minutes: float = 10.0,
     max_seconds: float = 2.0,
     variants: list[dict] | None = None,
+    configs: list | None = None,
     **run: object,
 ) -> list[str]:
     """Measure what the store lacks for ``families`` on a local platform; returns a summary line.
@@ -131,6 +132,9 @@ def ensure_measured(
     software stack, interleaved (:func:`paradnn.sweeps.driver.run_sweep_stacks`). A plain
     local sweep of one device on a CPU runs :data:`SWEEP_WORKERS` worker processes (the
     notebook's ``workers``); every other sweep runs one.
+
+    ``configs``: these configurations instead of the preset's grid of ``families`` (the original
+    study's, from :func:`paradnn.store.legacy.overlap_configs`, say).
 
     ``variants``: several runs, each ``run`` with some settings changed (``[{"dtype":
     "float32"}, {"dtype": "mixed_bfloat16"}]``), measured within ``budget_minutes`` in all. A
@@ -155,7 +159,9 @@ def ensure_measured(
     if any(r["platform"] != platform for r in runs):
         raise ConfigError("variants", variants, "runs of one platform (measure each platform on its own)")
     target = parse_target(platform)
-    configs = [c for family in families for c in expand(family, preset, (overrides or {}).get(family))]
+    if configs is None:
+        configs = [c for family in families for c in expand(family, preset, (overrides or {}).get(family))]
+    families = sorted({c.family for c in configs}) if configs else families
     stack_list = [stk.parse(text) for text in stacks or []]
     # Replicas and software stacks are measured on this machine (its cores or GPUs, its environments).
     address = ray_address(os.environ.get("PARADNN_BACKEND", "local")) if devices == 1 and not stack_list else ""
@@ -595,6 +601,82 @@ def pair_speedup_section(results) -> None:
             f"the configurations every platform of its chain measured, so their geometric means chain: {shown or 'none'}"
             + (f"; {len(outside)} pair(s) share no configuration with the chain and are listed, not drawn" if len(outside)
                else "") + ".")  # fmt: skip
+
+
+def original_beside_section(store: str | Path, target: str) -> list:
+    """This machine beside the original study on the study's own FC grid (Fig. 8 and 9, three ways):
+    the V100 over ``target`` (Fig. 9), the TPU v2-8 over ``target``, and the TPU v2-8 over the V100,
+    each platform at its own precision where they share none (said), as heatmaps, scatter plots and
+    Fig. 8's regression weights; the three platforms' geometric means on their common set; the
+    same pairs at float32 where both sides have it. Returns the checks: examples/s rises with batch
+    and falls with width on every platform of the common set, O6 with this machine among them,
+    and how much each pair's speedup depends on the model's shape."""
+    from paradnn.analysis import observations as obs
+    from paradnn.analysis import plots
+    from paradnn.analysis import workloads as wl
+    from paradnn.analysis.regression import regress
+
+    here = load(store, platform=target, families=["fc"], dtype=None, xla=None)
+    theirs = Results(load(store, families=["fc"])).where(platform=list(REFERENCE_PAIR)).frame
+    if Results(here).ok().frame.empty or theirs["platform"].nunique() < 2:
+        print(f"This machine beside the original study needs {target}'s FC rows on the study's grid (overlap_count) and "
+              "the original sweeps in the store: skipped.")  # fmt: skip
+        return []
+    results = Results(pd.concat([here, theirs], ignore_index=True))
+    chained = wl.pair_speedups(results)
+    common = set.intersection(*(set(Results(results.frame).where(platform=p).ok().frame["label"])
+                                for p in (target, *REFERENCE_PAIR)))  # fmt: skip
+    table(chained, 3)
+    caption(f"{len(common)} FC configurations were measured here and by both of the original study's platforms; the "
+            "geometric means above are taken over the configurations each family's chain of platforms shares, so they "
+            "multiply (V100 over this machine times TPU v2-8 over V100 is TPU v2-8 over this machine).")  # fmt: skip
+    verdicts: list = []
+    pairs = ((target, "v100", "the V100 over this machine (Fig. 9)"), (target, "tpu-v2-8", "the TPU v2-8 over this machine"),
+             ("v100", "tpu-v2-8", "the TPU v2-8 over the V100 (Fig. 8)"))  # fmt: skip
+    for baseline, other, what in pairs:
+        result = results.matched("platform", baseline, other, family="fc")
+        if not result.n:
+            print(f"{what}: nothing pairs: {result.why}.")
+            continue
+        found = result.table.assign(state="ok", log2_speedup=np.log2(result.table["speedup"]))
+        show(plots.heatmaps(found, "fc", "speedup", f"FC speedup of {other} over {baseline}",
+                            "speedup (x; red: target faster, blue: baseline faster)", fmt="{:.2f}", center=1.0,
+                            cmap="RdBu_r"))  # fmt: skip
+        show(plots.speedup_scatter(found, f"FC: {what}, against model size", baseline, other))
+        reg = regress(found, "log2_speedup", family="fc")
+        show(plots.coefficients({"fc": reg}, f"FC: regression of log2 speedup of {other} over {baseline}",
+                                "Δ log2 speedup per s.d. of log2 value"))  # fmt: skip
+        shape = obs.speedup_depends_on(found, "fc", platform=f"{other} vs {baseline}")
+        verdicts.append(shape)
+        at_float32 = results.matched("platform", baseline, other, family="fc", hold=("dtype",))
+        float32 = (f"At one precision: {at_float32.n} configurations, median {at_float32.median:.2f}x."
+                   if at_float32.n else f"At one precision nothing pairs ({at_float32.why}).")  # fmt: skip
+        caption(f"{what[0].upper() + what[1:]}: median speedup {result.median:.2f}x (geometric mean {result.geomean:.2f}x, "
+                f"{result.min:.2f}x to {result.max:.2f}x over {result.n} configurations; {sides_words(result)}). {float32} "
+                + shape.sentence)  # fmt: skip
+    three = results.where(label=sorted(common)).frame
+    for platform in (target, *REFERENCE_PAIR):
+        on = Results(three).where(platform=platform).frame
+        verdicts += [obs.trend(on, "batch", "fc", "examples_per_sec", id="", platform=platform),
+                     obs.trend(on, "nodes", "fc", "examples_per_sec", rising=False, id="", platform=platform)]  # fmt: skip
+    verdicts.append(obs.out_of_memory_first(results.frame, "fc"))
+    caption("The paper found FC examples/s rises with batch and falls with width on every platform (Fig. 7-9); on the "
+            "configurations all three measured: " + " ".join(v.sentence for v in verdicts[-7:]))  # fmt: skip
+    return verdicts
+
+
+def platforms_section(store: str | Path) -> None:
+    """Table 3: every platform of the store beside the paper's, datasheet and measured ceilings side by side."""
+    from paradnn.analysis.table3 import table3
+
+    with Store(store, create=False, readonly=True) as s:
+        platforms, results = s.platforms(), s.results()
+    rows = table3(platforms, results)
+    table(rows, 3)
+    caption("The paper's Table 3 lists its platforms' peaks, memory and bandwidth from their datasheets; here every platform "
+            f"in the store ({len(rows)} rows) stands beside them, with what this machine measured (its matmul ceiling per "
+            "precision and its copy bandwidth) next to what a datasheet states. The paper's Skylake CPU has no row: "
+            "paradnn holds no cited datasheet for it.")  # fmt: skip
 
 
 def sides_words(result) -> str:

@@ -24,20 +24,25 @@ class Datasheet:
     peak_flops: dict[str, float]
     memory_bandwidth: float
     note: str = ""
+    memory_bytes: float = 0.0  # device memory (HBM) of the whole device or board; 0: not stated
 
 
 T = 1e12
+GiB = 2**30
 DATASHEETS: dict[str, Datasheet] = {
     d.name: d
     for d in [
-        Datasheet("tpu-v2-8", {"bfloat16": 180 * T, "float32": 180 * T}, 2400e9, "board of 8 cores; bf16 matmul"),
-        Datasheet("tpu-v3-8", {"bfloat16": 420 * T, "float32": 420 * T}, 3600e9, "board of 8 cores; bf16 matmul"),
-        Datasheet("v100", {"float32": 15.7 * T, "float16": 125 * T}, 900e9, "SXM2; float16 on Tensor Cores"),
-        Datasheet("a100", {"float32": 19.5 * T, "tf32": 156 * T, "bfloat16": 312 * T, "float16": 312 * T}, 2039e9, "SXM 80 GB"),
-        Datasheet("h100", {"float32": 67 * T, "tf32": 495 * T, "bfloat16": 989 * T, "float16": 989 * T}, 3350e9, "SXM, dense"),
-        Datasheet("h200", {"float32": 67 * T, "tf32": 495 * T, "bfloat16": 989 * T, "float16": 989 * T}, 4800e9, "SXM, dense"),
+        Datasheet("tpu-v2-8", {"bfloat16": 180 * T, "float32": 180 * T}, 2400e9, "board of 8 cores; bf16 matmul", 64 * GiB),
+        Datasheet("tpu-v3-8", {"bfloat16": 420 * T, "float32": 420 * T}, 3600e9, "board of 8 cores; bf16 matmul", 128 * GiB),
+        Datasheet("v100", {"float32": 15.7 * T, "float16": 125 * T}, 900e9, "SXM2; float16 on Tensor Cores", 16 * GiB),
+        Datasheet("a100", {"float32": 19.5 * T, "tf32": 156 * T, "bfloat16": 312 * T, "float16": 312 * T}, 2039e9, "SXM 80 GB",
+                  80 * GiB),
+        Datasheet("h100", {"float32": 67 * T, "tf32": 495 * T, "bfloat16": 989 * T, "float16": 989 * T}, 3350e9, "SXM, dense",
+                  80 * GiB),
+        Datasheet("h200", {"float32": 67 * T, "tf32": 495 * T, "bfloat16": 989 * T, "float16": 989 * T}, 4800e9, "SXM, dense",
+                  141e9),
     ]
-}
+}  # fmt: skip
 
 # A CPU's theoretical peak, from what the machine exposes: vector width (flags), cores and its
 # maximum clock (cpufreq). The FMA units per core are not exposed anywhere; two is what server

@@ -460,3 +460,22 @@ def test_out_of_memory_timeout_error_and_unmeasured_cells_are_drawn_apart():
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
     assert labels == ["OOM: out of memory", "t/o: timed out (or unfinished in the original data)", "err: error",
                       "not measured"]  # fmt: skip
+
+
+def test_table_3_sets_every_platform_of_the_store_beside_the_papers(tmp_path):
+    from paradnn.analysis.table3 import table3
+    from paradnn.store import Store
+    from paradnn.store.legacy import import_bundled
+
+    with Store(tmp_path / "t.sqlite") as store:
+        import_bundled(store)
+        ceilings = {"matmul_flops": {"float32": {"xla": 1.5e11, "no_xla": 1.2e11}}, "copy_bandwidth": {"no_xla": 4e9}}
+        store.put_platform("fp-cpu", "cpu", {"name": "AMD EPYC", "cores": 2, "memory_bytes": 24 * 2**30,
+                                              "software": {"tensorflow": "2.21.0"}}, ceilings, "measured")  # fmt: skip
+        rows = table3(store.platforms()).set_index("platform")
+    assert list(rows.index) == ["cpu", "tpu-v2-8", "v100", "tpu-v3-8"]  # the paper's TPU v3 from its datasheet
+    assert rows.loc["cpu", "float32 TFLOP/s (measured)"] == pytest.approx(0.15)  # the better of XLA on and off
+    assert rows.loc["cpu", "bandwidth GB/s (measured)"] == pytest.approx(4.0) and rows.loc["cpu", "memory GiB"] == 24
+    assert rows.loc["cpu", "machine"] == "AMD EPYC, 2 cores" and rows.loc["cpu", "source"] == "measured here"
+    assert rows.loc["v100", "float16 TFLOP/s (datasheet)"] == 125 and rows.loc["v100", "memory GiB"] == 16
+    assert rows.loc["tpu-v3-8", "source"] == "datasheet only" and rows.loc["tpu-v3-8", "bfloat16 TFLOP/s (datasheet)"] == 420

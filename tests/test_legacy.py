@@ -293,3 +293,21 @@ def test_import_legacy_without_files_imports_the_shipped_set(tmp_path):
     assert "tpu_fc.json: sweep of tpu-v2-8, 1944 rows, 1944 added" in result.output
     again = CliRunner().invoke(main, ["import-legacy", "--store", str(store)])
     assert "1944 rows, 0 added" in again.output
+
+
+def test_the_original_grid_as_a_preset_is_cheapest_first_and_on_both_platforms():
+    from paradnn.config import ConfigError
+    from paradnn.store.legacy import overlap_configs
+
+    both = overlap_configs()
+    assert len(both) == 176 and len(overlap_configs(within="either")) == 1724
+    eight = overlap_configs(8)
+    assert [c.layers for c in eight] == [4] * 8  # the fewest layers first
+    flops = [c.nodes * c.batch for c in eight]  # within 4 layers the cheaper step first (nodes 32 before 128 at one batch)
+    assert eight[0].label == "layer_4-node_32-input_2000-output_1000-bs_64" and flops[0] == min(flops)
+    assert {c.label for c in eight} <= {c.label for c in both}
+    assert all(c.nodes in (32, 128) for c in overlap_configs(overrides={"nodes": [32, 128]}))
+    with pytest.raises(ConfigError, match="within"):
+        overlap_configs(within="neither")
+    with pytest.raises(ConfigError, match="an FC axis"):
+        overlap_configs(overrides={"filters": [16]})

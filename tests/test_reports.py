@@ -132,8 +132,19 @@ def test_the_papers_pieces_this_machine_can_show(smoke):
     assert "FC models on the TPU v2-8 (Fig. 3a)" in arch  # the whole-model roofline on the paper's platform
     assert "float32 lanes" in arch  # the CPU's theoretical peak (or its FLOPs per cycle) beside its measured ceiling
     comparison = (smoke / "platform_comparison.html").read_text()
-    assert "nothing pairs" not in comparison  # this machine's two platforms are compared, as the original pair is
-    assert "speedup of cpu over cpu[threads=1]" in comparison
+    assert "speedup of cpu over cpu[threads=1]" in comparison  # this machine's two platforms are compared
+    # ... on the original study's grid, and beside its V100 and TPU v2-8 there (Fig. 9 and 8, three ways)
+    assert "The V100 over this machine (Fig. 9): median speedup" in comparison
+    assert "The TPU v2-8 over this machine: median speedup" in comparison
+    assert "2 FC configurations were measured here and by both of the original study" in comparison
+    assert "The paper&#x27;s Table 3 lists" in comparison or "The paper's Table 3 lists" in comparison
+    from click.testing import CliRunner
+
+    from paradnn.cli import main
+
+    out = CliRunner().invoke(main, ["compare", "--baseline", "v100", "--target", "cpu", "--family", "fc", "--store",
+                                    str(smoke / "results.sqlite")])  # fmt: skip
+    assert out.exit_code == 0 and re.search(r"^n\s+2$", out.output, re.M), out.output
     assert "FC throughput at 64 layers on cpu, tpu-v2-8, v100 (Fig. 7)" in comparison
     assert "here 2 64-layer configurations were measured on cpu" in comparison
     # Projection checked against this machine (cpu[threads=1] -> cpu), then onto an H100's datasheet

@@ -28,6 +28,7 @@ time they are read, and every pipeline imports them into its store.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import math
@@ -433,3 +434,44 @@ def bundled_files() -> list[Path]:
 def import_bundled(store: Store) -> dict:
     """Import the shipped files of the original study (adds nothing when they are already in)."""
     return import_files(store, bundled_files())
+
+
+# ------------------------------------------------------------------ the original grids as a preset
+
+OVERLAP = "overlap"  # the preset name: the original study's FC configurations, cheapest first
+OVERLAP_WITH = ("both", "either")
+
+
+@functools.lru_cache(maxsize=1)
+def _finished() -> dict[str, dict[str, float]]:
+    """Per original platform, the labels its bundled sweep finished and their model FLOPs per step."""
+    done: dict[str, dict[str, float]] = {}
+    for path in bundled_files():
+        loaded = load_file(path)
+        for row in loaded.results:
+            if row.get("state") == "ok":
+                done.setdefault(loaded.platform.name, {})[row["label"]] = float(row["flops_model"])
+    return done
+
+
+def overlap_configs(count: int | None = None, overrides: dict | None = None, within: str = "both") -> list[FCConfig]:
+    """FC configurations the original study finished on its TPU v2-8 and V100 (``within="both"``)
+    or on either, cheapest first, at most ``count``: what this machine can measure to stand beside
+    both platforms on their own grid. Cheapest is fewest layers (building and compiling grows with
+    depth), then fewest model FLOPs per step. ``overrides`` keep only
+    the configurations whose axis values are listed (``{"layers": [4, 8]}``)."""
+    from paradnn.families import parse_label
+
+    if within not in OVERLAP_WITH:
+        raise ConfigError("within", within, ", ".join(OVERLAP_WITH))
+    if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 0):
+        raise ConfigError("count", count, "a whole number of configurations, 0 or more")
+    sweeps = list(_finished().values())
+    labels = set.intersection(*map(set, sweeps)) if within == "both" else set.union(*map(set, sweeps))
+    flops = {label: f for sweep in sweeps for label, f in sweep.items()}
+    configs = sorted((parse_label("fc", label) for label in labels), key=lambda c: (c.layers, flops[c.label], c.label))
+    for name, values in (overrides or {}).items():
+        if name not in FCConfig.axes():
+            raise ConfigError("overrides", name, "an FC axis: " + ", ".join(FCConfig.axes()))
+        configs = [c for c in configs if getattr(c, name) in set(values)]
+    return configs[:count] if count is not None else configs
