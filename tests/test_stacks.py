@@ -125,6 +125,28 @@ def test_each_configuration_runs_on_every_stack_in_alternating_order(tmp_path, m
     assert again.already_done == 2 * len(CONFIGS) and not again.states
 
 
+def test_a_configuration_one_stack_measured_before_is_measured_again_beside_the_other(tmp_path, monkeypatch):
+    from paradnn.analysis.results import Results
+
+    monkeypatch.setattr(stacks, "ensure", lambda stack, echo=None: stacks.Path(f"/envs/python-{stack.name.split('==')[-1]}"))
+    options = SweepOptions(settings=RunSettings(max_seconds=0.1), timeout_s=0.2, memory_budget_bytes=1e12)
+    newer, older = stacks.parse("tensorflow==2.21.0"), stacks.parse("tensorflow==2.16.2")
+    with Store(tmp_path / "r.sqlite") as store:
+        run_sweep_stacks(CONFIGS, store, options, [newer], start_worker=StackWorker)  # another report's rows
+        StackWorker.order = []
+        summary, _ = run_sweep_stacks(CONFIGS, store, options, [older, newer], start_worker=StackWorker)
+        rows = store.results()
+    # Every configuration again under both stacks, not only under the one that lacked it.
+    assert summary.states["ok"] == 2 * len(CONFIGS) and summary.already_done == 0
+    assert sorted(StackWorker.order) == sorted((c.label, v) for c in CONFIGS for v in ("2.16.2", "2.21.0"))
+    sweeps = rows["extra"].map(lambda e: e["sweep"])
+    assert sweeps.nunique() == 2 and set(rows.loc[sweeps == sweeps.iloc[-1], "sw_tensorflow"]) == {"2.16.2", "2.21.0"}
+    # A version comparison pairs the rows of the sweep that measured both, never the earlier report's.
+    pairs = Results(rows).side_by_side("sw_tensorflow").matched("sw_tensorflow", "2.16.2", "2.21.0", within=("sweep",),
+                                                               metric="step_time_s")  # the fake records have no throughput
+    assert pairs.n == len(CONFIGS) and pairs.table["sweep"].nunique() == 1
+
+
 def test_a_stack_that_cannot_install_is_skipped_and_the_others_run(tmp_path, monkeypatch):
     def ensure(stack, echo=None):
         if stack.name == "tensorflow==1.0":

@@ -1182,10 +1182,11 @@ def run_sweep_stacks(
             keys = {name: run_key_of(config, plans[name], workers[name].info) for name in names}
             if all(key in done for key in keys.values()):
                 continue
-            # Missing under one stack: measured again under every stack, side by side, so no version
-            # ratio rests on a row measured minutes or reports apart.
+            # Missing under one stack: measured again under every stack, side by side (a finished row
+            # of another stack is measured again, not skipped), so no version ratio rests on a row
+            # measured minutes or reports apart.
             for name in names if round_no % 2 == 0 else names[::-1]:
-                todo.append((config, keys[name], name, plans[name]))
+                todo.append((config, keys[name], name, replace(plans[name], force=True)))
         summary.already_done = summary.planned - len(todo)
         summary.left = len(todo)
         bar = (progress or tqdm)(total=len(todo), unit="config", desc=f"sweep {options.target.id} x {len(names)} stacks",
