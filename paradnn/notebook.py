@@ -995,7 +995,7 @@ def trace_section(traces: pd.DataFrame, tpu: pd.DataFrame) -> list[Verdict]:
 
 def traced_communication_section(traces: pd.DataFrame) -> Verdict:
     """Fig. 4 from the TPU v2 traces: the all-reduce (``cross-replica-sum``) share of step time by
-    batch; returns O3's verdict on it (not enough data without traces)."""
+    batch; returns O3's verdict on it (inconclusive without traces)."""
     from paradnn.analysis import observations as obs
 
     return _traced_share(traces, obs.communication_share(traces), "cross-replica-sum", "time_perc",
@@ -1056,7 +1056,7 @@ def replica_section(rows: pd.DataFrame, platform: str) -> Verdict:
 
 def traced_infeed_section(traces: pd.DataFrame) -> Verdict:
     """Fig. 5 (bottom) from the TPU v2 traces: the share of each FC step spent waiting for infeed,
-    by batch; returns O4's verdict on it (not enough data without traces)."""
+    by batch; returns O4's verdict on it (inconclusive without traces)."""
     from paradnn.analysis import observations as obs
 
     return _traced_share(traces, obs.infeed_share(traces), "all", "infeed",
