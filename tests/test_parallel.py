@@ -121,7 +121,7 @@ def test_replicas_that_die_or_hang_are_all_killed_and_their_ports_freed(monkeypa
     m = parallel.measure_processes(parse_label("fc", FC), RunSettings(devices=2, xla=None, max_seconds=0.2), count_graph=False)
     assert m.state == state and m.replicas == 2
     assert m.error and __import__("re").search(message, m.error)
-    assert _children() == before  # no orphan
+    assert _children() <= before  # no orphan (a child of an earlier test may have ended meanwhile)
     for port in ports:  # nothing listens there any more (connections may linger in TIME_WAIT, as TCP wants)
         with socket.socket() as s:
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -210,4 +210,4 @@ def test_the_replicas_of_one_configuration_measure_the_next():
     assert second.graph.flops == 2 * one_replica and first.graph.flops < second.graph.flops
     assert len(_children() - before) == 2  # kept, idle
     parallel.ReplicaGroup.stop_kept()
-    assert _children() == before
+    assert _children() <= before  # the kept group is gone (a child of an earlier test may have ended meanwhile)
