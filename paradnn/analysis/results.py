@@ -5,12 +5,16 @@ identity (the platform, a run setting, the software stack) and holds every other
 it fixed: the configuration (family, family version, label), every declared run setting
 (:mod:`paradnn.settings`), the platform's fingerprint and the software stack. Axes that
 cannot be held while another varies move with it (a platform brings its fingerprint and
-stack; a framework its version), and a comparison may free more on purpose (each platform
-at its own best precision, say); every comparison says what it held and what it freed.
+stack; a framework its version). Settings that belong to the side being compared (each
+platform's precision and XLA setting; each stack's and framework's XLA setting) are freed:
+held wherever both sides share a value, each side's own where they share none; every
+comparison says what it held, what it freed and why, and, where nothing pairs, what differs.
 
-Every analysis selects rows through this module (:meth:`Results.for_settings`,
-:meth:`Results.matched`, :meth:`Results.reruns`, :meth:`Results.newest_stack`), so one
-definition of "the same run" serves them all.
+Every analysis selects rows through this module (:meth:`Results.ok`, :meth:`Results.measured`,
+:meth:`Results.for_settings`, :meth:`Results.dominant_run`, :meth:`Results.matched`,
+:meth:`Results.side_by_side`, :meth:`Results.reruns`, :meth:`Results.newest_stack`), so one
+definition of "the same run" serves them all; a test fails where another module filters a
+run field by hand.
 """
 
 from __future__ import annotations
