@@ -574,6 +574,48 @@ def bench_analysis(tiny: bool, work: Path) -> None:
         row("analysis", f"{name} over {n} rows", "wall s", value, "< 60", value < 60)
 
 
+# ------------------------------------------------------------------ merging a large store
+
+
+def heavy_store(path: Path, rows: int) -> None:
+    """A store of ``rows`` measured rows as heavy as real ones (200 samples each), written with plain SQL."""
+    from paradnn.store import Store
+
+    record = {"family": "fc", "label": "layer_1-node_8-input_8-output_8-bs_8", "layers": 1, "nodes": 8, "input": 8,
+              "output": 8, "batch": 8, "platform": "cpu", "state": "ok", "step_time_s": 0.01,
+              "samples_s": [0.01] * 200, "device_name": "bench"}  # fmt: skip
+    with Store(path) as s:
+        s.add_results([record])
+        names = [d[0] for d in s.conn.execute("SELECT * FROM results LIMIT 1").description if d[0] != "id"]
+        first = dict(s.conn.execute(f"SELECT {', '.join(names)} FROM results LIMIT 1").fetchone())
+        values = [[f"k{i:019d}" if n == "run_key" else 1e6 + i if n == "finished_at" else first[n] for n in names]
+                  for i in range(rows)]  # fmt: skip
+        with s.transaction() as c:
+            c.executemany(f"INSERT INTO results ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})", values)
+
+
+def bench_merge(tiny: bool, work: Path) -> None:
+    """Peak resident memory of ``paradnn merge`` of a large source into a new store, beside that of
+    the command doing nothing (``paradnn merge --help``): merging streams rows in batches."""
+    rows = 500 if tiny else 43_000  # about 90 MB
+    source = work / "merge-source.sqlite"
+    heavy_store(source, rows)
+    size = source.stat().st_size / 1e6
+    probe = ("import resource, subprocess, sys; subprocess.run(sys.argv[1:], check=True, capture_output=True); "
+             "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")  # fmt: skip
+    command = [sys.executable, "-m", "paradnn.cli", "merge"]
+    into = work / "merged.sqlite"
+    cases = (("merge --help (the floor)", ["--help"]), (f"a {size:.0f} MB source", [str(source), "--store", str(into)]))
+    for case, args in cases:
+        start = time.perf_counter()
+        peak = subprocess.run([sys.executable, "-c", probe, *command, *args], capture_output=True, text=True, check=True)
+        seconds = time.perf_counter() - start
+        mb = int(peak.stdout.strip()) / 1024
+        target = "< 200" if "source" in case else ""
+        row("merge", case, "peak resident MB", mb, target, (mb < 200) if target and not tiny else None)
+        row("merge", case, "wall s", seconds)
+
+
 def bench_main_job(work: Path) -> None:
     start = time.perf_counter()
     result = paradnn("report", "quick", "--outputs", str(work / "main"))
@@ -582,7 +624,7 @@ def bench_main_job(work: Path) -> None:
 
 
 SECTIONS = ("harness", "fit", "workloads", "ceiling", "input", "devices", "jax", "overhead", "ray", "repeat", "workers",
-            "projection", "analysis")  # fmt: skip
+            "projection", "analysis", "merge")  # fmt: skip
 
 
 def main() -> int:
@@ -615,6 +657,7 @@ def main() -> int:
             "workers": lambda: bench_workers(args.tiny, work),
             "projection": lambda: bench_projection(args.tiny, work),
             "analysis": lambda: bench_analysis(args.tiny, work),
+            "merge": lambda: bench_merge(args.tiny, work),
         }
         for name in only:
             started = time.perf_counter()

@@ -17,7 +17,7 @@ from pathlib import Path
 import click
 
 from paradnn import families
-from paradnn.config import POLICIES, ConfigError
+from paradnn.config import POLICIES, ConfigError, read_bounded
 from paradnn.families import Config
 from paradnn.store import StoreError
 from paradnn.store.guard import damaged, store_errors
@@ -99,9 +99,19 @@ def run_options(*names: str):
     return add
 
 
+class _StoreCommand(click.Command):
+    """A command whose store, damaged past its header, is named in the one error line."""
+
+    def invoke(self, ctx: click.Context):
+        with store_errors(ctx.params.get("store_path") or "the store"):
+            return super().invoke(ctx)
+
+
 class _OneLineErrors(click.Group):
     """Report usage errors, ``ConfigError``, ``StoreError`` and a store damaged past its header
     as one line with exit status 2 (the one error policy of every command)."""
+
+    command_class = _StoreCommand
 
     def main(self, args=None, *rest, **kwargs):  # type: ignore[override]
         if not (sys.argv[1:] if args is None else args):  # bare `paradnn`: the help, and success
@@ -122,6 +132,8 @@ class _OneLineErrors(click.Group):
         except StoreError as exc:
             _fail(str(exc))
         except click.ClickException as exc:
+            if exc.exit_code == 2:
+                _fail(exc.format_message())
             click.echo(f"paradnn: error: {exc.format_message()}", err=True)
             sys.exit(exc.exit_code)
         except Exception as exc:
@@ -131,8 +143,15 @@ class _OneLineErrors(click.Group):
         return None
 
 
+ERROR_CHARS = 1_000  # an error line: whatever a message holds, at most this much of it
+
+
 def _fail(message: str) -> None:
-    click.echo(f"paradnn: error: {message}", err=True)
+    """Print ``message`` as one error line (newlines escaped, at most ERROR_CHARS) and exit 2."""
+    line = str(message).replace("\r", "\\r").replace("\n", "\\n")
+    if len(line) > ERROR_CHARS:
+        line = f"{line[: ERROR_CHARS - 30]}... ({len(line):,} characters)"
+    click.echo(f"paradnn: error: {line}", err=True)
     sys.exit(2)
 
 
@@ -380,7 +399,7 @@ def sweep(family: str, preset: str, overrides: tuple[str, ...], store_path: str,
                            windows=windows, workers=workers)  # fmt: skip
     check_settings(configs, options)  # before the store is opened
     predicted = None
-    with _open_store(store_path) as store, _terminate_as_interrupt() as terminated:
+    with _refused_leaves_nothing(store_path), _open_store(store_path) as store, _terminate_as_interrupt() as terminated:
         if adaptive:
             outcome = adaptive_sweep(configs, store, options, parsed_budget, echo=lambda t: click.echo(t, err=True))
             summary, predicted = outcome.summary, outcome.predicted
@@ -418,6 +437,25 @@ def _terminate_as_interrupt():
         yield terminated
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def _refused_leaves_nothing(path: str):
+    """A store this command creates is removed again when the command is refused (ConfigError)
+    before anything was written to it: an absent GPU found by the first worker, say."""
+    existed = Path(path).exists()
+    try:
+        yield
+    except ConfigError:
+        if not existed:
+            from paradnn.store import Store
+
+            with Store(path, create=False, readonly=True) as s:
+                empty = s.count() == 0 and s.platforms().empty
+            if empty:
+                for suffix in ("", "-wal", "-shm"):
+                    Path(f"{path}{suffix}").unlink(missing_ok=True)
+        raise
 
 
 def _open_store(path: str, create: bool = True, readonly: bool = False):
@@ -805,6 +843,10 @@ def _projection_notes(summary: dict, target: str, rows) -> list[str]:
     if summary["extrapolated"]:
         notes.append(f"extrapolated: the method was validated on {summary['validated_on']}; these ratios lie beyond "
                      f"{lo:.2g}-{hi:.2g}x")  # fmt: skip
+    if summary["batch_scale"] != 1:
+        notes.append(f"speedups are examples/s at {summary['batch_scale']}x the batch on {target} over the source at its "
+                     f"own batch: they hold the source's own gain from the larger batch, so they may exceed the peak "
+                     f"ratio ({summary['peak_ratio']:.3g}x), which bounds a speedup at one batch only")  # fmt: skip
     if summary["floored"]:
         notes.append(f"{summary['floored']} projected step(s) held at the floor of {summary['floor_s']:.3g} s "
                      f"({summary['floor_source']})")  # fmt: skip
@@ -814,14 +856,12 @@ def _projection_notes(summary: dict, target: str, rows) -> list[str]:
     return notes
 
 
+LABELS_BYTES = 10_000_000  # a labels file: a million labels at most
+
+
 def _lines(path: str) -> list[str]:
-    """The non-empty lines of a text file; ConfigError for a missing, unreadable or binary one."""
-    try:
-        text = Path(path).read_bytes().decode("utf-8")
-    except OSError as exc:
-        raise ConfigError("--labels-file", path, f"a readable text file of labels ({exc.strerror})") from None
-    except UnicodeDecodeError:
-        raise ConfigError("--labels-file", path, "a UTF-8 text file of labels, one per line (this one is binary)") from None
+    """The non-empty lines of a text file; ConfigError for a missing, unreadable, binary or endless one."""
+    text = read_bounded(path, "--labels-file", LABELS_BYTES)
     return [x.strip() for x in text.splitlines() if x.strip()]
 
 

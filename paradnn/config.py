@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,11 +20,52 @@ MAX_INT = 2**31 - 1
 
 
 class ConfigError(ValueError):
-    """Bad user input: names the field, the value and what is allowed."""
+    """Bad user input: names the field, the value (at most a few hundred characters of it, on
+    one line) and what is allowed."""
 
     def __init__(self, field: str, value: object, allowed: str) -> None:
         self.field, self.value, self.allowed = field, value, allowed
-        super().__init__(f"{field}: {value!r} is not valid; allowed: {allowed}")
+        super().__init__(f"{field}: {shown(value)} is not valid; allowed: {allowed}")
+
+
+def shown(value: object, limit: int = 200) -> str:
+    """A value as an error line shows it: its repr (one line: newlines escaped), cut to ``limit``
+    characters with its full length said."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[: limit - 20]}... ({len(text):,} characters)"
+
+
+def read_bounded(path: str | Path, field: str, limit: int) -> str:
+    """The UTF-8 text of a regular file of at most ``limit`` bytes; ConfigError (naming ``field``
+    and the file) for anything else: a missing or unreadable file, a FIFO or device (which
+    would block or never end), a larger file, a binary one."""
+    try:
+        info = os.stat(path)
+        if not stat.S_ISREG(info.st_mode):
+            raise ConfigError(field, str(path), "a regular file (not a folder, FIFO or device)")
+        if info.st_size > limit:
+            raise ConfigError(field, str(path), f"a file of at most {limit:,} bytes (this one has {info.st_size:,})")
+        with open(path, "rb") as f:
+            data = f.read(limit + 1)
+    except OSError as exc:
+        raise ConfigError(field, str(path), f"a readable file ({exc.strerror})") from None
+    if len(data) > limit:
+        raise ConfigError(field, str(path), f"a file of at most {limit:,} bytes")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(field, str(path), "a UTF-8 text file (this one is binary)") from None
+
+
+def load_yaml(text: str, field: str, where: object) -> object:
+    """YAML (safe types) without aliases: an alias (``*name``) can expand a few lines into
+    gigabytes, and nothing paradnn reads needs one. ConfigError for an alias; yaml.YAMLError
+    for text that is not YAML."""
+    import yaml
+
+    if any(isinstance(event, yaml.AliasEvent) for event in yaml.parse(text, Loader=yaml.SafeLoader)):
+        raise ConfigError(field, where, "YAML without aliases (*name): write each value out")
+    return yaml.safe_load(text)
 
 
 def check_positive(field: str, value: object, most: int = MAX_INT) -> None:

@@ -261,7 +261,7 @@ def xla_words(store: str | Path, platform: str, dtype: str, xla: object) -> str:
     setting = on_off_auto(xla)
     if setting is not None:
         return "on" if setting else "off"
-    with Store(store) as s:
+    with Store(store, create=False, readonly=True) as s:
         choices = s.xla_choices(canonical(platform))
     picked = ", ".join(f"{k.split('|')[0]}: {'on' if v else 'off'}" for k, v in choices.items() if k.endswith(f"|{dtype}"))
     return f"auto ({picked or 'not probed yet'})"
@@ -274,6 +274,8 @@ def ensure_reference(store: str | Path, reference_dir: str = "") -> str:
     from paradnn.store.legacy import bundled_files, import_files
 
     paths = sorted(Path(reference_dir).glob("*.json")) if reference_dir else bundled_files()
+    if Path(store).exists() and not os.access(store, os.W_OK):  # a study's store to report on, read-only
+        return f"original study: not imported ({store} is read-only; its reports use what it holds)"
     with Store(store) as s:
         summary = import_files(s, paths)
     where = reference_dir or "the copies shipped with paradnn"
@@ -827,7 +829,7 @@ def roofline_section(store: str | Path, df: pd.DataFrame, platform: str, dtype: 
     from paradnn.analysis import plots
     from paradnn.analysis.roofline import ceilings_for, model_points
 
-    with Store(store) as s:
+    with Store(store, create=False, readonly=True) as s:
         ceilings = ceilings_for(s.platforms(), platform, dtype)
         infos = s.platform_infos(platform)
     points = model_points(df)
@@ -882,7 +884,7 @@ def measure_precision(store: str | Path, families: list[str], dtype: str, low_pr
     from paradnn.settings import on_off_auto
 
     platform = str(sweep.get("platform", "cpu"))
-    with Store(store) as s:
+    with Store(store, create=False, readonly=True) as s:
         choices = s.xla_choices(canonical(platform)) if is_local(platform) else {}
     lines = []
     for family in families:
@@ -970,7 +972,7 @@ def load_traces(store: str | Path) -> pd.DataFrame:
     this machine's own profiles, kept there for projection, are left out."""
     from paradnn.engine.profiler import PROFILE_SOURCE
 
-    with Store(store) as s:
+    with Store(store, create=False, readonly=True) as s:
         traces = s.traces()
     return traces[~traces["source"].astype(str).str.startswith(PROFILE_SOURCE + ":")].reset_index(drop=True)
 

@@ -157,12 +157,16 @@ NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
 
 def platform_name(text: object, target: Target | None = None) -> str:
     """A platform's name as people give it (``xeon-lab``, ``a100-cloud``): letters, digits and
-    ``. _ + -``, at most 64; not another device's id (``--platform cpu --name gpu:0``)."""
+    ``. _ + -``, at most 64; not another device's id (``--platform cpu --name gpu:0``) nor a
+    datasheet's name (``v100``, ``h100``)."""
     if not isinstance(text, str) or not NAME.fullmatch(text.strip()):
         raise ConfigError("--name", text, "a platform name: letters, digits and . _ + - (at most 64), e.g. xeon-lab")
     text = text.strip()
     if re.fullmatch(r"(cpu|gpu|tpu)(:\d+)?", text) and (target is None or text != target.id):
         raise ConfigError("--name", text, "a name of your own (e.g. xeon-lab), not a device id such as cpu or gpu:0")
+    if text.lower() in DATASHEETS:  # kept for the datasheet and the original study's rows (paradnn.store.names)
+        raise ConfigError("--name", text, f"a name of your own (e.g. {text}-lab), not a datasheet's name such as v100 or h100, "
+                                          "which stand for that datasheet and the original study's rows")  # fmt: skip
     return text
 
 

@@ -27,13 +27,14 @@ from pathlib import Path, PurePath
 import yaml
 
 from paradnn.analysis import registry
-from paradnn.config import ConfigError, check_number
+from paradnn.config import ConfigError, check_number, load_yaml, read_bounded
 from paradnn.imports import papermill
 from paradnn.markup import literal
 from paradnn.platform import DATASHEETS
 
 ROOT = Path(__file__).resolve().parents[1]
 KERNEL = "paradnn"
+PIPELINE_BYTES = 1_000_000  # a pipeline file: a few dozen lines in practice
 PROGRESS_ENV = "PARADNN_PROGRESS_FILE"  # where a notebook's sweeps write their progress
 
 
@@ -82,9 +83,10 @@ def load_pipeline(name: str) -> Pipeline:
     entries with one output name are refused.
     """
     path = pipeline_path(name)
+    text = read_bounded(path, "PIPELINE", PIPELINE_BYTES)
     try:
-        spec = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        spec = load_yaml(text, "PIPELINE", str(path))
+    except yaml.YAMLError as exc:
         raise ConfigError("PIPELINE", str(path), f"a readable YAML pipeline file ({type(exc).__name__})") from None
     if not isinstance(spec, dict) or not isinstance(spec.get("notebooks"), list) or not spec["notebooks"]:
         raise ConfigError("PIPELINE", str(path), "a YAML mapping with a non-empty list 'notebooks'")
@@ -165,7 +167,7 @@ def parse_parameter(text: str) -> tuple[str, object]:
     if not sep or not name.strip().isidentifier():
         raise ConfigError("-p", text, "NAME=VALUE, e.g. -p budget_minutes=5 or -p families=[fc]")
     try:
-        return name.strip(), yaml.safe_load(value)
+        return name.strip(), load_yaml(value, f"-p {name.strip()}", value)
     except yaml.YAMLError:
         return name.strip(), value
 
@@ -187,26 +189,33 @@ def validate_overrides(pipeline: Pipeline, overrides: dict) -> dict:
     for entry in pipeline.notebooks:
         for name, spec in declared_parameters(entry["source"]).items():
             declared.setdefault(name, spec)
+    known = ", ".join(sorted(set(declared) - {"store"}))
     for given in [pipeline.parameters] + [entry["parameters"] for entry in pipeline.notebooks]:
-        for name, value in given.items():  # the pipeline file's own values obey the same bounds
-            if name in declared:
-                check_bounds(name, value)
+        for name, value in given.items():  # the pipeline file's own values: the same names, types and bounds
+            if name not in declared:
+                raise ConfigError(f"{pipeline.path}: parameters", name, f"a parameter of this pipeline's notebooks: {known}")
+            _check_type(name, value, declared[name], f"{pipeline.path}: parameter {name}")
     checked = {}
     for name, value in overrides.items():
         if name == "store":
             raise ConfigError("-p store", value, "nothing: each pipeline keeps its store in outputs/<pipeline>/ (use --outputs)")
         if name not in declared:
-            known = ", ".join(sorted(set(declared) - {"store"}))
             raise ConfigError("-p", name, f"a parameter of this pipeline's notebooks: {known}")
-        kind = declared[name]["inferred_type_name"]
-        if kind == "list" and isinstance(value, str):
-            value = [value]
-        allowed = ACCEPTS.get(kind)
-        if allowed and (not isinstance(value, allowed) or (kind in ("int", "float") and isinstance(value, bool))):
-            raise ConfigError(f"-p {name}", value, f"a {kind} ({declared[name]['help']})")
-        check_bounds(name, value, f"-p {name}")
-        checked[name] = value
+        checked[name] = _check_type(name, value, declared[name], f"-p {name}")
     return checked
+
+
+def _check_type(name: str, value: object, declared: dict, field: str) -> object:
+    """``value`` checked against a notebook's declared parameter (its type, then its bounds); a text
+    value of a list parameter is read as a one-item list."""
+    kind = declared["inferred_type_name"]
+    if kind == "list" and isinstance(value, str):
+        value = [value]
+    allowed = ACCEPTS.get(kind)
+    if allowed and (not isinstance(value, allowed) or (kind in ("int", "float") and isinstance(value, bool))):
+        raise ConfigError(field, value, f"a {kind} ({declared['help']})")
+    check_bounds(name, value, field)
+    return value
 
 
 # The bounds of the notebooks' numeric parameters (beyond their declared types): name ->
@@ -450,6 +459,16 @@ def export_html(executed: Path, target: Path, header: str, title: str = "") -> N
     target.write_text(str(soup))
 
 
+@contextlib.contextmanager
+def _report_dir(out: Path):
+    """The reports executed inside write their verdicts into ``out`` (:data:`registry.REPORT_DIR_ENV`)."""
+    os.environ[registry.REPORT_DIR_ENV] = str(out.resolve())
+    try:
+        yield
+    finally:
+        os.environ.pop(registry.REPORT_DIR_ENV, None)
+
+
 def run_pipeline(
     name: str, overrides: dict | None = None, reference: Path | None = None, outputs: Path = Path("outputs"),
     store: Path | None = None,
@@ -459,8 +478,7 @@ def run_pipeline(
     pipeline = load_pipeline(name)
     if reference is not None and not reference.is_dir():
         raise ConfigError("--reference", str(reference), "a folder with the original study's JSON files")
-    validate_overrides(pipeline, overrides or {})  # also when called from Python: the same bounds as the command line
-    out = outputs_folder(outputs, pipeline)
+    overrides = validate_overrides(pipeline, overrides or {})  # from Python too: the bounds of the command line
     if store is not None:
         from paradnn.store import Store, StoreError
 
@@ -468,8 +486,12 @@ def run_pipeline(
             Store(store, create=False, readonly=True, snapshot=True).close()
         except StoreError as exc:
             raise ConfigError("--store", str(store), f"an existing paradnn store ({exc})") from None
+        if not os.access(store, os.W_OK):  # report what it holds; measure nothing
+            _say(f"{store} is read-only: the reports use what it holds and measure nothing")
+            overrides = {**overrides, "measure_missing": False}
         pipeline = Pipeline(pipeline.name, str(store.resolve()), pipeline.kernel, pipeline.parameters, pipeline.notebooks,
                             pipeline.path)  # fmt: skip
+    out = outputs_folder(outputs, pipeline)  # created once nothing is refused
     store = out / pipeline.store  # an absolute store stays as it is
     store.parent.mkdir(parents=True, exist_ok=True)
     ensure_kernel(pipeline.kernel)
@@ -484,7 +506,7 @@ def run_pipeline(
         start = time.monotonic()
         status, error = "ok", ""
         try:
-            with progress_shown(out / f"progress-{stem}.log", step):
+            with progress_shown(out / f"progress-{stem}.log", step), _report_dir(out):
                 execute_notebook(source, executed, params, pipeline.kernel)
         except Exception as exc:  # noqa: BLE001 - a failed notebook is a red row, not a crash
             status, error = "failed", f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import http.server
 import json
+import os
 import shutil
 import sqlite3
 import string
@@ -28,6 +29,8 @@ import paradnn
 from paradnn import families
 from paradnn.cli import main
 from paradnn.config import ConfigError
+
+ROOT = Path(__file__).resolve().parents[1]
 
 BOUNDED = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 ANALYTIC = ("fc", "cnn", "rnn", "transformer")  # families counted without TensorFlow: describe stays instant
@@ -353,3 +356,121 @@ def test_a_ray_address_where_ray_does_not_answer_is_one_line_and_no_store(tmp_pa
     assert not target.exists()
     one_line(cli("report", "smoke", "--backend", "ray", "--address", not_ray, "--outputs", str(tmp_path / "o")), "Ray")
     assert not (tmp_path / "o").exists()
+
+
+# ------------------------------------------------------------------ 3. the third visit: bounded input, one error path
+
+
+@pytest.mark.parametrize("version", ["\u00b2", "9" * 5000])
+def test_a_schema_version_of_digits_python_will_not_read_is_one_short_line(store, tmp_path, version):
+    copy = tmp_path / "v.sqlite"
+    shutil.copy(store, copy)
+    with sqlite3.connect(copy) as conn:
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (version,))
+    conn.close()
+    for args in (["results"], ["scorecard", "--json"], ["compare", "--baseline", "v100", "--target", "cpu"]):
+        result = cli(*args, "--store", str(copy))
+        one_line(result, "schema version")
+        assert len(result.stderr) < 400
+
+
+def test_a_yaml_alias_bomb_is_refused_before_anything_runs(tmp_path):
+    bomb = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{c}: &{c} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n" for p, c in zip("abcdefgh", "bcdefghi"))
+    pipeline = tmp_path / "bomb.yaml"
+    pipeline.write_text(bomb + "notebooks:\n  - notebook: architecture.ipynb\n")
+    one_line(cli("report", str(pipeline), "--outputs", str(tmp_path / "out")), "aliases")
+    one_line(cli("report", "smoke", "-p", "families=&a [fc, *a]", "--outputs", str(tmp_path / "out")), "aliases")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_pipeline_file_s_parameters_are_checked_against_the_notebooks(tmp_path):
+    for text, needle in (("budget_minutes: [1]", "parameter budget_minutes"), ("nosuch: 1", "parameters: 'nosuch'"),
+                         ("families: {a: 1}", "parameter families")):  # fmt: skip
+        pipeline = tmp_path / "p.yaml"
+        pipeline.write_text(f"parameters:\n  {text}\nnotebooks:\n  - notebook: {ROOT / 'notebooks' / 'architecture.ipynb'}\n")
+        one_line(cli("report", str(pipeline), "--outputs", str(tmp_path / "out")), needle)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs are POSIX")
+def test_a_labels_file_that_never_ends_or_blocks_is_refused(store, tmp_path):
+    fifo = tmp_path / "labels"
+    os.mkfifo(fifo)
+    for path in ("/dev/zero", str(fifo), str(tmp_path)):
+        one_line(cli("predict", "--store", str(store), "--platform", "v100", "--family", "fc", "--labels-file", path),
+                 "--labels-file")  # fmt: skip
+    big = tmp_path / "big.txt"
+    big.write_bytes(b"x" * 10_000_001)
+    one_line(cli("predict", "--store", str(store), "--platform", "v100", "--family", "fc", "--labels-file", str(big)),
+             "at most 10,000,000 bytes")  # fmt: skip
+
+
+def test_error_lines_stay_one_line_and_short_whatever_the_value(tmp_path):
+    for value in ("a\nb\nc", "x" * 100_000):
+        result = cli("sweep", "fc", "--name", value, "--store", str(tmp_path / "s.sqlite"))
+        one_line(result, "--name")
+        assert len(result.stderr) < 1_100
+    assert not (tmp_path / "s.sqlite").exists()
+
+
+def test_a_damaged_store_s_error_names_the_store(store, tmp_path):
+    copy = tmp_path / "d.sqlite"
+    shutil.copy(store, copy)
+    damage(copy, 3 * 4096, b"\xff" * 4096)
+    result = cli("results", "--store", str(copy))
+    one_line_or_success(result)
+    if result.exit_code == 2:
+        assert str(copy) in result.stderr
+
+
+def test_scorecard_json_of_an_empty_store_is_a_valid_empty_scorecard(tmp_path):
+    from paradnn.store import Store
+
+    Store(tmp_path / "e.sqlite").close()
+    result = cli("scorecard", "--json", "--store", str(tmp_path / "e.sqlite"))
+    assert result.exit_code == 0, result.output
+    card = json.loads(result.stdout)
+    assert card["hardware"] == [] and card["frameworks"] == [] and len(card["principles"]) == 7
+
+
+def test_project_names_the_option_at_fault(tmp_path):
+    from paradnn.engine.profiler import trace_rows
+    from tests.test_projection import breakdown
+
+    path = tmp_path / "p.sqlite"
+    from paradnn.store import Store
+
+    with Store(path) as s:
+        s.put_platform("fp", "lab", {"id": "cpu", "name": "lab"}, {"matmul_flops": {"float32": {"0": 1e11}},
+                                                                   "copy_bandwidth": {"0": 1e10}}, "measured")  # fmt: skip
+        s.add_traces(trace_rows(breakdown(), "lab", "float32"))
+    one_line(cli("project", "--from", "tpu-v2-8", "--to", "lab", "--family", "fc", "--dtype", "float64", "--store", str(path)),
+             "--dtype: 'float64' is not valid; allowed: a compute dtype with measured ceilings on lab (float32)")  # fmt: skip
+    one_line(cli("predict", "--store", str(path), "--platform", "h100", "--family", "fc", "--prior-from", "v100",
+                 "layer_1-node_8-input_8-output_8-bs_8"), "--prior-from: 'v100'")  # fmt: skip
+
+
+def test_a_report_run_writes_its_verdicts_under_its_outputs_not_beside_the_store(tmp_path, monkeypatch):
+    from paradnn.analysis import registry
+
+    store = tmp_path / "elsewhere" / "study.sqlite"
+    store.parent.mkdir()
+    monkeypatch.setenv(registry.REPORT_DIR_ENV, str(tmp_path))
+    registry.publish([], store, "architecture")
+    assert (tmp_path / "observations-architecture.json").exists() and not list(store.parent.iterdir())
+    monkeypatch.delenv(registry.REPORT_DIR_ENV)
+    registry.publish([], store, "architecture")  # a notebook run by hand: beside its store
+    assert (store.parent / "observations-architecture.json").exists()
+
+
+def test_a_read_only_store_is_reported_on_without_importing_into_it(tmp_path, monkeypatch):
+    from paradnn import notebook as nb
+    from paradnn.store import Store
+
+    path = tmp_path / "ro.sqlite"
+    Store(path).close()
+    monkeypatch.setattr(nb.os, "access", lambda p, mode: mode != os.W_OK)
+    assert "read-only" in nb.ensure_reference(path)
+    with Store(path, create=False, readonly=True) as s:
+        assert s.count() == 0

@@ -46,6 +46,7 @@ def machine_store(path: Path, device: str = "AMD EPYC 7B13", cores: int = 2, fin
     fp = fingerprint(info)
     records = [{"family": "fc", "family_version": 1, "label": label, "layers": 1, "nodes": 8 * 2**i, "input": 2000,
                 "output": 1000, "batch": 4, "dtype": "float32", "xla": False, "platform": platform,
+                "platform_id": None if platform == "cpu" else "cpu",
                 "platform_fingerprint": fp, "device_name": device, "host": info["host"], "software": SOFTWARE,
                 "state": "ok", "step_time_s": 0.01 * (i + 1) * (2 if cores > 2 else 1),
                 "examples_per_sec": 400 / (i + 1), "finished_at": finished + i}

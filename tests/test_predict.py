@@ -357,8 +357,8 @@ FC_LABEL = "layer_4-node_256-input_2000-output_1000-bs_64"
         (["--platform", "v100", "--family", "fc", "--replay", "2"], "--replay: '2' is not valid"),
         (["--platform", "v100", "--family", "fc", "--dtype", "float32", FC_LABEL], "--dtype: 'float32' is not valid"),
         (["--platform", "v100", "--family", "fc", "--prior-from", "tpu-v2-8", "--cv", "3"], "--prior-from: 'tpu-v2-8' is not"),
-        (["--platform", "h100", "--family", "fc", "--prior-from", "v100", FC_LABEL], "--from: 'v100' is not valid"),
-        (["--platform", "nowhere", "--family", "fc", "--prior-from", "tpu-v2-8", FC_LABEL], "platform: 'nowhere' is not"),
+        (["--platform", "h100", "--family", "fc", "--prior-from", "v100", FC_LABEL], "--prior-from: 'v100' is not valid"),
+        (["--platform", "nowhere", "--family", "fc", "--prior-from", "tpu-v2-8", FC_LABEL], "--platform: 'nowhere' is not"),
     ],
 )
 def test_predict_bad_input_is_one_line_and_exit_2(legacy_store, args, needle):

@@ -152,7 +152,7 @@ def test_the_target_s_own_rows_are_shown_beside_the_projection(tmp_path):
 @pytest.mark.parametrize(
     "args,kwargs,needle",
     [
-        (("tpu-v2-8", "tpu-v9", "fc"), {}, "platform: 'tpu-v9' is not valid"),
+        (("tpu-v2-8", "tpu-v9", "fc"), {}, "--to: 'tpu-v9' is not valid"),
         (("tpu-v2-8", "tpu-v3-8", "cnn"), {}, "--family: 'cnn' is not valid; allowed: a family with op profiles on tpu-v2-8"),
         (("cpu", "tpu-v3-8", "fc"), {}, "--from: 'cpu' is not valid; allowed: a platform with op profiles of fc"),
         (("tpu-v2-8", "tpu-v3-8", "fc", ["layer_1-node_8-input_8-output_8-bs_8"]), {}, "LABEL: 'layer_1-node_8"),
@@ -178,7 +178,7 @@ def test_the_command_prints_json_and_refuses_bad_input_in_one_line(fresh_store):
     assert {"projected_step_time_s", "speedup", "bound", "interval_s", "measured_step_time_s"} <= set(out["rows"][0])
     bad = subprocess.run([*command, "--to", "nowhere"], capture_output=True, text=True)
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
-    assert "platform: 'nowhere' is not valid" in bad.stderr
+    assert "--to: 'nowhere' is not valid" in bad.stderr
 
 
 def _rows(speedups: list[float], bounds: list[str]) -> pd.DataFrame:

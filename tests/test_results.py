@@ -93,7 +93,7 @@ def test_a_setting_of_the_side_is_freed_where_the_sides_share_no_value(tmp_path)
     forced = row(platform="cpu", xla=True, speed=90)  # forced on, not the platform's choice
     threads = row(platform="cpu[threads=1]", platform_fingerprint="cpu[threads=1]|x|2|2.21.0", xla=True, xla_auto=1,
                   speed=45)  # fmt: skip
-    imported = row(platform="v100", platform_fingerprint="v100", xla=None, speed=1000)
+    imported = row(platform="v100", platform_fingerprint="v100", xla=None, speed=1000, source="legacy:gpu_fc.json")
     path = tmp_path / "auto.sqlite"
     with Store(path) as store:
         store.add_results([here, forced, threads, imported])
@@ -119,7 +119,8 @@ def test_a_setting_of_the_side_is_freed_where_the_sides_share_no_value(tmp_path)
 def test_a_side_with_several_own_values_keeps_its_faster_one(tmp_path):
     # Each side has one precision the other lacks: the baseline keeps its faster precision.
     rows = [row(dtype="float32", speed=100), row(dtype="mixed_bfloat16", speed=180),
-            row(platform="v100", platform_fingerprint="v100", dtype="mixed_float16", speed=900)]  # fmt: skip
+            row(platform="v100", platform_fingerprint="v100", dtype="mixed_float16", speed=900,
+                source="legacy:gpu_fc.json")]  # fmt: skip
     path = tmp_path / "own.sqlite"
     with Store(path) as store:
         store.add_results(rows)

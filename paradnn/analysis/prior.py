@@ -181,7 +181,7 @@ def projection_prior(store: str | None, source: str, target: str, family: str, d
                      source_model: SourceModel | None = None) -> tuple[ProjectionPrior, pd.DataFrame]:  # fmt: skip
     """The prior for ``target`` from ``source`` (``dtype``: the compute dtype on Q, default P's),
     uncalibrated, and Q's measured rows (label, step_time_s; empty if none) to calibrate it with."""
-    start, src, dst, theirs = projection_inputs(store, source, target, family, dtype)
+    start, src, dst, theirs = projection_inputs(store, source, target, family, dtype, ("--prior-from", "--platform"))
     prior = ProjectionPrior(family, start, src, dst, parts_of(project(start, src, dst, family)), source_model)
     theirs = theirs if theirs is not None else pd.DataFrame(columns=["label", "step_time_s"])
     return prior, theirs[["label", "step_time_s"]].reset_index(drop=True)

@@ -112,15 +112,21 @@ def measured_peaks(platform: str, dtype: str, platforms: pd.DataFrame) -> Peaks 
     return Peaks(platform, dtype, flops, bandwidth, "measured", tuple(sorted((n, r) for n, r in curve.items() if r > 0)))
 
 
-def peaks_for(platform: str, dtype: str, platforms: pd.DataFrame) -> Peaks:
-    """A platform's peaks: its datasheet where one exists, else its measured ceilings in the store."""
+def peaks_for(platform: str, dtype: str, platforms: pd.DataFrame, flag: str = "platform") -> Peaks:
+    """A platform's peaks: its datasheet where one exists, else its measured ceilings in the store.
+    ``flag``: the option that named the platform, for the error; a platform measured at other
+    precisions only is a bad ``--dtype``, not a bad platform."""
     if platform in DATASHEETS:
         return datasheet_peaks(platform, dtype)
     found = measured_peaks(platform, dtype, platforms)
     if found is None:
-        measured = sorted(set(platforms.get("platform", [])))
-        raise ConfigError("platform", platform, f"a datasheet ({', '.join(DATASHEETS)}) or a platform with measured "
-                                                f"{dtype} ceilings in the store ({', '.join(measured) or 'none'})")  # fmt: skip
+        names = sorted(set(platforms.get("platform", [])))
+        own = [d for d in ELEMENT_BYTES if platform in names and measured_peaks(platform, d, platforms) is not None]
+        if own:
+            raise ConfigError("--dtype", dtype, f"a compute dtype with measured ceilings on {platform} ({', '.join(own)})")
+        measured = [p for p in names if measured_peaks(p, dtype, platforms) is not None]
+        raise ConfigError(flag, platform, f"a datasheet ({', '.join(DATASHEETS)}) or a platform with measured "
+                                          f"{dtype} ceilings in the store ({', '.join(measured) or 'none'})")  # fmt: skip
     return found
 
 
@@ -226,8 +232,9 @@ class Source:
     held: dict = dataclasses.field(default_factory=dict)  # settings P's steps share (local: dtype policy, xla)
 
 
-def source_of(platform: str, family: str, results: pd.DataFrame, traces: pd.DataFrame) -> Source:
-    """P's steps and profiles from the store, else (for the original study's TPU v2-8) the package data."""
+def source_of(platform: str, family: str, results: pd.DataFrame, traces: pd.DataFrame, flag: str = "--from") -> Source:
+    """P's steps and profiles from the store, else (for the original study's TPU v2-8) the package data;
+    ``flag``: the option that named P, for the error."""
     ok = _ok_rows(results, platform, family)
     local = _local_profiles(traces, platform, ok)
     held, where = {}, "store"
@@ -241,7 +248,7 @@ def source_of(platform: str, family: str, results: pd.DataFrame, traces: pd.Data
         ok = _ok_rows(results, platform, family)
         profiles, where = trace_profiles(traces, platform), "bundled"
     if profiles.empty:
-        raise ConfigError("--from", platform, f"a platform with op profiles of {family} ({ORIGINAL}'s ship with "
+        raise ConfigError(flag, platform, f"a platform with op profiles of {family} ({ORIGINAL}'s ship with "
                                               "paradnn; profile a local platform's configurations with `paradnn "
                                               "profile`)")  # fmt: skip
     ok = ok.sort_values("finished_at", na_position="first") if "finished_at" in ok else ok
@@ -407,26 +414,26 @@ def summary(projected: pd.DataFrame, source: Peaks, target: Peaks) -> dict:
             "floored": int(projected["floored"].sum()) if len(projected) else 0}  # fmt: skip
 
 
-def projection_inputs(store: str | None, source: str, target: str, family: str,
-                      dtype: str | None = None) -> tuple[Source, Peaks, Peaks, pd.DataFrame | None]:  # fmt: skip
+def projection_inputs(store: str | None, source: str, target: str, family: str, dtype: str | None = None,
+                      flags: tuple[str, str] = ("--from", "--to")) -> tuple[Source, Peaks, Peaks, pd.DataFrame | None]:
     """What projecting ``family`` from ``source`` onto ``target`` starts from: P's steps and
     profiles, both platforms' peaks (``dtype``: the compute dtype on Q, default P's), and Q's
     own ok rows at that compute dtype and P's run settings (None where the store has no
-    results), oldest first."""
+    results), oldest first. ``flags``: the options that named P and Q, for errors."""
     from paradnn.store import Store
 
     families.get(family)
-    same_platform = ConfigError("--to", target, f"a platform other than --from {source} (or {source} itself with "
-                                                "another compute --dtype)")  # fmt: skip
+    same_platform = ConfigError(flags[1], target, f"a platform other than {flags[0]} {source} (or {source} itself with "
+                                                  "another compute --dtype)")  # fmt: skip
     if source == target and dtype is None:
         raise same_platform
     results, traces, platforms = pd.DataFrame(columns=["platform"]), pd.DataFrame(), pd.DataFrame(columns=["platform"])
     if store is not None:
         with Store(store, create=False, readonly=True) as s:
             results, traces, platforms = s.results(), s.traces(), s.platforms()
-    start = source_of(source, family, results, traces)
-    src = peaks_for(source, start.dtype, platforms)
-    dst = peaks_for(target, dtype or start.dtype, platforms)
+    start = source_of(source, family, results, traces, flags[0])
+    src = peaks_for(source, start.dtype, platforms, flags[0])
+    dst = peaks_for(target, dtype or start.dtype, platforms, flags[1])
     if source == target and dst.dtype == start.dtype:
         raise same_platform
     theirs = None

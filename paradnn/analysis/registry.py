@@ -12,6 +12,7 @@ what would decide it (``needs ...``).
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -117,10 +118,17 @@ def _plain(value):
     return value
 
 
+# Where a report run by ``paradnn report`` writes its entries: the pipeline's output folder
+# (``--outputs``), which may be far from a ``--store`` given to it. Set by the pipeline runner.
+REPORT_DIR_ENV = "PARADNN_REPORT_DIR"
+
+
 def publish(verdicts: list[Verdict], store: str | Path, report: str) -> pd.DataFrame:
-    """Write the report's observation entries beside the store and return them as a table."""
+    """Write the report's observation entries into its pipeline's output folder (``$PARADNN_REPORT_DIR``,
+    set by ``paradnn report``), else beside the store (a notebook run by hand); return them as a table."""
     rows = entries(verdicts, report)
-    path = Path(store).resolve().parent / f"observations-{report}.json"
+    folder = os.environ.get(REPORT_DIR_ENV) or Path(store).resolve().parent
+    path = Path(folder) / f"observations-{report}.json"
     path.write_text(json.dumps(rows, indent=1, default=str))
     table = pd.DataFrame(rows, columns=["id", "platform", "verdict", "effect_words", "evidence", "check"])
     return table.rename(columns={"check": "what was checked", "effect_words": "effect (95% interval), rule"}).fillna("")

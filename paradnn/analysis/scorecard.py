@@ -319,7 +319,10 @@ def hardware_metrics(results: pd.DataFrame, platforms: pd.DataFrame) -> pd.DataF
                 short = "not measurable"
             rows.append({"metric": name, "platform": platform, "class": kind, "value": value, "source": source,
                          "paper rating of class": rating or "not rated", "evidence": evidence, "short": short})  # fmt: skip
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=HARDWARE_COLUMNS)  # a store without rows: no row, every column
+
+
+HARDWARE_COLUMNS = ["metric", "platform", "class", "value", "source", "paper rating of class", "evidence", "short"]
 
 
 EVIDENCE = ("measured", "datasheet", "paper's class rating", "not measurable here")

@@ -29,6 +29,8 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
+import shlex
 import socket
 import sqlite3
 import time
@@ -41,6 +43,8 @@ import pandas as pd
 from paradnn.families import hyperparameter_columns
 from paradnn.identity import LATER_IDENTITY, SOFTWARE, run_key
 from paradnn.settings import SETTINGS
+from paradnn.store.errors import StoreError
+from paradnn.store.names import check_writes, machine, records, row_machine
 from paradnn.store.peaks import PEAK_COLUMNS, current_peaks, current_utilisation, platform_ceilings
 
 __all__ = ["STATES", "SCHEMA_VERSION", "Store", "StoreError", "export", "run_key"]
@@ -167,10 +171,6 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 CLAIM_MARGIN_S = 60.0
 
 
-class StoreError(Exception):
-    """The file is not a paradnn store, is damaged, read-only, or from a newer paradnn."""
-
-
 class Store:
     """A paradnn results store (see the module docstring). Use as a context manager.
 
@@ -231,8 +231,8 @@ class Store:
         if not meta or meta.get("app") != APP:
             raise StoreError(f"{self.path}: an SQLite database, but not a paradnn store")
         version = meta.get("schema_version", "")
-        if not version.isdigit():  # missing or not a number: nothing to migrate from, and nothing is written
-            raise StoreError(f"{self.path}: a paradnn store with a damaged schema version ({version or 'none'!r})")
+        if not re.fullmatch(r"[0-9]{1,6}", version):  # missing or not a number: nothing to migrate from, nothing written
+            raise StoreError(f"{self.path}: a paradnn store with a damaged schema version ({version[:40] or 'none'!r})")
         version = int(version)
         if version > SCHEMA_VERSION:
             raise StoreError(f"{self.path}: written by a newer paradnn (store schema version {version}; this paradnn "
@@ -325,6 +325,7 @@ class Store:
         verb = "INSERT OR IGNORE" if ignore_duplicates else "INSERT"
         sql = f"{verb} INTO results ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})"
         with self.transaction() as c:
+            _check_rows(c, rows, str(self.path))
             before = c.total_changes
             c.executemany(sql, [[row.get(n) for n in names] for row in rows])
             added = c.total_changes - before
@@ -340,8 +341,13 @@ class Store:
             return c.total_changes - before
 
     def put_platform(self, fingerprint: str, platform: str, info: dict, ceilings: dict | None, source: str) -> None:
-        """Record a platform's identity and ceilings (replacing that fingerprint's row)."""
+        """Record a platform's identity and ceilings (replacing that fingerprint's row); a name that
+        another machine holds, or a measured platform under a datasheet's name, is refused
+        (:mod:`paradnn.store.names`)."""
         with self.transaction() as c:
+            found = machine(info, platform, info.get("name"))
+            check_writes(c, {platform: [(found, "this write")]}, [platform] if source == "measured" else [],
+                         str(self.path), name_hint)  # fmt: skip
             c.execute(
                 "INSERT OR REPLACE INTO platforms VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (fingerprint, platform, info.get("name"), _dumps(info), _dumps(ceilings), source, time.time()),
@@ -449,6 +455,22 @@ class Store:
 
     def count(self) -> int:
         return int(self.conn.execute("SELECT count(*) FROM results").fetchone()[0])
+
+
+def name_hint(name: str, where: str) -> str:
+    """How to name a machine apart, for a write refused by :func:`paradnn.store.names.check_writes`."""
+    return f"give this machine a name of its own (sweep --name NEW-NAME; merge --rename {shlex.quote(name + '=NEW-NAME')})"
+
+
+def _check_rows(conn: sqlite3.Connection, rows: list[dict], store: str) -> None:
+    """Refuse rows whose platform name another machine holds (checked inside the write)."""
+    known = records(conn)
+    incoming: dict[str, set] = {}
+    for row in rows:
+        incoming.setdefault(row.get("platform"), set()).add(row_machine(row, known))
+    measured = {row.get("platform") for row in rows if row.get("source", "measured") == "measured"}
+    check_writes(conn, {name: [(m, "this write") for m in found] for name, found in incoming.items()}, measured, store,
+                 name_hint)  # fmt: skip
 
 
 def _alive(host: str, pid: int, pid_started: float | None, expires_at: float) -> bool:

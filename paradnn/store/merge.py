@@ -3,9 +3,10 @@
 :func:`merge` copies every result, platform (fingerprint, identity, ceilings) and trace of
 the source stores into a destination store, in one transaction on the destination:
 
-* **Sources are never written.** Each is opened read-only and read into memory; a store of
-  an older schema is read as it is (the columns it lacks take the values a migration would
-  give them), so its file stays byte for byte what it was.
+* **Sources are never written.** Each is opened read-only; a store of an older schema is
+  read as it is (the columns it lacks take the values a migration would give them), so its
+  file stays byte for byte what it was. Rows are streamed in batches of :data:`BATCH`, so a
+  merge's memory is a small multiple of one batch, not of the sources.
 * **De-duplicated by run identity.** A measured row is the same row when its run key and
   its ``finished_at`` are (merging a store twice, or two copies of one, adds nothing); the
   same run key finished at another time is a *rerun*, kept beside the other. An imported
@@ -13,16 +14,16 @@ the source stores into a destination store, in one transaction on the destinatio
   state are. Every row merged in records where it came from in ``origin`` (the source
   store as given; a row merged before keeps its first origin); rows written into the
   destination itself have none.
-* **Platforms named for people, kept apart by fingerprint.** A platform's name is its rows'
-  ``platform`` (``cpu`` unless named: ``sweep --name``, or ``rename`` here). Renaming sets
-  ``platform_id`` to the id the run was measured as, so no run key changes
-  (:mod:`paradnn.identity`). A merge that would put two machines (platform id, device,
-  core count: the fingerprint less its software stack) under one name is refused before
-  anything is written, saying how to rename; one machine's several software stacks under
-  one name are fine (``compare --by sw_tensorflow``).
-* **All or nothing.** Sources, renames and names are checked before the destination is
-  opened for writing; a refused merge creates and changes nothing, an interrupted one (even
-  ``kill -9``) leaves the destination as it was.
+* **One name, one machine.** A platform's name is its rows' ``platform`` (``cpu`` unless
+  named: ``sweep --name``, or a rename here). Renaming sets ``platform_id`` to the id the run
+  was measured as, so no run key changes (:mod:`paradnn.identity`), and moves everything
+  under the name: rows, platform records (ceilings) and profiles. A merge that would put two
+  machines under one name, in the destination or among its sources, is refused inside the
+  write transaction (:mod:`paradnn.store.names`), so two merges at once cannot both pass.
+* **All or nothing.** A refused merge changes nothing; an interrupted one (even ``kill -9``)
+  leaves an existing destination as it was. A new destination is written beside itself
+  under a hidden name and linked into place at the commit, so a refused or killed merge
+  creates nothing (a killed one's hidden file is removed by the next merge into that path).
 
 Columns a source has and the destination lacks (a metric of a newer paradnn) are added to
 the destination, as opening an older store adds columns; nothing is dropped.
@@ -30,18 +31,28 @@ the destination, as opening an older store adds columns; nothing is dropped.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shlex
 import sqlite3
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psutil
+
+from paradnn.engine.profiler import PROFILE_SOURCE
 from paradnn.identity import LATER_IDENTITY, run_key
 from paradnn.platform import platform_name
 from paradnn.store.db import TRACE_COLUMNS, Store, StoreError
+from paradnn.store.names import Machine, check_writes, machine, name_problem
 
-__all__ = ["MergeError", "MergeSummary", "merge", "parse_rename"]
+__all__ = ["BATCH", "MergeError", "MergeSummary", "merge", "parse_rename"]
+
+BATCH = 2_000  # rows read, checked and inserted at a time
+REQUIRED = ("family", "label", "platform", "state", "source")  # results columns every paradnn store has had
+_IDENTITY = ("platform", "platform_id", "platform_fingerprint", "device_name", "source")
 
 
 class MergeError(StoreError):
@@ -83,212 +94,314 @@ class MergeSummary:
 
 @dataclass
 class _Source:
-    """One source store, read into memory (renames applied by :func:`_rename`)."""
+    """One source store, open read-only: what its rows are checked against; the rows themselves
+    are streamed from ``conn`` by :func:`_write`."""
 
-    path: Path
     label: str  # as given: the rows' origin
+    conn: sqlite3.Connection
     columns: dict[str, str]  # results column -> SQL type, as the source has them
-    rows: list[dict]
+    identities: list[dict]  # distinct (platform, platform_id, platform_fingerprint, device_name, source) of its rows
     platforms: list[dict]
     traces: list[dict]
 
+    def names(self) -> set[str]:
+        return {r["platform"] for r in self.identities} | {p["platform"] for p in self.platforms}
+
 
 def parse_rename(texts: Iterable[str]) -> dict[str, str]:
-    """``OLD=NEW`` texts (``cpu=xeon-lab``) as a mapping, each new name checked."""
+    """``OLD=NEW`` texts (``cpu=xeon-lab``, ``cpu[threads=1]=lab-1t``: split at the last ``=``)
+    as a mapping; a name renamed twice is refused."""
     renames: dict[str, str] = {}
     for text in texts:
-        old, sep, new = str(text).partition("=")
-        if not sep or not old.strip() or not new.strip():
-            raise MergeError(f"--rename {text!r}: expected OLD=NEW, e.g. --rename cpu=xeon-lab")
-        renames[old.strip()] = new.strip()
+        old, sep, new = str(text).rpartition("=")
+        old, new = old.strip(), new.strip()
+        if not sep or not old or not new:
+            raise MergeError(f"--rename {_short(text)}: expected OLD=NEW, e.g. --rename cpu=xeon-lab "
+                             "or --rename 'cpu[threads=1]=lab-1t'")  # fmt: skip
+        if old in renames:
+            raise MergeError(f"--rename {_short(old)}: given twice ({_short(old)}={_short(renames[old])}, "
+                             f"{_short(old)}={_short(new)}); rename each platform once")  # fmt: skip
+        renames[old] = new
     return renames
+
+
+def _short(text: object, limit: int = 80) -> str:
+    """A value for an error line: one line, at most ``limit`` characters."""
+    flat = " ".join(str(text).split()) if str(text).strip() else repr(str(text))
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
 def merge(sources: Iterable[str | Path], store: str | Path, rename: Mapping[str, str] | None = None) -> MergeSummary:
     """Merge the ``sources`` stores into ``store`` (created if missing), renaming platforms
     ``{old: new}`` on the way in; see the module docstring. Raises :class:`StoreError` (a
     source or the destination is not a readable paradnn store of a schema this paradnn
-    reads) or :class:`MergeError` (a bad rename, two machines under one name) before
-    anything is written."""
+    reads, a source is damaged, two machines would share a name) or :class:`MergeError` (a
+    bad rename) with nothing written."""
     dst = Path(store)
     given = [str(s) for s in sources]
     if not given:
         raise MergeError("no source store to merge (paradnn merge SRC... --store DST)")
-    renames = {old: _new_name(old, new) for old, new in (rename or {}).items()}
-    read = [_read(Path(text), text, dst) for text in given]
-    known = sorted({r["platform"] for s in read for r in s.rows} | {p["platform"] for s in read for p in s.platforms})
-    for old in renames:
-        if old not in known:
-            raise MergeError(f"--rename {old}=...: no platform {old!r} in the sources (they have: {', '.join(known) or 'none'})")
-    machines = _machines(read, renames)
-    if dst.exists() and dst.stat().st_size:
-        with Store(dst, create=False, readonly=True, snapshot=True) as existing:  # refuses a non-store, a newer schema
-            machines[str(dst)] = _store_machines(existing.conn, {})
-    _check_names(machines, str(dst))
-    for source in read:
-        _rename(source, renames)
-    with Store(dst) as out, out.transaction() as conn:
-        return _write(conn, read, str(dst))
+    with contextlib.ExitStack() as stack:
+        read = [_open(stack, Path(text), text, dst) for text in given]
+        known = sorted(set().union(*(s.names() for s in read)))
+        for old in rename or {}:
+            if old not in known:
+                raise MergeError(f"--rename {_short(old)}=...: no platform {_short(old)!r} in the sources "
+                                 f"(they have: {_short(', '.join(known) or 'none', 300)})")  # fmt: skip
+        renames = {old: _new_name(old, new, _measured_as(read, old)) for old, new in (rename or {}).items()}
+        _remove_stale(dst)
+        if dst.exists():
+            with Store(dst, create=True) as out, out.transaction() as conn:
+                return _write(conn, read, renames, str(dst))
+        summary = _into_new(dst, lambda conn: _write(conn, read, renames, str(dst)))
+        if summary is not None:
+            return summary
+        with Store(dst, create=False) as out, out.transaction() as conn:  # another merge created it meanwhile
+            return _write(conn, read, renames, str(dst))
 
 
-def _new_name(old: str, new: str) -> str:
+def _measured_as(read: list[_Source], name: str) -> set[str]:
+    """The platform ids the sources' rows of ``name`` were measured as."""
+    return {r["platform_id"] or r["platform"] for s in read for r in s.identities if r["platform"] == name}
+
+
+def _new_name(old: str, new: str, measured_as: set[str]) -> str:
+    """A rename's new name: a name of one's own, or back to the one id every row of ``old`` was measured as."""
+    if measured_as == {new}:
+        return new
     try:
         return platform_name(new)
     except Exception as exc:  # ConfigError: say it as the rename it came from
-        raise MergeError(f"--rename {old}={new}: {getattr(exc, 'allowed', exc)}") from None
+        raise MergeError(f"--rename {_short(old)}={_short(new)}: {getattr(exc, 'allowed', exc)}") from None
 
 
-def _read(path: Path, label: str, dst: Path) -> _Source:
-    if path.exists() and dst.exists() and os.path.samefile(path, dst):
-        raise MergeError(f"{label}: is the destination store itself; merge other stores into it")
-    with Store(path, create=False, readonly=True, snapshot=True) as s:  # refuses a non-store, an empty file, a newer schema
+def _temporary(dst: Path, pid: int) -> Path:
+    return dst.with_name(f".{dst.name}.merging-{pid}")
+
+
+def _remove_stale(dst: Path) -> None:
+    """Remove what a killed merge into a new ``dst`` left beside it (its process is gone)."""
+    for path in dst.parent.glob(f".{dst.name}.merging-*"):
+        pid = path.name.rsplit("-", 1)[-1]
+        if pid.isascii() and pid.isdigit() and not psutil.pid_exists(int(pid)):
+            path.unlink(missing_ok=True)
+
+
+def _into_new(dst: Path, write) -> MergeSummary | None:
+    """Write a new store beside ``dst`` and link it into place at the end, so nothing appears at
+    ``dst`` unless the merge commits; None when another writer created ``dst`` meanwhile."""
+    made = not dst.parent.exists()
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _temporary(dst, os.getpid())
+    try:
+        with Store(tmp) as out, out.transaction() as conn:
+            summary = write(conn)
         try:
-            conn = s.conn
-            columns = {r[1]: r[2] for r in conn.execute("PRAGMA table_info(results)") if r[1] != "id"}
-            rows = [dict(r) for r in conn.execute("SELECT * FROM results ORDER BY id")]
-            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-            platforms = [dict(r) for r in conn.execute("SELECT * FROM platforms")] if "platforms" in tables else []
-            traces = [dict(r) for r in conn.execute("SELECT * FROM traces")] if "traces" in tables else []
-        except sqlite3.DatabaseError as exc:
-            raise StoreError(f"{label}: damaged or unreadable ({exc})") from None
-    for row in rows:
-        row.pop("id", None)
-    return _Source(path, label, columns, rows, platforms, traces)
+            os.link(tmp, dst)
+        except FileExistsError:
+            return None
+        return summary
+    except BaseException:
+        if made:
+            with contextlib.suppress(OSError):
+                dst.parent.rmdir()
+        raise
+    finally:
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            Path(f"{tmp}{suffix}").unlink(missing_ok=True)
 
 
-def _machine(info: dict, platform_id: str, device: object) -> tuple:
-    """A machine: platform id, device name and core count (its fingerprint without the software stack)."""
-    return (info.get("id") or platform_id, info.get("name") or device, info.get("cores"))
+def _damaged(label: str, what: str) -> StoreError:
+    return StoreError(f"{_short(label, 200)}: damaged ({what})")
 
 
-def _describe(machine: tuple) -> str:
-    platform_id, device, cores = machine
-    return f"{device or 'an unnamed device'}" + (f" ({cores} cores)" if cores else "") + f" as {platform_id}"
-
-
-def _store_machines(conn: sqlite3.Connection, renames: Mapping[str, str]) -> dict[str, set[tuple]]:
-    """Name -> machines of one store (an open connection), ``renames`` applied."""
-    columns = {r[1] for r in conn.execute("PRAGMA table_info(results)")}
-    platform_id = "platform_id" if "platform_id" in columns else "NULL"
-    rows = [dict(r) for r in conn.execute(
-        f"SELECT DISTINCT platform, {platform_id} AS platform_id, platform_fingerprint, device_name FROM results")]  # fmt: skip
-    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    platforms = [dict(r) for r in conn.execute("SELECT * FROM platforms")] if "platforms" in tables else []
-    return _named_machines(rows, platforms, renames)
-
-
-def _named_machines(rows: list[dict], platforms: list[dict], renames: Mapping[str, str]) -> dict[str, set[tuple]]:
-    by_fingerprint = {}
+def _open(stack: contextlib.ExitStack, path: Path, label: str, dst: Path) -> _Source:
+    """Open one source read-only and read what is checked before the write: its columns, its
+    rows' identities, platform records and traces (not its rows)."""
+    if path.exists() and dst.exists() and os.path.samefile(path, dst):
+        raise MergeError(f"{_short(label, 200)}: is the destination store itself; merge other stores into it")
+    conn = stack.enter_context(Store(path, create=False, readonly=True, snapshot=True)).conn
+    try:
+        columns = {r[1]: r[2] for r in conn.execute("PRAGMA table_info(results)") if r[1] != "id"}
+        missing = [c for c in REQUIRED if c not in columns]
+        if missing:
+            raise _damaged(label, f"its results table has no column {missing[0]!r}")
+        present = [c if c in columns else f"NULL AS {c}" for c in _IDENTITY]
+        identities = [dict(r) for r in conn.execute(f"SELECT DISTINCT {', '.join(present)} FROM results")]
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        platforms = [dict(r) for r in conn.execute("SELECT * FROM platforms")] if "platforms" in tables else []
+        traces = [dict(r) for r in conn.execute("SELECT * FROM traces")] if "traces" in tables else []
+    except sqlite3.DatabaseError as exc:
+        raise _damaged(label, str(exc)) from None
+    for name in {r["platform"] for r in identities} | {p.get("platform") for p in platforms}:
+        problem = name_problem(name)
+        if problem:
+            raise _damaged(label, f"{problem}: {_short(repr(name))}")
     for p in platforms:
-        info = json.loads(p.get("info") or "{}")
-        by_fingerprint[p["fingerprint"]] = _machine(info, p["platform"], p.get("name"))
-    out: dict[str, set[tuple]] = {}
-    for r in rows:
-        machine = by_fingerprint.get(r["platform_fingerprint"]) or _machine({}, r.get("platform_id") or r["platform"],
-                                                                            r.get("device_name"))  # fmt: skip
-        out.setdefault(renames.get(r["platform"], r["platform"]), set()).add(machine)
-    for p in platforms:
-        out.setdefault(renames.get(p["platform"], p["platform"]), set()).add(by_fingerprint[p["fingerprint"]])
-    return out
+        p["info_parsed"] = _info(label, p)
+    return _Source(label, conn, columns, identities, platforms, traces)
 
 
-def _machines(read: list[_Source], renames: Mapping[str, str]) -> dict[str, dict[str, set[tuple]]]:
-    """Store label -> name -> machines, for every source (renames applied)."""
-    out: dict[str, dict[str, set[tuple]]] = {}
-    for s in read:
-        named = _named_machines(s.rows, s.platforms, renames)
-        for name, machines in named.items():
-            out.setdefault(s.label, {}).setdefault(name, set()).update(machines)
-    return out
+def _info(label: str, record: dict) -> dict:
+    try:
+        info = json.loads(record.get("info") or "{}")
+    except (json.JSONDecodeError, TypeError):
+        info = None
+    if not isinstance(info, dict):
+        raise _damaged(label, f"the record of platform {_short(record.get('platform'))!r} holds info that is not a JSON object")
+    return info
 
 
-def _same(a: tuple, b: tuple) -> bool:
-    """One machine: same id and device, and the same cores where both say (a row without its
-    platform's record does not)."""
-    return a[:2] == b[:2] and (a[2] is None or b[2] is None or a[2] == b[2])
-
-
-def _check_names(machines: dict[str, dict[str, set[tuple]]], dst: str) -> None:
-    """Refuse a name that two stores give to different machines (one store's own mix is its own)."""
-    seen: dict[str, list[tuple[str, tuple]]] = {}  # name -> (store, machine) met so far
-    order = ([dst] if dst in machines else []) + [label for label in machines if label != dst]
-    for label in order:
-        for name, found in sorted(machines[label].items()):
-            before = seen.get(name, [])
-            for machine in sorted(found, key=str):
-                if before and not any(_same(machine, m) for _, m in before):
-                    where, first = before[0]
-                    raise MergeError(
-                        f"platform {name!r} would fold two machines into one: {_describe(first)} in {where} and "
-                        f"{_describe(machine)} in {label}; name them apart: paradnn merge {label} --rename "
-                        f"{name}=NEW-NAME --store {dst} (merge the stores one at a time to rename each)")  # fmt: skip
-            seen.setdefault(name, []).extend((label, m) for m in found)
-
-
-def _rename(source: _Source, renames: Mapping[str, str]) -> None:
-    """Rename platforms of ``source`` in memory; ``platform_id`` keeps the id each run was measured as."""
-    for row in source.rows:
-        new = renames.get(row["platform"])
-        if new is not None:
-            measured_as = row.get("platform_id") or row["platform"]
-            row["platform"], row["platform_id"] = new, None if new == measured_as else measured_as
+def _machines(source: _Source, renames: Mapping[str, str]) -> tuple[dict[str, list[tuple[Machine, str]]], set[str]]:
+    """Name -> (machine, source) of a source's rows and records, renamed; and the names measured rows take."""
+    known = {p["fingerprint"]: machine(p["info_parsed"], p["platform"], p.get("name")) for p in source.platforms}
+    out: dict[str, list[tuple[Machine, str]]] = {}
+    measured = set()
+    for r in source.identities:
+        found = known.get(r["platform_fingerprint"]) or machine({}, r["platform_id"] or r["platform"], r["device_name"])
+        name = renames.get(r["platform"], r["platform"])
+        out.setdefault(name, []).append((found, source.label))
+        if (r["source"] or "measured") == "measured":
+            measured.add(name)
     for p in source.platforms:
-        p["platform"] = renames.get(p["platform"], p["platform"])
-    for t in source.traces:
-        t["platform"] = renames.get(t.get("platform"), t.get("platform"))
+        name = renames.get(p["platform"], p["platform"])
+        out.setdefault(name, []).append((known[p["fingerprint"]], source.label))
+        if p.get("source") == "measured":
+            measured.add(name)
+    return out, measured
 
 
-def _write(conn: sqlite3.Connection, read: list[_Source], dst: str) -> MergeSummary:
+def _check(conn: sqlite3.Connection, read: list[_Source], renames: Mapping[str, str], dst: str) -> None:
+    """One name, one machine, over the destination and every source (inside the write)."""
+    incoming: dict[str, list[tuple[Machine, str]]] = {}
+    measured: set[str] = set()
+    for source in read:
+        named, names = _machines(source, renames)
+        for name, found in named.items():
+            incoming.setdefault(name, []).extend(found)
+        measured |= names
+
+    def hint(name: str, where: str) -> str:
+        rename = shlex.quote(f"{name}=NEW-NAME")
+        return (f"name them apart: paradnn merge {shlex.quote(where)} --rename {rename} --store {shlex.quote(dst)}"
+                " (merge the stores one at a time to rename each)")  # fmt: skip
+
+    check_writes(conn, incoming, measured, dst, hint)
+
+
+def _renamed(row: dict, renames: Mapping[str, str]) -> dict:
+    """A source row under its new name; ``platform_id`` keeps the id the run was measured as."""
+    new = renames.get(row["platform"])
+    if new is not None:
+        measured_as = row.get("platform_id") or row["platform"]
+        row["platform"], row["platform_id"] = new, None if new == measured_as else measured_as
+    return row
+
+
+def _renamed_trace(trace: dict, renames: Mapping[str, str]) -> dict:
+    """A trace under its platform's new name, a profile's ``source`` (profile:NAME:DTYPE) too."""
+    old = trace.get("platform")
+    if old in renames:
+        trace["platform"] = renames[old]
+        prefix = f"{PROFILE_SOURCE}:{old}:"
+        if str(trace.get("source") or "").startswith(prefix):
+            trace["source"] = f"{PROFILE_SOURCE}:{renames[old]}:{trace['source'][len(prefix):]}"
+    return trace
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _rows(source: _Source) -> Iterator[list[dict]]:
+    """A source's result rows, a batch at a time."""
+    try:
+        cursor = source.conn.execute("SELECT * FROM results ORDER BY id")
+        names = [d[0] for d in cursor.description]
+        while batch := cursor.fetchmany(BATCH):
+            yield [dict(zip(names, values)) for values in batch]
+    except sqlite3.DatabaseError as exc:
+        raise _damaged(source.label, str(exc)) from None
+
+
+def _write(conn: sqlite3.Connection, read: list[_Source], renames: Mapping[str, str], dst: str) -> MergeSummary:
     """Everything of ``read`` that ``conn``'s store lacks, inside the caller's transaction."""
+    _check(conn, read, renames, dst)
     summary = MergeSummary(dst, tuple(s.label for s in read))
     have = {r[1]: r[2] for r in conn.execute("PRAGMA table_info(results)")}
     for s in read:  # a newer paradnn's columns: added, as an older store gains this one's
         for column, sql_type in s.columns.items():
             if column not in have:
-                conn.execute(f"ALTER TABLE results ADD COLUMN {column} {sql_type.replace('NOT NULL', '').strip()}")
+                conn.execute(f"ALTER TABLE results ADD COLUMN {_quoted(column)} {sql_type.replace('NOT NULL', '').strip()}")
                 have[column] = sql_type
     names = [c for c in have if c != "id"]
-    measured = {(r[0], r[1]) for r in conn.execute("SELECT run_key, finished_at FROM results WHERE source = 'measured'")}
-    keys = {r[0] for r in conn.execute("SELECT DISTINCT run_key FROM results")}
-    imported = {tuple(r) for r in conn.execute(
-        "SELECT source, platform, label, state FROM results WHERE source != 'measured'")}  # fmt: skip
-    new_rows = []
+    sql = f"INSERT INTO results ({', '.join(map(_quoted, names))}) VALUES ({', '.join('?' * len(names))})"
+    seen = _Seen(conn)
     for s in read:
-        for row in s.rows:
-            key = row.get("run_key") or run_key(row)
-            if row.get("source", "measured") == "measured":
-                mark = (key, row.get("finished_at"))
-                if mark in measured:
-                    summary.duplicates += 1
+        for batch in _rows(s):
+            values = []
+            for row in batch:
+                row.pop("id", None)
+                row = _renamed(row, renames)
+                key = row.get("run_key") or run_key(row)
+                if not seen.add(row, key, summary):
                     continue
-                measured.add(mark)
-            else:
-                mark = (row.get("source"), row["platform"], row.get("label"), row.get("state"))
-                if mark in imported:
-                    summary.duplicates += 1
-                    continue
-                imported.add(mark)
-            platform = row["platform"]
-            if key in keys:
-                summary.reruns[platform] = summary.reruns.get(platform, 0) + 1
-            keys.add(key)
-            summary.added[platform] = summary.added.get(platform, 0) + 1
-            values = {**row, "run_key": key, "origin": row.get("origin") or s.label}
-            new_rows.append([values[c] if c in values else LATER_IDENTITY.get(c) for c in names])
-    conn.executemany(f"INSERT INTO results ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})", new_rows)
-    fingerprints = {r[0] for r in conn.execute("SELECT fingerprint FROM platforms")}
-    for s in read:
-        for p in s.platforms:
-            if p["fingerprint"] in fingerprints:  # the destination's record of a fingerprint stands
-                continue
-            fingerprints.add(p["fingerprint"])
-            conn.execute("INSERT INTO platforms (fingerprint, platform, name, info, ceilings, source, measured_at) "
-                         "VALUES (?, ?, ?, ?, ?, ?, ?)", [p.get(c) for c in ("fingerprint", "platform", "name", "info",
-                                                                           "ceilings", "source", "measured_at")])  # fmt: skip
-            summary.platforms += 1
-    sql = f"INSERT OR IGNORE INTO traces ({', '.join(TRACE_COLUMNS)}) VALUES ({', '.join('?' * len(TRACE_COLUMNS))})"
+                row.update(run_key=key, origin=row.get("origin") or s.label)
+                values.append([row[c] if c in row else LATER_IDENTITY.get(c) for c in names])
+            conn.executemany(sql, values)
+    summary.platforms = _write_platforms(conn, read, renames)
+    trace_sql = f"INSERT OR IGNORE INTO traces ({', '.join(TRACE_COLUMNS)}) VALUES ({', '.join('?' * len(TRACE_COLUMNS))})"
     for s in read:
         before = conn.total_changes
-        conn.executemany(sql, [[t.get(c) for c in TRACE_COLUMNS] for t in s.traces])
+        conn.executemany(trace_sql, [[t.get(c) for c in TRACE_COLUMNS] for t in (_renamed_trace(dict(t), renames)
+                                                                                for t in s.traces)])  # fmt: skip
         summary.traces += conn.total_changes - before
     return summary
+
+
+class _Seen:
+    """What the destination holds (and the merge has added): measured rows by run key and finish
+    time, imported rows by source, platform, label and state, and every run key (for reruns)."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.measured = {(r[0], r[1]) for r in conn.execute(
+            "SELECT run_key, finished_at FROM results WHERE source = 'measured'")}  # fmt: skip
+        self.keys = {r[0] for r in conn.execute("SELECT DISTINCT run_key FROM results")}
+        self.imported = {tuple(r) for r in conn.execute(
+            "SELECT source, platform, label, state FROM results WHERE source != 'measured'")}  # fmt: skip
+
+    def add(self, row: dict, key: str, summary: MergeSummary) -> bool:
+        """True (and counted in ``summary``) for a row not seen before; a duplicate is counted as one."""
+        if (row.get("source") or "measured") == "measured":
+            marks, mark = self.measured, (key, row.get("finished_at"))
+        else:
+            marks, mark = self.imported, (row.get("source"), row["platform"], row.get("label"), row.get("state"))
+        if mark in marks:
+            summary.duplicates += 1
+            return False
+        marks.add(mark)
+        platform = row["platform"]
+        if key in self.keys:
+            summary.reruns[platform] = summary.reruns.get(platform, 0) + 1
+        self.keys.add(key)
+        summary.added[platform] = summary.added.get(platform, 0) + 1
+        return True
+
+
+def _write_platforms(conn: sqlite3.Connection, read: list[_Source], renames: Mapping[str, str]) -> int:
+    """The sources' platform records the destination lacks (its own record of a fingerprint stands)."""
+    fingerprints = {r[0] for r in conn.execute("SELECT fingerprint FROM platforms")}
+    added = 0
+    for s in read:
+        for p in s.platforms:
+            if p["fingerprint"] in fingerprints:
+                continue
+            fingerprints.add(p["fingerprint"])
+            record = {**p, "platform": renames.get(p["platform"], p["platform"])}
+            if record["platform"] != p["platform"] and "id" not in p["info_parsed"]:  # the id it was measured as stays
+                record["info"] = json.dumps({**p["info_parsed"], "id": p["platform"]})
+            columns = ("fingerprint", "platform", "name", "info", "ceilings", "source", "measured_at")
+            conn.execute(f"INSERT INTO platforms ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})",
+                         [record.get(c) for c in columns])  # fmt: skip
+            added += 1
+    return added

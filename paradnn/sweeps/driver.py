@@ -281,7 +281,7 @@ def _worker_main(conn, target: Target) -> None:
             info = machine.describe(target)
             ceilings = ceil.ceilings(target, info)
     except ConfigError as exc:
-        conn.send(StartFailed(str(exc)))
+        conn.send(StartFailed(exc.allowed))  # the driver names the option and value
         os._exit(0)
     conn.send(Ready(info, ceilings))
     while True:
