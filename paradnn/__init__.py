@@ -10,9 +10,8 @@ import os
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
-__version__ = "0.1.0"
-
 from paradnn.api import describe, load, measure, merge, project, sweep  # noqa: E402 - after the environment is set
 from paradnn.checks import check_family  # noqa: E402
+from paradnn.version import __version__  # noqa: E402
 
 __all__ = ["__version__", "check_family", "describe", "load", "measure", "merge", "project", "sweep"]

@@ -8,7 +8,7 @@ their worker as a fresh interpreter) and from a notebook::
     paradnn.describe("fc", "layer_4-node_512-input_2000-output_1000-bs_256")["flops_model"]
     paradnn.measure("fc", "layer_2-node_256-input_2000-output_1000-bs_64", max_seconds=2)["examples_per_sec"]
     df = paradnn.sweep("fc", preset="smoke", store="outputs/mine.sqlite")
-    paradnn.load("outputs/mine.sqlite", family="fc")
+    paradnn.load("outputs/mine.sqlite").where(family="fc").frame
     paradnn.merge(["laptop.sqlite", "lab.sqlite"], "study.sqlite", rename={"cpu": "xeon-lab"})
     rows, summary = paradnn.project("tpu-v2-8", "tpu-v3-8", "fc")
 

@@ -524,27 +524,88 @@ def run_pipeline(
     return reports
 
 
+VERDICT_COLOURS = {"holds": "#e6f4ea", "does not hold": "#fce8e6", "holds (projected)": "#eef6f0",
+                   "does not hold (projected)": "#fbefed"}  # fmt: skip
+# The figures a reader should see first, by report: (report, what it shows).
+FIRST_FIGURES = (("architecture", "Fig. 2: FLOPS utilisation over batch and width, with the regression of what drives it"),
+                 ("platform_comparison", "Fig. 9 and Table 3: this machine beside the 2019 V100 and TPU v2-8 on their own grid"),
+                 ("workloads", "Fig. 11: every family and real workload on every platform"))  # fmt: skip
+
+
+def _interval_words(row: dict) -> str:
+    """A verdict's effect in a few words: the effect, its 95% interval and n, where it has them."""
+    effect, interval = row.get("effect"), row.get("interval")
+    if not isinstance(effect, (int, float)) or isinstance(effect, bool) or not math.isfinite(effect):
+        return ""
+    span = f" (95% {interval[0]:.3g} to {interval[1]:.3g})" if interval and None not in interval else ""
+    statistic = (row.get("rule") or {}).get("statistic") or "effect"
+    return f"{statistic} {effect:.3g}{span}" + (f", n {row['n']}" if row.get("n") is not None else "")
+
+
 def observations_table(observations: list[dict]) -> str:
-    """All 14 observations in one HTML table: claim, then every verdict with platform, evidence and report."""
-    colours = {"holds": "#e6f4ea", "does not hold": "#fce8e6", "holds (projected)": "#eef6f0",
-               "does not hold (projected)": "#fbefed"}
+    """All 14 observations in one HTML table: the claim, then each verdict on one line with its
+    interval, its evidence a click away (a ``<details>``) with the report that judged it."""
     rows = []
     for line in registry.summary(observations):
-        verdicts = "".join(
-            f'<div style="background:{colours.get(v, "#f1f3f4")};padding:2px 4px;margin:2px 0">'
-            f"<b>{html.escape(v)}</b>{' on ' + html.escape(p) if p else ''}: {html.escape(e)}"
-            + (f' (<a href="{html.escape(r)}.html">{html.escape(r)}</a>)' if r else "") + "</div>"
-            for p, v, e, r in line["verdicts"]
-        )  # fmt: skip
+        mine = [r for r in observations if r["id"] == line["id"]]
+        verdicts = []
+        for r in mine:
+            v, platform, report = r["verdict"], r.get("platform", ""), r.get("report", "")
+            link = f' (<a href="{html.escape(report)}.html">{html.escape(report)}</a>)' if report else ""
+            words = _interval_words(r)
+            verdicts.append(f'<div style="background:{VERDICT_COLOURS.get(v, "#f1f3f4")};padding:2px 4px;margin:2px 0">'
+                            f"<b>{html.escape(v)}</b>{' on ' + html.escape(platform) if platform else ''}"
+                            f"{': ' + html.escape(words) if words else ''}"
+                            f"<details><summary><small>evidence</small></summary><small>{html.escape(registry.said(r))}"
+                            f"{link}</small></details></div>")  # fmt: skip
         rows.append(f"<tr><td>{line['id']}</td><td>{html.escape(line['claim'])}<br><small>section {line['section']}, "
-                    f"{html.escape(line['figure'])}</small></td><td>{verdicts}</td></tr>")  # fmt: skip
+                    f"{html.escape(line['figure'])}</small></td><td>{''.join(verdicts)}</td></tr>")  # fmt: skip
     return ("<h2>The paper's 14 observations</h2><p>Numbered as in Table 1 of the published paper (MLSys 2020); "
             "<code>observations.json</code> in this folder has every verdict with its figures.</p>"
-            "<table><tr><th>#</th><th>claim</th><th>verdicts</th></tr>" + "".join(rows) + "</table>")  # fmt: skip
+            "<table class=\"obs\"><tr><th>#</th><th>claim</th><th>verdicts</th></tr>" + "".join(rows) + "</table>")  # fmt: skip
+
+
+def platform_lines(store: str | Path) -> list[str]:
+    """One line per platform of a store: its name, where its rows come from, its machine and
+    software stack (measured here) and its rows."""
+    from paradnn.store import Store
+
+    try:
+        with Store(store, create=False, readonly=True) as s:
+            platforms, counts = s.platforms(), s.conn.execute(
+                "SELECT platform, count(*), sum(state = 'ok') FROM results GROUP BY platform").fetchall()  # fmt: skip
+    except Exception:  # noqa: BLE001 - the index must never break on its store
+        return []
+    lines = []
+    for name, rows, ok in counts:
+        records = platforms[platforms["platform"] == name].sort_values("measured_at")
+        info = json.loads(records.iloc[-1]["info"]) if len(records) else {}
+        if len(records) and records.iloc[-1]["source"] == "legacy":
+            where = f"the original study (2019), {info.get('name', name)}"
+        elif info:
+            where = f"{_machine(info)}; {_software(info.get('software', {}))}"
+        else:
+            where = "no platform record"
+        lines.append(f"<b>{html.escape(name)}</b>: {html.escape(where)}; {ok or 0} of {rows} rows ok")
+    return lines
+
+
+def verdict_counts(observations: list[dict]) -> str:
+    """How the verdicts came out, in one sentence."""
+    kinds = {"holds": 0, "does not hold": 0, "inconclusive": 0, "needs": 0}
+    for r in observations:
+        v = str(r["verdict"])
+        key = "needs" if v.startswith("needs") else v.replace(" (projected)", "")
+        kinds[key] = kinds.get(key, 0) + 1
+    return (f"{len(observations)} verdicts on the paper's 14 observations: <b>{kinds['holds']} hold</b>, "
+            f"<b>{kinds['does not hold']} do not hold</b>, {kinds['inconclusive']} inconclusive (the 95% interval "
+            f"crosses the threshold, or too few rows), {kinds['needs']} need hardware or data not here.")
 
 
 def write_index(out: Path, pipeline: Pipeline, reports: list[Report], observations: list[dict] | None = None) -> Path:
-    """``index.html``: status, duration, parameters and a link for every report, then the 14 observations."""
+    """``index.html``: the answer first (the platforms of the store, how the verdicts came out, the
+    figures to see first), then each report with its status and duration (parameters folded
+    away), then the 14 observations, each verdict on one line."""
     rows = []
     for r in reports:
         colour = "#e6f4ea" if r.status == "ok" else "#fce8e6"
@@ -552,13 +613,26 @@ def write_index(out: Path, pipeline: Pipeline, reports: list[Report], observatio
         rows.append(
             f'<tr style="background:{colour}"><td><a href="{html.escape(r.html.name)}">{html.escape(r.notebook)}</a></td>'
             f"<td>{r.status}{'<br><small>' + html.escape(r.error) + '</small>' if r.error else ''}</td>"
-            f"<td>{r.duration_s:.0f} s</td><td><small>{params}</small></td></tr>"
+            f"<td>{r.duration_s:.0f} s</td><td><details><summary><small>parameters</small></summary><small>{params}"
+            f"</small></details></td></tr>"
         )
+    store = Path(pipeline.store) if Path(pipeline.store).is_absolute() else out / pipeline.store
+    machines = "".join(f"<li>{line}</li>" for line in platform_lines(store)) or "<li>nothing measured yet</li>"
+    ran = {r.notebook for r in reports}
+    first = "".join(f'<li><a href="{name}.html">{name.replace("_", " ")}</a>: {html.escape(what)}</li>'
+                    for name, what in FIRST_FIGURES if name in ran)  # fmt: skip
+    counts = f"<p>{verdict_counts(observations)}</p>" if observations else ""
     page = f"""<!DOCTYPE html>
 <html><head><meta charset="utf-8"><title>paradnn — {html.escape(pipeline.name)} reports</title>
-<style>body{{font-family:sans-serif;margin:2em}} table{{border-collapse:collapse}}
-td,th{{border:1px solid #ccc;padding:.4em .8em;vertical-align:top;text-align:left}}</style></head>
+<style>body{{font-family:sans-serif;margin:2em;max-width:80em}} table{{border-collapse:collapse}}
+td,th{{border:1px solid #ccc;padding:.4em .8em;vertical-align:top;text-align:left}}
+details summary{{cursor:pointer;color:#555}} table.obs td:nth-child(2){{width:35%}}</style></head>
 <body><h1>paradnn reports — pipeline <code>{html.escape(pipeline.name)}</code></h1>
+<p>Which platform suits which model, and why: the paper's sections measured on these platforms.</p>
+<ul>{machines}</ul>
+{counts}
+{f"<p>See first:</p><ul>{first}</ul>" if first else ""}
+<h2>Reports</h2>
 <p>Generated {dt.datetime.now().astimezone():%Y-%m-%d %H:%M %Z} from <code>{html.escape(str(pipeline.path))}</code>.
 Store: <code>{html.escape(pipeline.store)}</code>{"" if Path(pipeline.store).is_absolute() else " in this folder"}.</p>
 <table><tr><th>report</th><th>status</th><th>duration</th><th>parameters</th></tr>

@@ -20,11 +20,6 @@ from paradnn.families.base import PRESETS, Grid
 MAX_GRID = 100_000
 
 
-def preset_names() -> tuple[str, ...]:
-    """The preset names, smallest first (``smoke``, ``quick``, ``paper``)."""
-    return PRESETS
-
-
 def grid(family: str, preset: str = "smoke", overrides: Mapping[str, Iterable] | None = None) -> Grid:
     """The axes of ``preset`` for ``family``, with ``overrides`` replacing whole axes."""
     fam = families.get(family)

@@ -59,7 +59,7 @@ def test_trend_verdicts():
     assert verdict.verdict == obs.FAILS and verdict.numbers["groups"] == 8
     assert verdict.numbers["median_ratio"] == pytest.approx(32 / 256)
     assert obs.trend(falling, "batch", "fc", rising=False).verdict == obs.HOLDS
-    assert obs.trend(rising, "batch", "cnn").verdict == obs.UNKNOWN
+    assert obs.trend(rising, "batch", "cnn").verdict == obs.INCONCLUSIVE
     assert "The paper found" in obs.trend(rising, "nodes", "fc", paper="x").sentence
 
 
@@ -106,7 +106,7 @@ def test_stack_speedup_right_of_the_ridge():
     verdict = obs.stack_speedup(result, "x", "y", ridge=10.0, id="O13")
     assert verdict.verdict == obs.HOLDS and verdict.numbers["n"] == int(right.sum()) and verdict.id == "O13"
     assert obs.stack_speedup(result, "x", "y").numbers["n"] == len(base)
-    assert obs.stack_speedup(result, "x", "y", ridge=1e9).verdict == obs.UNKNOWN  # nothing right of the ridge
+    assert obs.stack_speedup(result, "x", "y", ridge=1e9).verdict == obs.INCONCLUSIVE  # nothing right of the ridge
 
 
 def test_roofline_ceilings_and_points():
@@ -144,8 +144,8 @@ def test_memory_bound_time_checks_the_premise_on_the_roofline():
     little = breakdown_of("big", "resnet50", {"convolution": (0.95, 50.0), "element-wise": (0.05, 0.5)})
     assert obs.compute_bound_memory_time(little, 10.0, points).verdict == obs.FAILS
     # The premise fails: no profiled model is right of the ridge.
-    assert obs.compute_bound_memory_time(breakdown, 100.0, points).verdict == obs.UNKNOWN
-    assert obs.compute_bound_memory_time(pd.DataFrame(), 10.0, points).verdict == obs.UNKNOWN
+    assert obs.compute_bound_memory_time(breakdown, 100.0, points).verdict == obs.INCONCLUSIVE
+    assert obs.compute_bound_memory_time(pd.DataFrame(), 10.0, points).verdict == obs.INCONCLUSIVE
 
 
 def test_utilisation_ratio_is_judged_on_matched_configurations():
@@ -161,7 +161,7 @@ def test_utilisation_ratio_is_judged_on_matched_configurations():
     assert verdict.verdict == obs.HOLDS and verdict.numbers["ratios"]["fc"] == pytest.approx(3.0) and verdict.n == 3
     assert verdict.held_fixed["free"] == ["dtype"]
     held = results.matched("platform", "v100", "tpu-v2-8", metric="utilization", hold=("dtype",))  # nothing pairs
-    assert obs.utilisation_ratio(held).verdict == obs.UNKNOWN
+    assert obs.utilisation_ratio(held).verdict == obs.INCONCLUSIVE
 
 
 def test_batch_and_width_matter_and_depth_much_less():
@@ -177,7 +177,7 @@ def test_batch_and_width_matter_and_depth_much_less():
     assert obs.weights_verdict({"fc": regress(even, "utilization", family="fc")}).verdict in (obs.INCONCLUSIVE, obs.FAILS)
     deep = fc_frame(lambda n, b, layers: 0.3 * layers + 0.001 * np.log2(b) + 0.5 * np.log2(n))
     assert obs.weights_verdict({"fc": regress(deep, "utilization", family="fc")}).verdict == obs.FAILS  # depth outweighs batch
-    assert obs.weights_verdict({}).verdict == obs.UNKNOWN
+    assert obs.weights_verdict({}).verdict == obs.INCONCLUSIVE
 
 
 def test_workload_tables():
@@ -242,7 +242,7 @@ def test_communication_share_falls_with_batch():
     assert verdict.verdict == obs.HOLDS and verdict.id == "O3" and verdict.numbers["median_by_value"]["256"] == 8.0
     assert obs.communication_share(traces_frame({256: 2.0, 1024: 4.0, 4096: 8.0})).verdict == obs.FAILS
     assert obs.communication_share(traces_frame({256: 0.2, 1024: 0.1, 4096: 0.05})).verdict == obs.FAILS  # negligible
-    assert obs.communication_share(pd.DataFrame(columns=["label", "category", "time_perc"])).verdict == obs.UNKNOWN
+    assert obs.communication_share(pd.DataFrame(columns=["label", "category", "time_perc"])).verdict == obs.INCONCLUSIVE
 
 
 def test_smaller_models_wait_on_infeed_more():
@@ -250,7 +250,7 @@ def test_smaller_models_wait_on_infeed_more():
     held = obs.infeed_share(traces_frame(batches))
     assert held.verdict == obs.HOLDS and held.effect == pytest.approx(18.0) and held.interval[0] > 0
     assert obs.infeed_share(traces_frame(batches, 1.0, 5.0)).verdict == obs.FAILS
-    assert obs.infeed_share(traces_frame({256: 1.0})).verdict == obs.UNKNOWN
+    assert obs.infeed_share(traces_frame({256: 1.0})).verdict == obs.INCONCLUSIVE
 
 
 def host_fed(shares: list[float]) -> pd.DataFrame:
@@ -272,8 +272,8 @@ def test_measured_infeed_is_judged_only_beyond_the_scatter_of_two_sweeps():
     # 2.2% against 0.8%, then -0.3% against 0.1%: the same six workloads in two main jobs
     for shares in ([0.03, 0.014, 0.02, 0.0, 0.01, 0.006], [-0.004, -0.002, 0.01, 0.0, 0.0, 0.002]):
         tied = obs.measured_infeed(host_fed(shares), "cpu (real workloads)")
-        assert tied.verdict == obs.UNKNOWN and "within 10 points is within what two sweeps" in tied.evidence
-    assert obs.measured_infeed(host_fed([0.4] * 5), "cpu").verdict == obs.UNKNOWN  # fewer than six
+        assert tied.verdict == obs.INCONCLUSIVE and "within 10 points is within what two sweeps" in tied.evidence
+    assert obs.measured_infeed(host_fed([0.4] * 5), "cpu").verdict == obs.INCONCLUSIVE  # fewer than six
 
 
 def test_speedup_direction():
@@ -284,7 +284,7 @@ def test_speedup_direction():
     assert obs.speedup_direction(table, "fc", "batch", True, "O7", "tpu vs v100", "x").verdict == obs.HOLDS
     assert obs.speedup_direction(table, "fc", "nodes", False, "O8", "tpu vs v100", "x").verdict == obs.HOLDS
     assert obs.speedup_direction(table, "fc", "batch", False, "O7", "tpu vs v100", "x").verdict == obs.FAILS
-    assert obs.speedup_direction(table.head(3), "fc", "batch", True, "O7", "", "x").verdict == obs.UNKNOWN
+    assert obs.speedup_direction(table.head(3), "fc", "batch", True, "O7", "", "x").verdict == obs.INCONCLUSIVE
 
 
 def test_out_of_memory_first():
@@ -297,10 +297,10 @@ def test_out_of_memory_first():
     assert verdict.numbers["memory_bytes"]["tpu-v2-8"] == 8 * 2**30 and verdict.numbers["on_largest"] == {"ok": 8, "oom": 8}
     flipped = pd.concat([small.assign(platform="v100"), large.assign(platform="tpu-v2-8")])
     assert obs.out_of_memory_first(flipped).verdict == obs.FAILS
-    assert obs.out_of_memory_first(pd.concat([grid.assign(platform="a"), grid.assign(platform="b")])).verdict == obs.UNKNOWN
+    assert obs.out_of_memory_first(pd.concat([grid.assign(platform="a"), grid.assign(platform="b")])).verdict == obs.INCONCLUSIVE
     # The largest models did not finish on the V100 for no recorded reason: whether they run there is unknown.
     unfinished = large.assign(state=np.where(large["nodes"] >= 256, "timeout", "ok"))
-    assert obs.out_of_memory_first(pd.concat([small, unfinished])).verdict == obs.UNKNOWN
+    assert obs.out_of_memory_first(pd.concat([small, unfinished])).verdict == obs.INCONCLUSIVE
 
 
 def test_version_chain_compares_like_with_like():
@@ -325,7 +325,7 @@ def test_version_chain_compares_like_with_like():
         assert obs.version_chain(data)[0].verdict != obs.HOLDS
     slower = df.assign(examples_per_sec=np.where(df["sw_tensorflow"] == "2.21.0", 50.0, df["examples_per_sec"]))
     assert obs.version_chain(slower)[0].verdict == obs.FAILS
-    assert obs.version_chain(df[df["sw_tensorflow"] == "2.21.0"])[0].verdict == obs.UNKNOWN
+    assert obs.version_chain(df[df["sw_tensorflow"] == "2.21.0"])[0].verdict == obs.INCONCLUSIVE
 
 
 def test_registry_entries_and_merge(tmp_path):
@@ -397,7 +397,7 @@ def test_trace_memory_bound_share_and_the_bandwidth_wall():
     assert verdict.numbers["median_share_percent"] == 30.0  # the container category is left out
     light = traces.assign(time_perc=traces["time_perc"] / 10)
     assert obs.trace_memory_bound_share(light).verdict == obs.FAILS
-    assert obs.trace_memory_bound_share(traces.assign(intensity=1.0)).verdict == obs.UNKNOWN  # nothing right of the ridge
+    assert obs.trace_memory_bound_share(traces.assign(intensity=1.0)).verdict == obs.INCONCLUSIVE  # nothing right of the ridge
 
     tpu = pd.DataFrame([{"family": "fc", "label": r["label"], "state": "ok", "layers": 4, "input": 2000, "output": 1000,
                          "nodes": int(r["label"].split("_")[2].split("-")[0]), "batch": int(r["label"].split("_")[-1]),
@@ -405,7 +405,7 @@ def test_trace_memory_bound_share_and_the_bandwidth_wall():
     wall = obs.bandwidth_wall(tpu, traces)
     assert wall.verdict == obs.HOLDS and wall.numbers["plateau_from"] == 4096
     assert obs.bandwidth_wall(tpu, traces.assign(memory_bandwidth=10.0)).verdict == obs.FAILS  # flat, but bandwidth idle
-    assert obs.bandwidth_wall(tpu.head(0), traces).verdict == obs.UNKNOWN
+    assert obs.bandwidth_wall(tpu.head(0), traces).verdict == obs.INCONCLUSIVE
 
 
 def test_stack_speedup_and_speedup_shape_edge_cases():
@@ -413,7 +413,7 @@ def test_stack_speedup_and_speedup_shape_edge_cases():
     slower = base.assign(dtype="mixed_bfloat16", examples_per_sec=80.0)
     result = compare(pd.concat([base, slower]), "float32", "mixed_bfloat16", by="dtype")
     assert obs.stack_speedup(result, "x", "y").verdict == obs.FAILS
-    assert obs.speedup_depends_on(result.table.head(3), "fc").verdict == obs.UNKNOWN
+    assert obs.speedup_depends_on(result.table.head(3), "fc").verdict == obs.INCONCLUSIVE
 
 
 def test_a_share_below_zero_is_within_noise_never_drawn_below_it():

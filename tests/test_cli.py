@@ -141,22 +141,6 @@ def test_csv_export_writes_json_columns_as_json(tmp_path):
 
 
 @pytest.mark.slow
-def test_the_readme_python_example_runs_as_a_plain_script(tmp_path):
-    """Copied out of the README and run as a user would: a script without a __main__ guard."""
-    import re
-    from pathlib import Path
-
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    example = re.search(r"## From Python.*?```python\n(.*?)```", readme, re.S).group(1)
-    script = tmp_path / "example.py"
-    script.write_text(example)
-    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, env=os.environ.copy(),
-                            timeout=600)  # fmt: skip
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "layer_1-node_64-input_2000-output_1000-bs_16" in result.stdout and "ok" in result.stdout
-    assert (tmp_path / "outputs" / "api.sqlite").exists()
-
-
 @pytest.mark.slow
 def test_paradnn_lab_serves_the_notebooks(tmp_path):
     import socket

@@ -1,5 +1,5 @@
 """Merging stores measured apart: de-duplication, reruns, names and fingerprints, refusals, atomicity,
-and the README's walk-through (two stores measured in separate processes, merged, compared, reported)."""
+and the docs' walk-through (two stores measured in separate processes, merged, compared, reported)."""
 
 from __future__ import annotations
 
@@ -222,12 +222,12 @@ def test_a_merge_killed_midway_leaves_dst_as_it_was(tmp_path):
     assert merge([source], dst).rows == 30_003  # the same merge, let finish, adds it all
 
 
-# ------------------------------------------------------------------ the README's walk-through, measured for real
+# ------------------------------------------------------------------ the docs' walk-through, measured for real
 
 
 def walkthrough_commands() -> list[list[str]]:
-    readme = (ROOT / "README.md").read_text()
-    block = re.search(r"### A study across machines.*?```\n(.*?)```", readme, re.S).group(1)
+    page = (ROOT / "docs" / "sweeps-and-store.md").read_text()
+    block = re.search(r"### A study across machines.*?```\n(.*?)```", page, re.S).group(1)
     lines = [line for line in block.splitlines() if line.strip() and not line.startswith("#")]
     assert all(line.startswith("paradnn ") for line in lines)
     return [shlex.split(line)[1:] for line in lines]
@@ -235,7 +235,7 @@ def walkthrough_commands() -> list[list[str]]:
 
 @pytest.fixture(scope="module")
 def walkthrough(tmp_path_factory):
-    """Every command of the README's walk-through, run as written in one folder (machines A and B are
+    """Every command of the walk-through in docs/sweeps-and-store.md, run as written in one folder (machines A and B are
     this machine, measured in separate processes); their results by command name."""
     folder = tmp_path_factory.mktemp("study")
     done = {}
@@ -247,7 +247,7 @@ def walkthrough(tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_the_readme_walkthrough_merges_compares_and_reports(walkthrough):
+def test_the_docs_walkthrough_merges_compares_and_reports(walkthrough):
     folder, done = walkthrough
     assert "cpu       4 rows" in done["merge"].stdout and "xeon-lab  4 rows" in done["merge"].stdout
     assert re.search(r"^n\s+4$", done["compare"].stdout, re.M)

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from paradnn import notebook as nb
-from paradnn.analysis.observations import HOLDS, UNKNOWN, Verdict
+from paradnn.analysis.observations import HOLDS, INCONCLUSIVE, Verdict
 from paradnn.analysis.roofline import Ceilings
 
 
@@ -89,7 +89,7 @@ def test_infeed_plot_rows_group_by_family_and_pipeline_in_percent():
 
 
 def test_collect_keeps_the_order_spreads_lists_and_drops_skipped_sections():
-    a, b, c = (Verdict(n, "p", UNKNOWN, "e") for n in "abc")
+    a, b, c = (Verdict(n, "p", INCONCLUSIVE, "e") for n in "abc")
     assert nb.collect([a], None, b, [], (c,)) == [a, b, c]
 
 
@@ -130,8 +130,8 @@ def test_variants_are_measured_in_one_sweep_and_one_line_names_every_run(monkeyp
 
 def test_replica_and_infeed_sections_without_rows_say_what_they_need(shown):
     empty = rows(family=[], label=[], state=[], comm_share=[], infeed_share=[], input_mode=[], batch=[])
-    assert nb.replica_section(empty, "cpu").verdict == UNKNOWN
-    assert nb.infeed_section(empty, "cpu").verdict == UNKNOWN
+    assert nb.replica_section(empty, "cpu").verdict == INCONCLUSIVE
+    assert nb.infeed_section(empty, "cpu").verdict == INCONCLUSIVE
     assert shown["figures"] == [] and shown["tables"] == []
     assert "needs data-parallel measurements" in shown["captions"][0]
     assert "needs host-fed measurements" in shown["captions"][1]

@@ -162,6 +162,18 @@ def test_the_papers_pieces_this_machine_can_show(smoke):
     assert fed and fed[0]["platform"] == "cpu (real workloads)"
 
 
+def test_the_index_opens_with_the_answer(smoke):
+    index = (smoke / "index.html").read_text()
+    rows = json.loads((smoke / "observations.json").read_text())
+    head = index[: index.index("<h2>Reports</h2>")]
+    assert f"{len(rows)} verdicts on the paper's 14 observations" in head
+    held = sum(r["verdict"].replace(" (projected)", "") == "holds" for r in rows)
+    assert f"<b>{held} hold</b>" in head
+    assert "<b>cpu</b>: " in head and "<b>v100</b>: the original study (2019)" in head  # every platform, one line each
+    assert index.count("<summary><small>parameters</small></summary>") == len(NOTEBOOKS)  # folded away
+    assert index.count("<summary><small>evidence</small></summary>") == len(rows)  # a click away
+
+
 def test_index_links_resolve(smoke):
     index = (smoke / "index.html").read_text()
     links = set(re.findall(r'href="([^"]+)"', index))

@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from paradnn.store import Store, StoreError
@@ -267,9 +268,10 @@ def test_ctrl_c_while_the_worker_starts_counts_what_is_left(tmp_path):
     store = tmp_path / "r.sqlite"
     proc = start("sweep", "fc", *TINY, "--max-seconds", "1", "--store", str(store))
     end = time.monotonic() + 60
-    while not store.exists() and time.monotonic() < end:  # the driver is up (a fixed sleep loses on a loaded machine)
-        time.sleep(0.05)
-    time.sleep(0.3)  # its worker is still importing TensorFlow (seconds)
+    driver = psutil.Process(proc.pid)
+    while not driver.children() and time.monotonic() < end:  # its worker has started: importing TensorFlow (seconds)
+        time.sleep(0.02)
+    assert driver.children(), "the sweep started no worker within 60 s"
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err

@@ -139,7 +139,6 @@ def test_a_worker_killed_by_the_oom_killer_is_oom(tmp_path, monkeypatch):
 def test_a_configuration_claimed_by_another_live_sweep_is_skipped(tmp_path):
     import subprocess
     import sys
-    import time
 
     path = tmp_path / "r.sqlite"
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
@@ -153,8 +152,7 @@ def test_a_configuration_claimed_by_another_live_sweep_is_skipped(tmp_path):
         assert summary.busy == 1 and "being measured by another sweep" in summary.line()
         assert label(1) not in df.index and len(df) == 2
         other.kill()
-        other.wait()
-        time.sleep(0.1)
+        other.wait()  # reaped: the claim's process is gone
         summary, df, claims = sweep_with(tmp_path, {})  # its process died: the claim is taken over
         assert summary.states == {"ok": 1} and len(df) == 3 and claims.empty
     finally:

@@ -34,10 +34,8 @@ from paradnn.analysis.results import Results
 from paradnn.analysis.speedup import SpeedupResult
 
 HOLDS, FAILS, INCONCLUSIVE = "holds", "does not hold", "inconclusive"
-UNKNOWN = INCONCLUSIVE  # too few rows to judge is inconclusive too, with the minimum said
 # Verdicts judged on projections (paradnn.analysis.projection), not on measurements of the platform.
 PROJECTED_HOLDS, PROJECTED_FAILS = "holds (projected)", "does not hold (projected)"
-OUTCOMES = (HOLDS, FAILS, INCONCLUSIVE, PROJECTED_HOLDS, PROJECTED_FAILS)
 UNKNOWN_SENTENCE = "it is inconclusive"
 FLAT = 0.02  # an adjacent step within 2% is flat
 LEVEL = 0.95  # every interval's confidence level
@@ -273,11 +271,6 @@ def matched_groups(df: pd.DataFrame, axis: str, metric: str, family: str) -> lis
     groups = ok.groupby(keys, dropna=False) if keys else [(None, ok)]
     series = [group.groupby(axis)[metric].median().sort_index() for _, group in groups]
     return [s for s in series if len(s) >= 2 and (s > 0).all()]
-
-
-def matched_ratios(df: pd.DataFrame, axis: str, metric: str, family: str) -> pd.Series:
-    """metric(largest axis value) / metric(smallest) within groups equal in every other axis."""
-    return pd.Series([s.iloc[-1] / s.iloc[0] for s in matched_groups(df, axis, metric, family)], dtype=float)
 
 
 def _share_part(name: str, hits: np.ndarray, totals: np.ndarray, rule: Rule) -> Part:

@@ -150,7 +150,8 @@ def merge(folder: Path, reports: list[str]) -> list[dict]:
     return sorted(rows, key=lambda r: (order.get(r["id"], len(order)), r.get("platform", "")))
 
 
-def _said(row: dict) -> str:
+def said(row: dict) -> str:
+    """A verdict's evidence in words: what was checked, the evidence and the effect with its rule."""
     said = f"{row['check']}: {row['evidence']}" if row.get("check") else row["evidence"]
     return f"{said}; {row['effect_words']}" if row.get("effect_words") else said
 
@@ -160,7 +161,7 @@ def summary(rows: list[dict]) -> list[dict]:
     lines = []
     for o in OBSERVATIONS:
         mine = [r for r in rows if r["id"] == o.id]
-        verdicts = [(r.get("platform", ""), r["verdict"], _said(r), r.get("report", "")) for r in mine]
+        verdicts = [(r.get("platform", ""), r["verdict"], said(r), r.get("report", "")) for r in mine]
         lines.append({"id": o.id, "claim": o.claim, "section": o.section, "figure": o.figure, "verdicts": verdicts})
     return lines
 

@@ -13,9 +13,9 @@ import signal
 import subprocess
 from pathlib import Path
 
-from paradnn import __version__
 from paradnn.config import ConfigError
 from paradnn.platform import Target, cpu_theoretical_peak, datasheet_for
+from paradnn.version import __version__
 
 
 def apply_threads(target: Target) -> None:

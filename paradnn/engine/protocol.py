@@ -1,4 +1,4 @@
-"""The measurement protocol (DESIGN section 5): time one configuration's training step.
+"""The measurement protocol: time one configuration's training step.
 
 1. Build model, optimizer and device-resident synthetic data (nothing crosses from the
    host inside the timer).

@@ -55,7 +55,6 @@ from typing import Protocol, TypeVar
 
 import psutil
 
-from paradnn import __version__
 from paradnn.config import ConfigError, cache_dir, check_number
 from paradnn.engine import frameworks
 from paradnn.engine.gate import GATE_ENV, gate
@@ -66,6 +65,7 @@ from paradnn.families import Config, family_of, parse_label
 from paradnn.identity import fingerprint, run_key
 from paradnn.platform import Target
 from paradnn.store import CLAIM_MARGIN_S, STATES, Store
+from paradnn.version import __version__
 
 FAULT_CRASH_ENV = "PARADNN_FAULT_CRASH_ON"  # fault injection for tests: a label whose worker aborts
 WORKER_START_TIMEOUT_S = 300.0

@@ -22,8 +22,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from paradnn import __version__
 from paradnn.config import ConfigError, cache_dir
+from paradnn.version import __version__
 
 CURRENT = "current"
 # What a sweep worker imports besides TensorFlow (and the Keras it brings).
