@@ -1,16 +1,23 @@
 """The Python API: what the command line does, as functions returning dicts and DataFrames.
 
 Usable from a plain script (no ``if __name__ == "__main__":`` guard needed: sweeps run
-their worker as a fresh interpreter) and from a notebook::
+their worker as a fresh interpreter) and from a notebook. These examples run as written
+(``tests/test_docs.py`` runs them as doctests, in an empty folder):
 
-    import paradnn
-
-    paradnn.describe("fc", "layer_4-node_512-input_2000-output_1000-bs_256")["flops_model"]
-    paradnn.measure("fc", "layer_2-node_256-input_2000-output_1000-bs_64", max_seconds=2)["examples_per_sec"]
-    df = paradnn.sweep("fc", preset="smoke", store="outputs/mine.sqlite")
-    paradnn.load("outputs/mine.sqlite").where(family="fc").frame
-    paradnn.merge(["laptop.sqlite", "lab.sqlite"], "study.sqlite", rename={"cpu": "xeon-lab"})
-    rows, summary = paradnn.project("tpu-v2-8", "tpu-v3-8", "fc")
+>>> import paradnn
+>>> paradnn.describe("fc", "layer_4-node_512-input_2000-output_1000-bs_256")["flops_model"]
+3571937280
+>>> paradnn.measure("fc", "layer_1-node_8-input_8-output_8-bs_8", max_seconds=0.2)["state"]
+'ok'
+>>> df = paradnn.sweep("fc", overrides={"layers": [1], "nodes": [8, 16], "batch": [8]}, max_seconds=0.2,
+...                    store="outputs/mine.sqlite")
+>>> sorted(paradnn.load("outputs/mine.sqlite").where(family="fc").frame["state"])
+['ok', 'ok']
+>>> paradnn.merge(["outputs/mine.sqlite"], "outputs/study.sqlite", rename={"cpu": "xeon-lab"})["added"]
+{'xeon-lab': 2}
+>>> rows, summary = paradnn.project("tpu-v2-8", "tpu-v3-8", "fc")
+>>> summary["n"], round(summary["peak_ratio"], 2)
+(230, 2.33)
 
 Bad input raises :class:`paradnn.config.ConfigError` naming the field and what is allowed;
 a store that is not one, or is damaged, raises :class:`paradnn.store.StoreError`. Both

@@ -479,6 +479,7 @@ def run_pipeline(
     if reference is not None and not reference.is_dir():
         raise ConfigError("--reference", str(reference), "a folder with the original study's JSON files")
     overrides = validate_overrides(pipeline, overrides or {})  # from Python too: the bounds of the command line
+    own = pipeline  # its store inside its output folder, which is checked before anything is created
     if store is not None:
         from paradnn.store import Store, StoreError
 
@@ -491,7 +492,7 @@ def run_pipeline(
             overrides = {**overrides, "measure_missing": False}
         pipeline = Pipeline(pipeline.name, str(store.resolve()), pipeline.kernel, pipeline.parameters, pipeline.notebooks,
                             pipeline.path)  # fmt: skip
-    out = outputs_folder(outputs, pipeline)  # created once nothing is refused
+    out = outputs_folder(outputs, own)  # created once nothing is refused
     store = out / pipeline.store  # an absolute store stays as it is
     store.parent.mkdir(parents=True, exist_ok=True)
     ensure_kernel(pipeline.kernel)

@@ -82,3 +82,14 @@ def test_every_option_the_docs_give_a_command_exists():
                 if flag not in helps[command]:
                     missing.append(f"{page.relative_to(ROOT)}: paradnn {command} {flag}")
     assert not missing, "\n".join(sorted(set(missing)))
+
+
+@pytest.mark.slow
+def test_the_api_docstring_examples_run_as_doctests(tmp_path, monkeypatch):
+    import doctest
+
+    import paradnn.api
+
+    monkeypatch.chdir(tmp_path)
+    failed, tried = doctest.testmod(paradnn.api, optionflags=doctest.ELLIPSIS, report=True)
+    assert tried >= 8 and failed == 0

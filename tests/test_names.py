@@ -155,3 +155,11 @@ def test_a_source_with_a_platform_name_no_store_could_hold_is_damaged(tmp_path, 
     line = one_line_refusal(cli("merge", str(src), "--store", str(tmp_path / "dst.sqlite")))
     assert f"{src}: damaged" in line and needle in line and len(line) < 400
     assert not (tmp_path / "dst.sqlite").exists()
+
+
+def test_a_sweep_named_as_another_machine_is_refused_before_it_measures(tmp_path):
+    store = machine_store(tmp_path / "s.sqlite", device="Intel Xeon", cores=64, platform="xeon-lab")
+    line = one_line_refusal(cli("sweep", "fc", "--set", "layers=1", "--set", "nodes=8", "--set", "batch=8", "--max-seconds",
+                                "0.2", "--name", "xeon-lab", "--store", str(store)))  # fmt: skip
+    assert "'xeon-lab' would fold two machines" in line and "Intel Xeon (64 cores)" in line
+    assert platforms_of(store) == {"xeon-lab": {"Intel Xeon"}}

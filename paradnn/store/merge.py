@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shlex
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping
@@ -161,8 +162,10 @@ def merge(sources: Iterable[str | Path], store: str | Path, rename: Mapping[str,
 
 
 def _measured_as(read: list[_Source], name: str) -> set[str]:
-    """The platform ids the sources' rows of ``name`` were measured as."""
-    return {r["platform_id"] or r["platform"] for s in read for r in s.identities if r["platform"] == name}
+    """The platform ids the sources' rows and records of ``name`` were measured as."""
+    rows = {r["platform_id"] or r["platform"] for s in read for r in s.identities if r["platform"] == name}
+    records = {p["info_parsed"].get("id") or name for s in read for p in s.platforms if p["platform"] == name}
+    return rows | records
 
 
 def _new_name(old: str, new: str, measured_as: set[str]) -> str:
@@ -182,8 +185,8 @@ def _temporary(dst: Path, pid: int) -> Path:
 def _remove_stale(dst: Path) -> None:
     """Remove what a killed merge into a new ``dst`` left beside it (its process is gone)."""
     for path in dst.parent.glob(f".{dst.name}.merging-*"):
-        pid = path.name.rsplit("-", 1)[-1]
-        if pid.isascii() and pid.isdigit() and not psutil.pid_exists(int(pid)):
+        pid = re.fullmatch(r".*\.merging-([0-9]+)(-wal|-shm|-journal)?", path.name)
+        if pid and not psutil.pid_exists(int(pid.group(1))):
             path.unlink(missing_ok=True)
 
 
