@@ -100,13 +100,13 @@ def sweep(family: str, *, preset: str = "smoke", store: str | Path = "outputs/re
     its id, ``cpu``), so two machines' ``cpu`` stay two platforms when their stores are
     merged (:func:`merge`). A name is not a run setting: it changes no run key."""
     from paradnn.analysis.results import Results
-    from paradnn.space import expand
     from paradnn.store import Store
     from paradnn.store.guard import store_errors
+    from paradnn.store.legacy import grid_of
     from paradnn.sweeps.backends import run_sweep
     from paradnn.sweeps.driver import SilentProgress, SweepOptions
 
-    configs = expand(family, preset, overrides)
+    configs = grid_of(family, preset, overrides)
     parsed, target, settings_with = _run(run, name)
     options = SweepOptions(settings=settings_with(max_seconds=max_seconds), target=target, max_minutes=max_minutes,
                            windows=windows, workers=workers)  # fmt: skip

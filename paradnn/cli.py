@@ -327,7 +327,9 @@ store_option = click.option("--store", "store_path", default=DEFAULT_STORE, show
 
 @main.command(epilog=_epilog("sweep", labels=True))
 @click.argument("family")
-@click.option("--preset", default="smoke", show_default=True, help="smoke, quick or paper.")
+@click.option("--preset", default="smoke", show_default=True,
+              help="smoke, quick or paper; for fc also paper-overlap: the original study's configurations its TPU v2-8 "
+                   "and V100 both finished (--set keeps the listed values).")
 @click.option("--set", "overrides", multiple=True, metavar="AXIS=V1,V2", help="Replace one axis of the preset's grid.")
 @run_options()
 @name_option
@@ -360,11 +362,12 @@ def sweep(family: str, preset: str, overrides: tuple[str, ...], store_path: str,
     model is least certain, and fill the rest of the grid by prediction (marked
     "predicted"); see `paradnn predict`.
     """
-    from paradnn.space import expand, parse_override
+    from paradnn.space import parse_override
+    from paradnn.store.legacy import grid_of
     from paradnn.sweeps.backends import run_sweep
     from paradnn.sweeps.driver import SweepOptions, check_settings
 
-    configs = expand(_family(family), preset, dict(parse_override(family, o) for o in overrides))
+    configs = grid_of(_family(family), preset, dict(parse_override(family, o) for o in overrides))
     parsed, target, settings = _run_settings(run, platform_name, max_seconds=max_seconds)
     devices = settings.devices
     for name, value in (("--max-minutes", max_minutes), ("--timeout", timeout_s), ("--memory-budget", memory_gb)):

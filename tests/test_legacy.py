@@ -311,3 +311,16 @@ def test_the_original_grid_as_a_preset_is_cheapest_first_and_on_both_platforms()
         overlap_configs(within="neither")
     with pytest.raises(ConfigError, match="an FC axis"):
         overlap_configs(overrides={"filters": [16]})
+
+
+def test_the_paper_overlap_preset_is_the_original_grid_both_platforms_finished():
+    from paradnn.config import ConfigError
+    from paradnn.store.legacy import grid_of, overlap_configs
+
+    configs = grid_of("fc", "paper-overlap", {"layers": [4], "nodes": [32]})
+    assert [c.label for c in configs][:2] == ["layer_4-node_32-input_2000-output_1000-bs_64",
+                                              "layer_4-node_32-input_2000-output_1000-bs_128"]  # fmt: skip
+    assert len(grid_of("fc", "paper-overlap")) == len(overlap_configs()) == 176  # the V100's 176 finished, all on the TPU too
+    with pytest.raises(ConfigError, match="fc family only"):
+        grid_of("cnn", "paper-overlap")
+    assert [c.label for c in grid_of("fc", "smoke")] == [c.label for c in grid_of("fc", "smoke", None)]

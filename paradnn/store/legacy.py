@@ -475,3 +475,21 @@ def overlap_configs(count: int | None = None, overrides: dict | None = None, wit
             raise ConfigError("overrides", name, "an FC axis: " + ", ".join(FCConfig.axes()))
         configs = [c for c in configs if getattr(c, name) in set(values)]
     return configs[:count] if count is not None else configs
+
+
+OVERLAP_PRESET = "paper-overlap"  # sweep --preset paper-overlap: the original study's own FC grid
+
+
+def grid_of(family: str, preset: str, overrides: dict | None = None) -> list:
+    """A sweep's configurations: a family's preset grid (:func:`paradnn.space.expand`), or with
+    ``paper-overlap`` the FC configurations the original study finished on both its TPU v2-8 and
+    V100 (:func:`overlap_configs`, cheapest first; ``overrides`` keep the listed axis values)."""
+    from paradnn.space import expand
+
+    if preset != OVERLAP_PRESET:
+        return expand(family, preset, overrides)
+    if family != "fc":
+        raise ConfigError("--preset", preset, f"{OVERLAP_PRESET} with the fc family only (the original study's sweeps are "
+                                              "FC), or smoke, quick or paper")  # fmt: skip
+    return overlap_configs(None, overrides)
+
