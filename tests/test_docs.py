@@ -93,3 +93,12 @@ def test_the_api_docstring_examples_run_as_doctests(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     failed, tried = doctest.testmod(paradnn.api, optionflags=doctest.ELLIPSIS, report=True)
     assert tried >= 8 and failed == 0
+
+
+def test_every_relative_link_of_the_docs_resolves():
+    broken = []
+    for page in PAGES:
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text()):
+            if not target.startswith(("http://", "https://", "mailto:")) and not (page.parent / target).exists():
+                broken.append(f"{page.relative_to(ROOT)}: {target}")
+    assert not broken, "\n".join(broken)
