@@ -474,3 +474,13 @@ def test_a_read_only_store_is_reported_on_without_importing_into_it(tmp_path, mo
     assert "read-only" in nb.ensure_reference(path)
     with Store(path, create=False, readonly=True) as s:
         assert s.count() == 0
+
+
+def test_a_sweep_on_a_gpu_this_machine_lacks_is_one_line_and_leaves_no_store(tmp_path):
+    import shutil as sh
+
+    if sh.which("nvidia-smi"):
+        pytest.skip("this machine has a GPU")
+    result = cli("sweep", "fc", "--platform", "gpu:0", "--store", str(tmp_path / "g.sqlite"))
+    one_line(result, "--platform: 'gpu:0' is not valid; allowed: 0 GPU device(s)")
+    assert result.stderr.count("is not valid") == 1 and not list(tmp_path.iterdir())
