@@ -291,6 +291,39 @@ def test_the_pool_keeps_only_the_newest_workers(tmp_path, idle):
     assert idle.take(("python", "0")) is None and idle.take(("python", "1")) is FakeWorker.started[1]
 
 
+def test_lanes_taking_from_the_pool_at_once_share_its_one_worker_without_error(idle):
+    import threading
+
+    class Slow:
+        """An idle worker whose identity takes a while to read, so the lanes overlap inside take()."""
+
+        @property
+        def identity(self) -> tuple:
+            threading.Event().wait(0.01)
+            return ("python", "cpu")
+
+        def alive(self) -> bool:
+            return True
+
+        def kill(self) -> None: ...
+
+    idle._idle.append(Slow())
+    got, errors = [], []
+
+    def lane() -> None:
+        try:
+            got.append(idle.take(("python", "cpu")))
+        except Exception as exc:  # noqa: BLE001 - what the test looks for
+            errors.append(exc)
+
+    lanes = [threading.Thread(target=lane) for _ in range(8)]
+    for t in lanes:
+        t.start()
+    for t in lanes:
+        t.join()
+    assert not errors and sum(w is not None for w in got) == 1 and not idle._idle
+
+
 def test_profile_local_keeps_each_profile_once_and_reports_failures(tmp_path, idle):
     from paradnn.sweeps.driver import Profile, profile_local
 

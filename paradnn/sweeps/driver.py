@@ -517,16 +517,19 @@ class IdleWorkers:
 
     def __init__(self) -> None:
         self._idle: list = []  # ProcessWorkers (or test doubles with an ``identity``), oldest first
+        self._lock = threading.Lock()  # a sweep's lanes start their workers from several threads at once
 
     def take(self, identity: tuple) -> ProcessWorker | None:
         """An idle, living worker started with ``identity`` (removed from the pool), or None."""
-        for worker in list(self._idle):
-            if worker.identity == identity:
+        while True:
+            with self._lock:
+                worker = next((w for w in self._idle if w.identity == identity), None)
+                if worker is None:
+                    return None
                 self._idle.remove(worker)
-                if worker.alive():
-                    return worker
-                worker.kill()
-        return None
+            if worker.alive():
+                return worker
+            worker.kill()
 
     def park(self, worker: Worker) -> None:
         """Keep ``worker`` for a later sweep if it is alive, small and has an identity; stop it otherwise."""
@@ -535,13 +538,18 @@ class IdleWorkers:
         if not keep:
             worker.stop()
             return
-        self._idle.append(worker)
-        while len(self._idle) > IDLE_WORKERS_MAX:
-            self._idle.pop(0).stop()
+        with self._lock:
+            self._idle.append(worker)
+            evicted = self._idle[: max(0, len(self._idle) - IDLE_WORKERS_MAX)]
+            del self._idle[: len(evicted)]
+        for old in evicted:  # the oldest first
+            old.stop()
 
     def stop_all(self) -> None:
-        while self._idle:
-            self._idle.pop().stop()
+        with self._lock:
+            workers, self._idle = self._idle, []
+        for worker in reversed(workers):
+            worker.stop()
 
 
 IDLE = IdleWorkers()
