@@ -58,3 +58,14 @@ def run_key(record: dict) -> str:
     if later:
         parts.append(sorted(later.items()))
     return hashlib.sha1(json.dumps(parts, default=str).encode()).hexdigest()[:20]
+
+
+PROFILE_SOURCE = "profile"  # the traces table's ``source`` of this machine's profiles: profile:PLATFORM:DTYPE
+
+
+def profile_source(platform: str, dtype: str) -> str:
+    """The identity of a stored profile: its ``source`` in the traces table, one per platform and
+    dtype policy (rows are unique per source, label and category). The engine names its profiles
+    so; the store renames them with their platform; the analysis reads them by it."""
+    return f"{PROFILE_SOURCE}:{platform}:{dtype}"
+

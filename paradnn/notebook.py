@@ -970,7 +970,7 @@ def reference_roofline_section(tpu: pd.DataFrame, traces: pd.DataFrame | None = 
 def load_traces(store: str | Path) -> pd.DataFrame:
     """The original study's TPU v2 profiler traces in the store (empty if none were imported);
     this machine's own profiles, kept there for projection, are left out."""
-    from paradnn.engine.profiler import PROFILE_SOURCE
+    from paradnn.identity import PROFILE_SOURCE
 
     with Store(store, create=False, readonly=True) as s:
         traces = s.traces()

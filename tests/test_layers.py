@@ -93,3 +93,11 @@ def test_the_api_functions_are_not_shadowed_by_subpackages() -> None:
     import paradnn.sweeps.driver  # noqa: F401 - importing a subpackage sets an attribute on paradnn
 
     assert callable(paradnn.sweep) and callable(paradnn.measure) and callable(paradnn.describe)
+
+
+def test_the_analysis_never_measures():
+    """The analysis reads what the engine and the sweeps stored; it imports nothing of the engine."""
+    analysis = [path for path in MODULES if module_name(path).startswith("paradnn.analysis")]
+    reaching = [f"{module_name(path)} line {line}: {target}" for path in analysis
+                for target, line, _ in imports(path) if target.startswith("paradnn.engine")]  # fmt: skip
+    assert not reaching, "; ".join(reaching)

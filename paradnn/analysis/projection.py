@@ -34,7 +34,7 @@ from paradnn import families
 from paradnn.analysis.observations import Rule, Verdict, inconclusive, judged, median_part
 from paradnn.analysis.results import Results
 from paradnn.config import ConfigError, compute_dtype
-from paradnn.engine.profiler import profile_source
+from paradnn.identity import profile_source
 from paradnn.platform import DATASHEETS
 
 ORIGINAL = "tpu-v2-8"  # the platform whose profiles ship with the package

@@ -28,6 +28,7 @@ from collections.abc import Iterable
 import pandas as pd
 
 from paradnn.families import Config
+from paradnn.identity import profile_source
 
 CATEGORIES = (
     ("matmul", r"MatMul|Einsum"),
@@ -42,13 +43,6 @@ CATEGORIES = (
     ("element-wise", r".*"),
 )
 _IGNORED = re.compile(r"^(IDLE|NoOp|Const|Placeholder|_Arg|_Retval|Shape|Size|Rank|StopGradient)$")
-PROFILE_SOURCE = "profile"  # the traces table's ``source`` of this machine's profiles: profile:PLATFORM:DTYPE
-
-
-def profile_source(platform: str, dtype: str) -> str:
-    """The ``source`` of a platform's profiles at one dtype policy in the traces table (whose rows
-    are unique per source, label and category: one profile per platform, dtype and label)."""
-    return f"{PROFILE_SOURCE}:{platform}:{dtype}"
 
 
 def trace_rows(breakdown: pd.DataFrame, platform: str, dtype: str) -> list[dict]:

@@ -43,8 +43,7 @@ from pathlib import Path
 
 import psutil
 
-from paradnn.engine.profiler import PROFILE_SOURCE
-from paradnn.identity import LATER_IDENTITY, run_key
+from paradnn.identity import LATER_IDENTITY, PROFILE_SOURCE, run_key
 from paradnn.platform import platform_name
 from paradnn.store.db import TRACE_COLUMNS, Store, StoreError
 from paradnn.store.names import Machine, check_writes, machine, name_problem

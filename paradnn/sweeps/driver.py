@@ -1090,7 +1090,7 @@ def profile_local(configs: list[Config], store: Store, options: SweepOptions, pr
     """
     from tqdm import tqdm
 
-    from paradnn.engine.profiler import profile_source
+    from paradnn.identity import profile_source
 
     start_worker = start_worker or partial(reuse_or_start, framework=options.settings.framework)
     dtype, platform = options.settings.dtype, options.target.platform
