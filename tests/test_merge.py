@@ -14,6 +14,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -206,34 +207,32 @@ def a_store(folder: Path) -> Path:
     return machine_store(folder / "small.sqlite", device="Small", platform="small")
 
 
+def kill_merge_midway(source: Path, dst: Path, wal: Callable[[int], Path]) -> None:
+    """Start merging ``source`` into ``dst`` in another process and SIGKILL it once its write-ahead
+    log (``wal(pid)``) holds a megabyte: well inside its transaction."""
+    code = f"import paradnn; paradnn.merge([{str(source)!r}], {str(dst)!r})"
+    proc = subprocess.Popen([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(ROOT)})
+    log = wal(proc.pid)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None and not (log.exists() and log.stat().st_size > 1_000_000):
+        time.sleep(0.01)
+    assert proc.poll() is None, "the merge finished before it could be interrupted"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+
+
 @pytest.mark.slow
 def test_a_merge_killed_midway_leaves_dst_as_it_was(tmp_path):
     source = large_store(tmp_path / "big.sqlite", 30_000)  # a merge of 4-10 s: killed well before its end
     dst = machine_store(tmp_path / "study.sqlite")
     before = sha(dst)
-    code = f"import paradnn; paradnn.merge([{str(source)!r}], {str(dst)!r})"
-    proc = subprocess.Popen([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(ROOT)})
-    wal = Path(f"{dst}-wal")
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and proc.poll() is None and not (wal.exists() and wal.stat().st_size > 1_000_000):
-        time.sleep(0.01)
-    assert proc.poll() is None, "the merge finished before it could be interrupted"
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    kill_merge_midway(source, dst, lambda pid: Path(f"{dst}-wal"))
     assert sha(dst) == before  # nothing reached the store file
     with Store(dst) as s:  # and the half-written transaction is gone
         assert s.count() == 3 and set(s.results()["platform"]) == {"cpu"}
     assert merge([source], dst).rows == 30_003  # the same merge, let finish, adds it all
     new = tmp_path / "new.sqlite"  # killed while merging into a new store: nothing appears
-    proc = subprocess.Popen([sys.executable, "-c", f"import paradnn; paradnn.merge([{str(source)!r}], {str(new)!r})"],
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
-    hidden = Path(f"{tmp_path / ('.new.sqlite.merging-' + str(proc.pid))}-wal")
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and proc.poll() is None and not (hidden.exists() and hidden.stat().st_size > 1_000_000):
-        time.sleep(0.01)
-    assert proc.poll() is None, "the merge finished before it could be interrupted"
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    kill_merge_midway(source, new, lambda pid: tmp_path / f".new.sqlite.merging-{pid}-wal")
     assert not new.exists()
     assert merge([a_store(tmp_path)], new).rows == 3 and not list(tmp_path.glob(".new.sqlite.merging-*"))  # left-overs gone
 
