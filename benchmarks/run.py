@@ -474,7 +474,9 @@ def bench_projection(tiny: bool, work: Path) -> None:
     from paradnn.platform import parse_target
     from paradnn.space import expand
     from paradnn.store import Store
-    from paradnn.sweeps.driver import SilentProgress, SweepOptions, profile_local, run_local
+    from paradnn.sweeps.backends import run_sweep
+    from paradnn.sweeps.plan import SilentProgress, SweepOptions
+    from paradnn.sweeps.profiles import profile_local
 
     source, target = "cpu[threads=1]", "cpu"
     grids = {"fc": ("smoke", {"nodes": [64], "batch": [64]})} if tiny else {f: ("quick", None) for f in ("fc", "cnn", "rnn")}
@@ -485,7 +487,7 @@ def bench_projection(tiny: bool, work: Path) -> None:
         with Store(store) as s:
             for config in configs:  # the two platforms alternate, configuration by configuration
                 for platform in (source, target):
-                    run_local([config], s, SweepOptions(settings=settings, target=parse_target(platform)),
+                    run_sweep([config], s, SweepOptions(settings=settings, target=parse_target(platform)),
                               progress=SilentProgress)  # fmt: skip
             profile_local(configs, s, SweepOptions(settings=settings, target=parse_target(source)), progress=SilentProgress)
         rows, summary = projection(str(store), source, target, family)

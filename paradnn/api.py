@@ -35,7 +35,7 @@ def describe(family: str, label: str, dtype: str = "float32") -> dict:
     from paradnn.engine.record import describe_config
     from paradnn.families import parse_label
     from paradnn.platform import Target
-    from paradnn.sweeps.driver import default_memory_budget
+    from paradnn.sweeps.plan import default_memory_budget
 
     return describe_config(parse_label(family, label), dtype, memory_budget=default_memory_budget(Target()))
 
@@ -72,7 +72,7 @@ def measure(family: str, label: str, *, max_seconds: float = 10.0, name: str | N
     from paradnn.engine import frameworks, machine
     from paradnn.engine.record import measure_config
     from paradnn.families import parse_label
-    from paradnn.sweeps.driver import SweepOptions, check_settings
+    from paradnn.sweeps.plan import SweepOptions, check_settings
 
     config = parse_label(family, label)
     parsed, target, settings_with = _run(run, name)
@@ -104,7 +104,7 @@ def sweep(family: str, *, preset: str = "smoke", store: str | Path = "outputs/re
     from paradnn.store.guard import store_errors
     from paradnn.store.legacy import grid_of
     from paradnn.sweeps.backends import run_sweep
-    from paradnn.sweeps.driver import SilentProgress, SweepOptions
+    from paradnn.sweeps.plan import SilentProgress, SweepOptions
 
     configs = grid_of(family, preset, overrides)
     parsed, target, settings_with = _run(run, name)

@@ -166,7 +166,7 @@ def _config(family: str, label: str) -> Config:
 
 
 def _memory_budget(memory_gb: float | None, target) -> float | None:
-    from paradnn.sweeps.driver import default_memory_budget
+    from paradnn.sweeps.plan import default_memory_budget
 
     if memory_gb is not None and not memory_gb > 0:
         raise ConfigError("--memory-budget", memory_gb, "a positive number of GB")
@@ -285,7 +285,7 @@ def measure(family: str, label: str, max_seconds: float, memory_gb: float | None
     A configuration predicted to exceed the memory budget is not run: state skipped, exit 1.
     """
     from paradnn.engine import frameworks, machine
-    from paradnn.sweeps.driver import SweepOptions, check_settings
+    from paradnn.sweeps.plan import SweepOptions, check_settings
 
     config = _config(family, label)
     if not max_seconds > 0:
@@ -364,8 +364,10 @@ def sweep(family: str, preset: str, overrides: tuple[str, ...], store_path: str,
     """
     from paradnn.space import parse_override
     from paradnn.store.legacy import grid_of
-    from paradnn.sweeps.backends import run_sweep
-    from paradnn.sweeps.driver import SweepOptions, check_settings
+    from paradnn.sweeps import stacks as stk
+    from paradnn.sweeps.backends import backend_for
+    from paradnn.sweeps.loop import check_supported, sweep
+    from paradnn.sweeps.plan import SweepOptions, check_settings
 
     configs = grid_of(_family(family), preset, dict(parse_override(family, o) for o in overrides))
     parsed, target, settings = _run_settings(run, platform_name, max_seconds=max_seconds)
@@ -373,33 +375,25 @@ def sweep(family: str, preset: str, overrides: tuple[str, ...], store_path: str,
     for name, value in (("--max-minutes", max_minutes), ("--timeout", timeout_s), ("--memory-budget", memory_gb)):
         if value is not None and not value > 0:
             raise ConfigError(name, value, "a positive number")
-    from paradnn.sweeps import stacks as stk
-
-    stacks = [stk.parse(text) for text in stack_texts]
-    if windows != 1 and (stacks or adaptive or backend == "ray"):
-        raise ConfigError("--windows", windows, "1 with --stack, --adaptive or --backend ray (a plain local sweep only)")
-    if workers != 1 and (stacks or adaptive or backend == "ray"):
-        raise ConfigError("--workers", workers, "1 with --stack, --adaptive or --backend ray (a plain local sweep only)")
-    if stacks and (adaptive or backend == "ray"):
-        raise ConfigError("--stack", stack_texts[0], "a plain local sweep (not with --adaptive or --backend ray)")
     if backend == "ray" and not address:
         raise ConfigError("--address", "(none)", "HOST:PORT of a running Ray cluster, or $RAY_ADDRESS")
-    if backend == "ray" and adaptive:
-        raise ConfigError("--backend", "ray", "local with --adaptive (adaptive rounds run on this machine)")
-    if backend == "ray":
-        from paradnn.sweeps.cluster import check_devices, check_reachable
-
-        check_devices(devices)
-        check_reachable(address or "")  # before the store is opened
+    stacks = [stk.parse(text) for text in stack_texts]
+    where = backend_for(stacks, (address or "") if backend == "ray" else "", echo=lambda t: click.echo(t, err=True))
     if adaptive != (budget is not None):
         raise ConfigError("--adaptive/--budget", budget or "(none)", "both together: --adaptive --budget N (or Nm)")
-    if adaptive:
-        from paradnn.sweeps.adaptive import Budget, adaptive_sweep
-
-        parsed_budget = Budget.parse(budget or "")
     options = SweepOptions(settings=settings, target=target, memory_budget_bytes=memory_gb * 1e9 if memory_gb else None,
                            timeout_s=timeout_s, max_minutes=max_minutes, retry_failed=retry_failed, force=force,
                            windows=windows, workers=workers)  # fmt: skip
+    if adaptive:
+        from paradnn.sweeps.adaptive import Budget, adaptive_sweep, check_adaptive
+
+        check_adaptive(options, where)
+        parsed_budget = Budget.parse(budget or "")
+    check_supported(where, [options])
+    if backend == "ray":
+        from paradnn.sweeps.cluster import check_reachable
+
+        check_reachable(address or "")  # before the store is opened
     check_settings(configs, options)  # before the store is opened
     predicted = None
     with _refused_leaves_nothing(store_path), _open_store(store_path) as store, _terminate_as_interrupt() as terminated:
@@ -407,8 +401,7 @@ def sweep(family: str, preset: str, overrides: tuple[str, ...], store_path: str,
             outcome = adaptive_sweep(configs, store, options, parsed_budget, echo=lambda t: click.echo(t, err=True))
             summary, predicted = outcome.summary, outcome.predicted
         else:
-            summary = run_sweep(configs, store, options, stacks=stacks, address=(address or "") if backend == "ray" else "",
-                                echo=lambda t: click.echo(t, err=True))  # fmt: skip
+            summary = sweep(configs, store, options, where)
     from paradnn.analysis.results import Results
 
     mine = Results.load(store_path).where(family=family, label=[c.label for c in configs])
@@ -771,7 +764,8 @@ def profile(family: str, labels: tuple[str, ...], platform_id: str, dtype: str, 
     from paradnn.analysis.results import Results
     from paradnn.engine.protocol import RunSettings
     from paradnn.platform import parse_target
-    from paradnn.sweeps.driver import SweepOptions, profile_local
+    from paradnn.sweeps.plan import SweepOptions
+    from paradnn.sweeps.profiles import profile_local
 
     if dtype not in POLICIES:
         raise ConfigError("--dtype", dtype, ", ".join(POLICIES))

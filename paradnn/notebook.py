@@ -56,7 +56,7 @@ def setup(backend: str = "local", workers: int = 1) -> None:
     :func:`ensure_measured`)."""
     import matplotlib.pyplot as plt
 
-    from paradnn.sweeps.driver import SweepOptions
+    from paradnn.sweeps.plan import SweepOptions
 
     ray_address(backend)  # a bad value fails here, before anything is measured
     SweepOptions(workers=workers)  # so does a bad number of workers
@@ -129,7 +129,7 @@ def ensure_measured(
     All families run in one sweep, in the sweep's mixed order, so a budget that runs out
     leaves every family partly covered; the rest is measured on the next run (sweeps
     resume). ``stacks`` (``tensorflow==2.16.2``, ``current``, ...): measure under each
-    software stack, interleaved (:func:`paradnn.sweeps.driver.run_sweep_stacks`). A plain
+    software stack, side by side (:class:`paradnn.sweeps.backends.StacksBackend`). A plain
     local sweep of one device on a CPU runs :data:`SWEEP_WORKERS` worker processes (the
     notebook's ``workers``); every other sweep runs one.
 
@@ -139,16 +139,16 @@ def ensure_measured(
     ``variants``: several runs, each ``run`` with some settings changed (``[{"dtype":
     "float32"}, {"dtype": "mixed_bfloat16"}]``), measured within ``budget_minutes`` in all. A
     plain local sweep measures them in one sweep on the same workers
-    (:func:`paradnn.sweeps.driver.run_local`'s ``runs``), with one line naming every run; other
-    sweeps one after the other, with a line each.
+    (:func:`paradnn.sweeps.backends.run_sweep`'s ``runs``), with one line naming every run; a
+    backend that does not support several runs measures them one after the other, with a line each.
     """
     from paradnn.engine.protocol import RunSettings
     from paradnn.platform import parse_target
     from paradnn.settings import describe, parse
     from paradnn.space import expand
     from paradnn.sweeps import stacks as stk
-    from paradnn.sweeps.backends import run_sweep
-    from paradnn.sweeps.driver import SweepOptions, run_local
+    from paradnn.sweeps.backends import backend_for, run_sweep
+    from paradnn.sweeps.plan import SweepOptions
 
     check_number("budget_minutes", budget_minutes)
     runs = [parse({**run, **variant}) for variant in variants or [{}]]
@@ -165,17 +165,18 @@ def ensure_measured(
     stack_list = [stk.parse(text) for text in stacks or []]
     # Replicas and software stacks are measured on this machine (its cores or GPUs, its environments).
     address = ray_address(os.environ.get("PARADNN_BACKEND", "local")) if devices == 1 and not stack_list else ""
-    plain = target.kind == "cpu" and all(r["devices"] == 1 for r in runs) and not stack_list and not address
+    supports = backend_for(stack_list, address).supports
+    several_workers = "workers" in supports and target.kind == "cpu" and all(r["devices"] == 1 for r in runs)
     settings = [RunSettings.of(r, target, max_seconds=max_seconds) for r in runs]
     options = SweepOptions(settings=settings[0], target=target, max_minutes=budget_minutes,
-                           workers=SWEEP_WORKERS if plain else 1)  # fmt: skip
+                           workers=SWEEP_WORKERS if several_workers else 1)  # fmt: skip
     if os.environ.get("PARADNN_PROGRESS_FILE"):  # run by `paradnn report`: it shows the progress
         progress = ProgressFile
     else:  # a notebook opened by hand: a progress bar in the notebook itself
         from tqdm.auto import tqdm as progress
     with Store(store) as s:
-        if plain and len(runs) > 1 and len({r["framework"] for r in runs}) == 1:
-            summaries = [run_local(configs, s, options, progress=progress, runs=settings)]
+        if "runs" in supports and len(runs) > 1 and len({r["framework"] for r in runs}) == 1:
+            summaries = [run_sweep(configs, s, options, progress=progress, runs=settings)]
         else:
             each = [replace(options, settings=one, max_minutes=budget_minutes / len(runs)) for one in settings]
             summaries = [run_sweep(configs, s, o, stacks=stack_list, address=address, progress=progress) for o in each]
@@ -201,7 +202,7 @@ def rerun_sample(store: str | Path, platform: str = "cpu", count: int = 4, *, me
     from paradnn.families import parse_label
     from paradnn.platform import parse_target
     from paradnn.sweeps.backends import run_sweep
-    from paradnn.sweeps.driver import SweepOptions
+    from paradnn.sweeps.plan import SweepOptions
 
     if not measure_missing or not is_local(platform) or count < 1:
         return [f"{platform}: no reruns measured (measure_missing={measure_missing})"]
@@ -399,7 +400,8 @@ def profile_here(store: str | Path, platform: str, labels: list[str], dtype: str
     from paradnn.engine.protocol import RunSettings
     from paradnn.families import parse_label
     from paradnn.platform import parse_target
-    from paradnn.sweeps.driver import SilentProgress, SweepOptions, profile_local
+    from paradnn.sweeps.plan import SilentProgress, SweepOptions
+    from paradnn.sweeps.profiles import profile_local
 
     configs = [parse_label("fc", label) for label in labels]
     with Store(store) as s:
@@ -418,14 +420,15 @@ def measure_like_source(store: str | Path, source: str, target: str, labels: lis
     from paradnn.engine.protocol import RunSettings
     from paradnn.families import parse_label
     from paradnn.platform import parse_target
-    from paradnn.sweeps.driver import SilentProgress, SweepOptions, run_local
+    from paradnn.sweeps.backends import run_sweep
+    from paradnn.sweeps.plan import SilentProgress, SweepOptions
 
     held = local_settings(str(store), source, "fc")
     if not labels or not held or not is_local(target):
         return f"{target}: nothing to measure for the projection check"
     settings = RunSettings(dtype=held["dtype"], xla=held["xla"], max_seconds=max_seconds)
     with Store(store) as s:
-        summary = run_local([parse_label("fc", label) for label in labels], s,
+        summary = run_sweep([parse_label("fc", label) for label in labels], s,
                             SweepOptions(settings=settings, target=parse_target(target)), progress=SilentProgress)  # fmt: skip
     return f"{target} at {source}'s settings ({_held_words(held)}): {summary.line()}"
 

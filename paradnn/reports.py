@@ -232,7 +232,7 @@ PARAMETER_BOUNDS: dict[str, tuple[bool, float, bool]] = {
     "fill_fraction": (True, 1, False),
     "seed": (False, 2**32 - 1, True),
     "projection_count": (False, 100, True),
-    "workers": (True, 4, True),  # paradnn.sweeps.driver.MAX_WORKERS
+    "workers": (True, 4, True),  # paradnn.sweeps.plan.MAX_WORKERS
 }
 # Text parameters with a fixed set of values: name -> what is allowed.
 PARAMETER_CHOICES: dict[str, tuple[str, ...]] = {"project_to": ("", *DATASHEETS)}

@@ -19,7 +19,7 @@ from paradnn.engine import frameworks
 from paradnn.engine.protocol import RunSettings
 from paradnn.families import parse_label
 from paradnn.identity import run_key
-from paradnn.sweeps.driver import SweepOptions, run_key_of
+from paradnn.sweeps.plan import SweepOptions, run_key_of
 
 FC = "layer_2-node_64-input_100-output_10-bs_32"
 CNN = "block_1-filter_8-image_32-output_10-bs_8-residual"

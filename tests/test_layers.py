@@ -82,15 +82,15 @@ def test_no_private_name_crosses_a_module(path: Path) -> None:
 def test_the_layer_checker_can_fail(tmp_path: Path) -> None:
     """An upward import inside a function is found (the check is not vacuous)."""
     module = tmp_path / "m.py"
-    module.write_text("def f():\n    from paradnn.sweeps.driver import run_local\n")
-    assert ("paradnn.sweeps.driver", 2, ["run_local"]) in imports(module)
-    assert layer_of("paradnn.sweeps.driver") > layer_of("paradnn.engine.protocol")
+    module.write_text("def f():\n    from paradnn.sweeps.loop import sweep\n")
+    assert ("paradnn.sweeps.loop", 2, ["sweep"]) in imports(module)
+    assert layer_of("paradnn.sweeps.loop") > layer_of("paradnn.engine.protocol")
 
 
 def test_the_api_functions_are_not_shadowed_by_subpackages() -> None:
     """``paradnn.sweep`` stays the API function once the sweep machinery is imported."""
     import paradnn
-    import paradnn.sweeps.driver  # noqa: F401 - importing a subpackage sets an attribute on paradnn
+    import paradnn.sweeps.loop  # noqa: F401 - importing a subpackage sets an attribute on paradnn
 
     assert callable(paradnn.sweep) and callable(paradnn.measure) and callable(paradnn.describe)
 

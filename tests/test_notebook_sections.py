@@ -113,11 +113,12 @@ def test_measuring_replicas_and_inputs_needs_a_local_platform_and_measure_missin
 
 def test_variants_are_measured_in_one_sweep_and_one_line_names_every_run(monkeypatch, tmp_path):
     from paradnn.config import ConfigError
-    from paradnn.sweeps import driver
+    from paradnn.sweeps import backends
+    from paradnn.sweeps.plan import SweepSummary
 
     seen = []
-    monkeypatch.setattr(driver, "run_local", lambda configs, store, options, progress=None, runs=():
-                        seen.append((options, runs)) or driver.SweepSummary(planned=len(configs) * len(runs)))  # fmt: skip
+    monkeypatch.setattr(backends, "run_sweep", lambda configs, store, options, progress=None, runs=():
+                        seen.append((options, runs)) or SweepSummary(planned=len(configs) * len(runs)))  # fmt: skip
     variants = [{"dtype": "float32"}, {"dtype": "mixed_bfloat16"}]
     lines = nb.ensure_measured(tmp_path / "s.sqlite", ["fc"], variants=variants, xla=False, platform="cpu", budget_minutes=3)
     ((options, runs),) = seen
@@ -199,7 +200,7 @@ def test_the_original_tpu_models_sit_on_the_boards_roofline_at_their_counted_int
 def test_the_notebooks_workers_reach_plain_cpu_sweeps_only(monkeypatch, tmp_path):
     from paradnn.config import ConfigError
     from paradnn.sweeps import backends
-    from paradnn.sweeps.driver import SweepSummary
+    from paradnn.sweeps.plan import SweepSummary
 
     seen = []
     monkeypatch.setattr(backends, "run_sweep", lambda configs, store, opts, **kw: seen.append(opts.workers) or SweepSummary())

@@ -19,7 +19,8 @@ from paradnn.families import parse_label
 from paradnn.identity import run_key
 from paradnn.platform import Target
 from paradnn.store import Store
-from paradnn.sweeps.driver import SweepOptions, check_settings, run_local
+from paradnn.sweeps.backends import run_sweep
+from paradnn.sweeps.plan import SweepOptions, check_settings
 
 FC = "layer_1-node_64-input_32-output_10-bs_16"
 
@@ -150,7 +151,7 @@ def test_a_two_replica_sweep_stores_its_scaling_and_compare_gives_the_scaling_ta
     assert list(tmp.iterdir()) == []
     one = RunSettings(xla=False, max_seconds=0.3, min_call_seconds=0.02)
     with Store(store_path) as store:
-        run_local([parse_label("fc", FC)], store, SweepOptions(settings=one))
+        run_sweep([parse_label("fc", FC)], store, SweepOptions(settings=one))
         rows = store.results().set_index("devices")
     two = rows.loc[2]
     assert two["replica_batch"] == 8 and rows.loc[1, "replica_batch"] == 16

@@ -21,7 +21,7 @@ from paradnn.families import parse_label
 from paradnn.space import expand
 from paradnn.store import Store
 from paradnn.sweeps import adaptive
-from paradnn.sweeps.driver import SweepOptions
+from paradnn.sweeps.plan import SweepOptions
 
 CEILINGS = Ceilings(peak_flops=1e12, bandwidth=1e11, source="test")
 GRID = {"layers": [1, 2, 4, 8], "nodes": [16, 32, 64, 128], "input": [64], "output": [8], "batch": [8, 16, 32, 64]}
@@ -253,7 +253,7 @@ def test_an_adaptive_budget_counts_what_the_store_holds(tmp_path):
 
 
 def _quiet(*args, **kwargs):
-    from paradnn.sweeps.driver import SilentProgress
+    from paradnn.sweeps.plan import SilentProgress
 
     return SilentProgress()
 

@@ -14,7 +14,8 @@ from paradnn.config import ConfigError
 from paradnn.engine.protocol import RunSettings
 from paradnn.store import Store
 from paradnn.sweeps import stacks
-from paradnn.sweeps.driver import SweepOptions, run_sweep_stacks
+from paradnn.sweeps.backends import run_sweep
+from paradnn.sweeps.plan import SweepOptions
 
 
 @pytest.fixture
@@ -112,7 +113,8 @@ def test_each_configuration_runs_on_every_stack_in_alternating_order(tmp_path, m
     options = SweepOptions(settings=RunSettings(max_seconds=0.1), timeout_s=0.2, memory_budget_bytes=1e12)
     chosen = [stacks.parse("tensorflow==2.16.2"), stacks.parse("tensorflow==2.21.0")]
     with Store(tmp_path / "r.sqlite") as store:
-        summary, skipped = run_sweep_stacks(CONFIGS, store, options, chosen, start_worker=StackWorker)
+        summary = run_sweep(CONFIGS, store, options, stacks=chosen, start_worker=StackWorker)
+        skipped = summary.skipped_stacks
         rows = store.results()
     assert summary.states["ok"] == 2 * len(CONFIGS) and not skipped
     assert sorted(rows.groupby("label")["sw_tensorflow"].apply(sorted).tolist()) == [["2.16.2", "2.21.0"]] * len(CONFIGS)
@@ -121,7 +123,7 @@ def test_each_configuration_runs_on_every_stack_in_alternating_order(tmp_path, m
     firsts = [r[0][1] for r in rounds]
     assert firsts == ["2.16.2", "2.21.0", "2.16.2"][: len(rounds)]  # the order alternates between rounds
     with Store(tmp_path / "r.sqlite") as store:  # a rerun measures nothing
-        again, _ = run_sweep_stacks(CONFIGS, store, options, chosen, start_worker=StackWorker)
+        again = run_sweep(CONFIGS, store, options, stacks=chosen, start_worker=StackWorker)
     assert again.already_done == 2 * len(CONFIGS) and not again.states
 
 
@@ -132,9 +134,9 @@ def test_a_configuration_one_stack_measured_before_is_measured_again_beside_the_
     options = SweepOptions(settings=RunSettings(max_seconds=0.1), timeout_s=0.2, memory_budget_bytes=1e12)
     newer, older = stacks.parse("tensorflow==2.21.0"), stacks.parse("tensorflow==2.16.2")
     with Store(tmp_path / "r.sqlite") as store:
-        run_sweep_stacks(CONFIGS, store, options, [newer], start_worker=StackWorker)  # another report's rows
+        run_sweep(CONFIGS, store, options, stacks=[newer], start_worker=StackWorker)  # another report's rows
         StackWorker.order = []
-        summary, _ = run_sweep_stacks(CONFIGS, store, options, [older, newer], start_worker=StackWorker)
+        summary = run_sweep(CONFIGS, store, options, stacks=[older, newer], start_worker=StackWorker)
         rows = store.results()
     # Every configuration again under both stacks, not only under the one that lacked it.
     assert summary.states["ok"] == 2 * len(CONFIGS) and summary.already_done == 0
@@ -157,11 +159,12 @@ def test_a_stack_that_cannot_install_is_skipped_and_the_others_run(tmp_path, mon
     options = SweepOptions(settings=RunSettings(max_seconds=0.1), timeout_s=0.2, memory_budget_bytes=1e12)
     chosen = [stacks.parse("tensorflow==1.0"), stacks.parse("tensorflow==2.21.0")]
     with Store(tmp_path / "r.sqlite") as store:
-        summary, skipped = run_sweep_stacks(CONFIGS, store, options, chosen, start_worker=StackWorker)
+        summary = run_sweep(CONFIGS, store, options, stacks=chosen, start_worker=StackWorker)
+        skipped = summary.skipped_stacks
     assert skipped == {"tensorflow==1.0": "no wheels with a matching Python ABI tag"}
     assert summary.states["ok"] == len(CONFIGS)
     with Store(tmp_path / "s.sqlite") as store, pytest.raises(ConfigError, match="a stack that installs and starts here"):
-        run_sweep_stacks(CONFIGS, store, options, chosen[:1], start_worker=StackWorker)
+        run_sweep(CONFIGS, store, options, stacks=chosen[:1], start_worker=StackWorker)
 
 
 @pytest.mark.slow
@@ -211,7 +214,7 @@ def test_version_speedups_carry_a_bootstrap_interval_and_flag_the_noise():
 def test_a_worker_that_dies_while_starting_reports_its_own_exit_code_and_error(tmp_path):
     """Not the kill's -9: the worker's status and the last line it wrote to its environment's log."""
     from paradnn.platform import Target
-    from paradnn.sweeps.driver import ProcessWorker
+    from paradnn.sweeps.worker import ProcessWorker
 
     python = tmp_path / "env" / "bin" / "python"
     python.parent.mkdir(parents=True)

@@ -14,7 +14,7 @@ import psutil
 import pytest
 
 from paradnn.store import Store, StoreError
-from paradnn.sweeps.driver import ordered
+from paradnn.sweeps.plan import ordered
 
 pytestmark = pytest.mark.slow
 

@@ -15,8 +15,11 @@ from paradnn.engine.protocol import RunSettings
 from paradnn.platform import Target
 from paradnn.space import expand
 from paradnn.store import Store
-from paradnn.sweeps import driver as sweep
-from paradnn.sweeps.driver import ChooseXLA, Describe, Failed, Measure, Result, SweepOptions, run_local
+from paradnn.sweeps import backends, plan
+from paradnn.sweeps import worker as sweep_worker
+from paradnn.sweeps.backends import run_sweep
+from paradnn.sweeps.messages import ChooseXLA, Describe, Failed, Measure, Result
+from paradnn.sweeps.plan import SweepOptions
 
 CONFIGS = expand("fc", "smoke", {"layers": [1], "nodes": [8, 16, 32], "input": [16], "output": [4], "batch": [8]})
 INFO = {"id": "cpu", "name": "Fake CPU", "host": "fake-host", "cores": 2,
@@ -92,7 +95,7 @@ def sweep_with(tmp_path, script: dict[str, str], **options):
     FakeWorker.started = []
     opts = SweepOptions(settings=RunSettings(max_seconds=0.1), timeout_s=0.2, memory_budget_bytes=1e12, **options)
     with Store(tmp_path / "r.sqlite") as store:
-        summary = run_local(CONFIGS, store, opts, start_worker=lambda target: FakeWorker(target, script))
+        summary = run_sweep(CONFIGS, store, opts, start_worker=lambda target: FakeWorker(target, script))
         df = store.results().set_index("label")
         claims = store.claims()
     return summary, df, claims
@@ -122,7 +125,7 @@ def test_every_configuration_gets_one_row_and_claims_are_released(tmp_path):
     ],
 )
 def test_a_failure_is_a_result_and_the_sweep_goes_on(tmp_path, monkeypatch, behaviour, state, needle, replaced):
-    monkeypatch.setattr(sweep, "oom_kills", lambda: 7)  # the kernel's OOM killer did nothing
+    monkeypatch.setattr(sweep_worker, "oom_kills", lambda: 7)  # the kernel's OOM killer did nothing
     summary, df, _ = sweep_with(tmp_path, {label(0): behaviour})
     assert df.loc[label(0), "state"] == state and needle in df.loc[label(0), "error"]
     assert (df.drop(label(0))["state"] == "ok").all()
@@ -131,7 +134,7 @@ def test_a_failure_is_a_result_and_the_sweep_goes_on(tmp_path, monkeypatch, beha
 
 def test_a_worker_killed_by_the_oom_killer_is_oom(tmp_path, monkeypatch):
     counts = iter([3, 4] + [4] * 10)  # the system's oom_kill count rises while the worker runs
-    monkeypatch.setattr(sweep, "oom_kills", lambda: next(counts))
+    monkeypatch.setattr(sweep_worker, "oom_kills", lambda: next(counts))
     _, df, _ = sweep_with(tmp_path, {label(0): "kill"})
     assert df.loc[label(0), "state"] == "oom" and "OOM killer" in df.loc[label(0), "error"]
 
@@ -144,7 +147,7 @@ def test_a_configuration_claimed_by_another_live_sweep_is_skipped(tmp_path):
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         with Store(path) as store:
-            key = sweep.run_key_of(CONFIGS[1], SweepOptions(), INFO)
+            key = plan.run_key_of(CONFIGS[1], SweepOptions(), INFO)
             store.claim(key, label(1), (), 60)
             # Hand the claim to the other (live) process, as if it were measuring it.
             store.conn.execute("UPDATE claims SET pid = ?, pid_started = NULL WHERE run_key = ?", (other.pid, key))
@@ -169,7 +172,7 @@ def test_an_unusable_platform_is_a_config_error_and_nothing_is_written(tmp_path)
         raise ConfigError("--platform", target.id, "1 GPU device(s) on this machine")
 
     with Store(path) as store, pytest.raises(ConfigError, match="GPU"):
-        run_local(CONFIGS, store, SweepOptions(target=Target("gpu", 7)), start_worker=absent)
+        run_sweep(CONFIGS, store, SweepOptions(target=Target("gpu", 7)), start_worker=absent)
     assert path.read_bytes() == before
 
 
@@ -186,7 +189,7 @@ def test_a_family_counted_by_its_keras_model_is_described_by_the_worker(tmp_path
     FakeWorker.started = []
     configs = expand("squeezenet", "smoke")
     with Store(tmp_path / "r.sqlite") as store:
-        run_local(configs, store, SweepOptions(memory_budget_bytes=1e12, timeout_s=0.2),
+        run_sweep(configs, store, SweepOptions(memory_budget_bytes=1e12, timeout_s=0.2),
                   start_worker=lambda target: FakeWorker(target, {configs[0].label: "hang"}))  # fmt: skip
         row = store.results().iloc[0]
     assert row["state"] == "timeout" and row["params"] == 1234 and row["flops_model"] == 5e9
@@ -197,7 +200,7 @@ def test_xla_auto_chooses_per_family_and_records_it(tmp_path):
     configs = CONFIGS + expand("squeezenet", "smoke")
     options = SweepOptions(settings=RunSettings(xla=None, max_seconds=0.1), memory_budget_bytes=1e12, timeout_s=5)
     with Store(tmp_path / "r.sqlite") as store:
-        run_local(configs, store, options, start_worker=lambda target: FakeWorker(target, {}))
+        run_sweep(configs, store, options, start_worker=lambda target: FakeWorker(target, {}))
         df = store.results().set_index("family")
     assert FakeWorker.started[0].chosen == ["fc", "squeezenet"]  # asked once per family
     assert set(df.loc["fc", "xla"]) == {True} and not df.loc["squeezenet", "xla"]
@@ -245,14 +248,14 @@ def sweep_kept(tmp_path, script: dict[str, str], configs=CONFIGS, identity: tupl
     """A sweep whose workers come from the pool when it has one of ``identity`` (as the default does)."""
     opts = SweepOptions(settings=RunSettings(max_seconds=0.1), timeout_s=0.2, memory_budget_bytes=1e12)
     with Store(tmp_path / "r.sqlite") as store:
-        return run_local(configs, store, opts, progress=progress,
-                         start_worker=lambda t: sweep.IDLE.take(identity) or KeptWorker(t, script, identity))  # fmt: skip
+        return run_sweep(configs, store, opts, progress=progress,
+                         start_worker=lambda t: sweep_worker.IDLE.take(identity) or KeptWorker(t, script, identity))  # fmt: skip
 
 
 @pytest.fixture
 def idle(monkeypatch):
-    pool = sweep.IdleWorkers()
-    monkeypatch.setattr(sweep, "IDLE", pool)
+    pool = sweep_worker.IdleWorkers()
+    monkeypatch.setattr(sweep_worker, "IDLE", pool)
     FakeWorker.started = []
     yield pool
     pool.stop_all()
@@ -263,7 +266,7 @@ def test_the_next_sweep_measures_on_the_worker_the_last_one_left_idle(tmp_path, 
     first = FakeWorker.started[0]
     assert first.alive() and idle._idle == [first]  # parked, not stopped
     sweep_kept(tmp_path, {}, CONFIGS[2:])
-    assert FakeWorker.started == [first] and first.measured == [c.label for c in sweep.ordered(CONFIGS[:2])] + [label(2)]
+    assert FakeWorker.started == [first] and first.measured == [c.label for c in plan.ordered(CONFIGS[:2])] + [label(2)]
     sweep_kept(tmp_path / "other", {}, CONFIGS[2:], identity=("python", "cpu", "another environment"))
     assert len(FakeWorker.started) == 2  # started with something else: a worker of its own
     idle.stop_all()
@@ -274,7 +277,7 @@ def test_a_worker_that_failed_or_was_interrupted_is_never_kept(tmp_path, idle):
     sweep_kept(tmp_path, {label(0): "hang"}, CONFIGS[:1])
     assert not idle._idle and not FakeWorker.started[0].alive()  # killed after its timeout
 
-    class Interrupting(sweep.SilentProgress):
+    class Interrupting(plan.SilentProgress):
         def update(self, n: int = 1) -> None:
             raise KeyboardInterrupt
 
@@ -285,9 +288,9 @@ def test_a_worker_that_failed_or_was_interrupted_is_never_kept(tmp_path, idle):
 
 
 def test_the_pool_keeps_only_the_newest_workers(tmp_path, idle):
-    for i in range(sweep.IDLE_WORKERS_MAX + 1):
+    for i in range(sweep_worker.IDLE_WORKERS_MAX + 1):
         sweep_kept(tmp_path / str(i), {}, CONFIGS[:1], identity=("python", str(i)))
-    assert len(idle._idle) == sweep.IDLE_WORKERS_MAX and not FakeWorker.started[0].alive()
+    assert len(idle._idle) == sweep_worker.IDLE_WORKERS_MAX and not FakeWorker.started[0].alive()
     assert idle.take(("python", "0")) is None and idle.take(("python", "1")) is FakeWorker.started[1]
 
 
@@ -325,7 +328,8 @@ def test_lanes_taking_from_the_pool_at_once_share_its_one_worker_without_error(i
 
 
 def test_profile_local_keeps_each_profile_once_and_reports_failures(tmp_path, idle):
-    from paradnn.sweeps.driver import Profile, profile_local
+    from paradnn.sweeps.messages import Profile
+    from paradnn.sweeps.profiles import profile_local
 
     class Profiler(KeptWorker):
         def send(self, message) -> None:
@@ -349,11 +353,11 @@ def test_profile_local_keeps_each_profile_once_and_reports_failures(tmp_path, id
 
     options = SweepOptions(settings=RunSettings(dtype="float32"))
     with Store(tmp_path / "r.sqlite") as store:
-        start = lambda t: sweep.IDLE.take(("python", "cpu")) or Profiler(t, {})  # noqa: E731
-        first = profile_local(CONFIGS, store, options, progress=sweep.SilentProgress, start_worker=start)
+        start = lambda t: sweep_worker.IDLE.take(("python", "cpu")) or Profiler(t, {})  # noqa: E731
+        first = profile_local(CONFIGS, store, options, progress=plan.SilentProgress, start_worker=start)
         assert first == {"profiled": 2, "already": 0, "failed": {CONFIGS[1].label: "RuntimeError: no profiler"}}
         assert set(store.traces()["label"]) == {CONFIGS[0].label, CONFIGS[2].label}
-        again = profile_local(CONFIGS, store, options, progress=sweep.SilentProgress, start_worker=start)
+        again = profile_local(CONFIGS, store, options, progress=plan.SilentProgress, start_worker=start)
     assert again == {"profiled": 0, "already": 2, "failed": first["failed"]}
     assert len(FakeWorker.started) == 1  # the first call's worker, left idle and reused
     assert FakeWorker.started[0].asked == [c.label for c in CONFIGS] + [CONFIGS[1].label]
@@ -389,7 +393,7 @@ def windowed_sweep(tmp_path, times: dict[str, list[float]], windows: int, failin
 
     options = SweepOptions(settings=RunSettings(max_seconds=0.4), timeout_s=5, memory_budget_bytes=1e12, windows=windows)
     with Store(tmp_path / "r.sqlite") as store:
-        summary = run_local(CONFIGS, store, options, start_worker=start)
+        summary = run_sweep(CONFIGS, store, options, start_worker=start)
         df = store.results()
     (worker,) = workers
     return summary, worker, df, df.sort_values("id").groupby("label").last()
@@ -399,7 +403,7 @@ def test_windows_time_each_configuration_a_pass_apart_and_keep_the_faster(tmp_pa
     # label 0's two windows disagree by 100%: a third, a pass later, confirms the faster; label 1's agree within 5%
     times = {label(0): [0.02, 0.01, 0.0105], label(1): [0.010, 0.0105]}
     summary, worker, df, latest = windowed_sweep(tmp_path, times, windows=2, failing={label(2): "failed"})
-    order = [c.label for c in sweep.ordered(CONFIGS)]
+    order = [c.label for c in plan.ordered(CONFIGS)]
     again = [x for x in order if x != label(2)]  # failed: timed once
     assert worker.measured == order + again + [label(0)]  # a whole pass between windows; the third for label 0 only
     assert worker.budgets == [0.2] * 6  # the windows asked for share max_seconds; a further one has as much
@@ -418,7 +422,7 @@ def test_windows_time_each_configuration_a_pass_apart_and_keep_the_faster(tmp_pa
 def test_a_fastest_window_never_confirmed_stops_at_the_last_window_and_marks_the_row_unstable(tmp_path):
     times = {label(0): [0.05, 0.04, 0.03, 0.02, 0.01], label(1): [0.010, 0.0105], label(2): [0.02, 0.02]}
     _, worker, _, latest = windowed_sweep(tmp_path, times, windows=2)
-    assert worker.measured.count(label(0)) == sweep.MAX_WINDOWS and worker.measured.count(label(1)) == 2
+    assert worker.measured.count(label(0)) == plan.MAX_WINDOWS and worker.measured.count(label(1)) == 2
     assert worker.measured[-3:] == [label(0)] * 3  # one further pass each, only for it
     assert latest.loc[label(0), "step_time_s"] == 0.01 and len(latest.loc[label(0), "extra"]["windows"]) == 5
     assert latest["unstable"].to_dict() == {label(0): 1, label(1): 0, label(2): 0}
@@ -460,7 +464,7 @@ def two_worker_sweep(tmp_path, script: dict[str, str], xla: bool):
     FakeWorker.started = []
     opts = SweepOptions(settings=RunSettings(max_seconds=0.1, xla=xla), timeout_s=5, memory_budget_bytes=1e12, workers=2)
     with Store(tmp_path / "r.sqlite") as store:
-        summary = run_local(CONFIGS, store, opts, start_worker=lambda target: SizedWorker(target, script))
+        summary = run_sweep(CONFIGS, store, opts, start_worker=lambda target: SizedWorker(target, script))
         return summary, store.results().set_index("label"), store.claims()
 
 
@@ -477,9 +481,9 @@ def test_several_runs_share_one_sweep_and_its_workers(tmp_path):
     opts = SweepOptions(settings=RunSettings(max_seconds=0.1), timeout_s=5, memory_budget_bytes=1e12, workers=2)
     runs = [RunSettings(max_seconds=0.1, xla=False, dtype=d) for d in ("float32", "mixed_bfloat16")]
     with Store(tmp_path / "r.sqlite") as store:
-        summary = run_local(CONFIGS, store, opts, start_worker=lambda target: SizedWorker(target, {}), runs=runs)
+        summary = run_sweep(CONFIGS, store, opts, start_worker=lambda target: SizedWorker(target, {}), runs=runs)
         started = len(FakeWorker.started)
-        again = run_local(CONFIGS, store, opts, start_worker=lambda target: SizedWorker(target, {}), runs=runs)
+        again = run_sweep(CONFIGS, store, opts, start_worker=lambda target: SizedWorker(target, {}), runs=runs)
         df = store.results()
     assert summary.planned == 6 and summary.states == {"ok": 6} and again.already_done == 6
     assert started == 2  # the runs share the sweep's two lanes
@@ -492,7 +496,7 @@ def test_a_sweep_of_several_runs_measures_each_configuration_under_every_run_in_
     FakeWorker.started = []
     runs = [RunSettings(max_seconds=0.1, xla=False, dtype=d) for d in ("float32", "mixed_bfloat16")]
     with Store(tmp_path / "r.sqlite") as store:
-        run_local(CONFIGS, store, SweepOptions(timeout_s=5), start_worker=lambda target: FakeWorker(target, {}), runs=runs)
+        run_sweep(CONFIGS, store, SweepOptions(timeout_s=5), start_worker=lambda target: FakeWorker(target, {}), runs=runs)
         dtypes = store.results().sort_values("started_at")["dtype"].tolist()
     (worker,) = FakeWorker.started
     assert worker.measured[0::2] == worker.measured[1::2]  # side by side: a, a, b, b, c, c
@@ -503,11 +507,11 @@ def test_a_sweep_of_several_runs_measures_each_configuration_under_every_run_in_
 def test_the_runs_of_one_sweep_share_a_framework(tmp_path):
     runs = [RunSettings(framework=f) for f in ("tensorflow", "jax")]
     with Store(tmp_path / "r.sqlite") as store, pytest.raises(ValueError, match="share a framework"):
-        run_local(CONFIGS, store, SweepOptions(), start_worker=lambda target: FakeWorker(target, {}), runs=runs)
+        run_sweep(CONFIGS, store, SweepOptions(), start_worker=lambda target: FakeWorker(target, {}), runs=runs)
 
 
 def test_two_lanes_start_their_workers_side_by_side(tmp_path, monkeypatch):
-    monkeypatch.setattr(sweep, "_known_platform", lambda *args: INFO)  # no worker needed to learn the platform
+    monkeypatch.setattr(backends, "known_platform", lambda *args: INFO)  # no worker needed to learn the platform
     both = threading.Barrier(2, timeout=10)  # broken unless the second start begins while the first is under way
 
     def start(target: Target) -> SizedWorker:
@@ -517,7 +521,7 @@ def test_two_lanes_start_their_workers_side_by_side(tmp_path, monkeypatch):
     FakeWorker.started = []
     opts = SweepOptions(settings=RunSettings(max_seconds=0.1, xla=False), timeout_s=5, memory_budget_bytes=1e12, workers=2)
     with Store(tmp_path / "r.sqlite") as store:
-        summary = run_local(CONFIGS, store, opts, start_worker=start)
+        summary = run_sweep(CONFIGS, store, opts, start_worker=start)
         platforms = store.platforms()
     assert summary.states == {"ok": 3} and len(FakeWorker.started) == 2
     assert platforms["name"].tolist() == ["Fake CPU"]  # each started worker's platform recorded (by the driver's thread)
@@ -536,10 +540,10 @@ class InterruptedWorker(SizedWorker):
 
 
 def test_a_worker_started_after_an_interrupt_is_stopped_and_measures_nothing(tmp_path, monkeypatch):
-    monkeypatch.setattr(sweep, "_known_platform", lambda *args: INFO)
+    monkeypatch.setattr(backends, "known_platform", lambda *args: INFO)
     starting, interrupted, late, starts = threading.Event(), threading.Event(), [], itertools.count()
-    finish = sweep._finish
-    monkeypatch.setattr(sweep, "_finish", lambda *args: interrupted.set() or finish(*args))
+    finish = backends.finish
+    monkeypatch.setattr(backends, "finish", lambda *args: interrupted.set() or finish(*args))
 
     def start(target: Target) -> SizedWorker:
         if next(starts) == 0:  # the lanes start their workers side by side: one of them is first
@@ -552,7 +556,7 @@ def test_a_worker_started_after_an_interrupt_is_stopped_and_measures_nothing(tmp
     FakeWorker.started = []
     opts = SweepOptions(settings=RunSettings(max_seconds=0.1, xla=False), timeout_s=5, memory_budget_bytes=1e12, workers=2)
     with Store(tmp_path / "r.sqlite") as store:
-        summary = run_local(CONFIGS, store, opts, start_worker=start)
+        summary = run_sweep(CONFIGS, store, opts, start_worker=start)
         for _ in range(100):  # the lane's thread goes on after the sweep returned
             if late and late[0].code is not None:
                 break
@@ -584,4 +588,25 @@ def test_workers_must_be_a_small_whole_number(workers):
 
 def test_several_workers_need_one_cpu_device():
     with pytest.raises(ConfigError, match="--workers: 2 is not valid; allowed: 1 with --devices > 1"):
-        sweep.check_settings(CONFIGS, SweepOptions(settings=RunSettings(devices=2, xla=False), workers=2))
+        plan.check_settings(CONFIGS, SweepOptions(settings=RunSettings(devices=2, xla=False), workers=2))
+
+
+def test_each_backend_supports_what_its_page_says_and_refuses_the_rest(tmp_path):
+    """The features table of docs/stacks-and-clusters.md is read from each backend's declaration:
+    a feature added to or dropped from a backend fails here until the page says so."""
+    from pathlib import Path
+
+    from paradnn.sweeps import stacks as stk
+    from paradnn.sweeps.backends import LocalBackend, StacksBackend
+    from paradnn.sweeps.cluster import RayBackend
+    from paradnn.sweeps.loop import FEATURES
+
+    page = (Path(__file__).parents[1] / "docs" / "stacks-and-clusters.md").read_text()
+    rows = page.split("<!-- backend-features -->")[1].strip().splitlines()[2:]
+    rows = [[cell.strip() for cell in row.strip("|").split("|")] for row in rows[: len(FEATURES)]]
+    for feature, option in FEATURES.items():
+        (row,) = [r for r in rows if option in r[0]]
+        said = [cell == "yes" for cell in row[1:]]
+        assert said == [feature in b.supports for b in (LocalBackend, StacksBackend, RayBackend)], feature
+    with Store(tmp_path / "r.sqlite") as store, pytest.raises(ConfigError, match="--windows: 2 .* 1 with --stack"):
+        run_sweep(CONFIGS, store, SweepOptions(windows=2), stacks=[stk.parse("current")])

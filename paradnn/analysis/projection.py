@@ -13,7 +13,7 @@ datasheets on either side a projection is never faster than the larger of the tw
 allows, and never slower than P; with curves, the bounds are the curves' ratios.
 
 Profiles come from a store's ``traces`` table (op categories per configuration): this
-machine's, profiled by :func:`paradnn.sweeps.driver.profile_local` at one dtype policy with
+machine's, profiled by :func:`paradnn.sweeps.profiles.profile_local` at one dtype policy with
 XLA off, or the original study's TPU v2-8 traces, which ship with the package and are read
 from there when the store holds no profile of ``tpu-v2-8``. A local source's steps are its
 rows at the profiled dtype and one XLA setting; the target's measured rows, shown beside

@@ -2,7 +2,7 @@
 
 Building a model, tracing its step and compiling it keep one core busy for a second (a
 small FC) to thirteen (DenseNet-121 under TensorFlow's graph optimiser); on a 2-core CPU the
-other core idles meanwhile. A sweep with ``workers`` > 1 (:mod:`paradnn.sweeps.driver`) runs
+other core idles meanwhile. A sweep with ``workers`` > 1 (:mod:`paradnn.sweeps.loop`) runs
 that many worker processes, and this gate lets their *preparations* overlap while keeping
 every *timed* phase alone on the machine, as the protocol requires:
 

@@ -6,7 +6,7 @@ over the grid's log axes; the rest is spent in rounds, each refitting the model 
 the store holds and measuring where it is least certain (the cells whose measurement
 would narrow the most intervals, see :func:`paradnn.analysis.predict.most_informative`). A
 minutes budget measures the design, then rounds of a twentieth of the grid until the
-time is spent. Every measurement goes through :func:`paradnn.sweeps.driver.run_local`,
+time is spent. Every measurement goes through :func:`paradnn.sweeps.backends.run_sweep`,
 so claims, failures as results and resuming work as in a full sweep.
 
 Outlier guard: a configuration whose measured step falls outside its predicted interval
@@ -32,7 +32,10 @@ from paradnn.config import ConfigError
 from paradnn.families import Config
 from paradnn.platform import Target
 from paradnn.store import Store
-from paradnn.sweeps.driver import SweepOptions, SweepSummary, Worker, run_local
+from paradnn.sweeps.backends import LocalBackend, run_sweep
+from paradnn.sweeps.loop import Backend
+from paradnn.sweeps.plan import SweepOptions, SweepSummary
+from paradnn.sweeps.worker import Worker
 
 OUTLIER_WIDTHS = 1.0  # a result this many interval widths outside its interval is measured again,
 OUTLIER_MIN = math.log(1.25)  # and at least 25% outside it (a model sure to 1% must not chase 2% noise)
@@ -81,6 +84,16 @@ def grid_rows(configs: list[Config], dtype: str, xla: str) -> pd.DataFrame:
     return pd.DataFrame(rows).drop_duplicates("label").set_index("label", drop=False)
 
 
+def check_adaptive(options: SweepOptions, backend: Backend) -> None:
+    """ConfigError for what adaptive rounds cannot take: they are plain sweeps of this machine,
+    one worker and one timing window each (the design and the fit assume one row per measurement)."""
+    if type(backend) is not LocalBackend:
+        raise ConfigError("--adaptive", backend.label, "a plain local sweep (adaptive rounds run on this machine)")
+    for name, value in (("--windows", options.windows), ("--workers", options.workers)):
+        if value != 1:
+            raise ConfigError(name, value, "1 with --adaptive (each round is one plain sweep)")
+
+
 def adaptive_sweep(configs: list[Config], store: Store, options: SweepOptions, budget: Budget, rounds: int = 4,
                    seed: int = 0, progress: Callable[..., object] | None = None, echo: Callable[[str], None] = print,
                    start_worker: Callable[[Target], Worker] | None = None) -> AdaptiveResult:  # fmt: skip
@@ -98,7 +111,7 @@ def adaptive_sweep(configs: list[Config], store: Store, options: SweepOptions, b
             return
         limits = [x for x in (left, options.max_minutes) if x]
         opts = replace(options, max_minutes=min(limits) if limits else None, force=force)
-        part = run_local([by_label[x] for x in labels], store, opts, progress=progress, start_worker=start_worker)
+        part = run_sweep([by_label[x] for x in labels], store, opts, progress=progress, start_worker=start_worker)
         result.summary.states.update(part.states)
         result.summary.interrupted |= part.interrupted
         result.measured += 0 if force else sum(part.states.values())

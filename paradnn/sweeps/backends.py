@@ -1,36 +1,173 @@
-"""One door to every sweep backend: this machine, several software stacks side by side, a Ray cluster.
+"""One door to every sweep backend: this machine, its software stacks side by side, a Ray cluster.
 
 The command line, the Python API and the notebooks measure a grid through
-:func:`run_sweep`; each backend keeps the local sweep's isolated worker, claims and skip
-logic (:mod:`paradnn.sweeps.driver`), so a result is the same record whichever ran it.
+:func:`run_sweep`, which picks a backend (:func:`backend_for`) and hands it to the one
+sweep loop (:func:`paradnn.sweeps.loop.sweep`). A backend starts workers and measures one
+job on one; the loop does the rest, so a result is the same record whichever ran it.
 """
 
 from __future__ import annotations
 
+import platform as pyplatform
 from collections.abc import Callable, Sequence
+from functools import partial
+from importlib import metadata
 
 from paradnn.config import ConfigError
+from paradnn.engine import frameworks
+from paradnn.engine.protocol import RunSettings
 from paradnn.families import Config
+from paradnn.platform import Target
 from paradnn.store import Store
-from paradnn.sweeps.driver import SweepOptions, SweepSummary, run_local, run_sweep_stacks
+from paradnn.sweeps.loop import Backend, Job, Lane, sweep
+from paradnn.sweeps.messages import ChooseXLA, Result
+from paradnn.sweeps.plan import SweepOptions, SweepSummary
+from paradnn.sweeps.worker import WORKER_START_TIMEOUT_S, Worker, finish, register, reuse_or_start, run_one
+from paradnn.version import __version__
 
 
 def run_sweep(configs: list[Config], store: Store, options: SweepOptions, *, stacks: Sequence = (), address: str = "",
-              progress: Callable[..., object] | None = None, echo: Callable[[str], None] = lambda line: None,
+              runs: Sequence[RunSettings] = (), progress: Callable[..., object] | None = None,
+              echo: Callable[[str], None] = lambda line: None, start_worker: Callable[..., Worker] | None = None,
               ) -> SweepSummary:  # fmt: skip
-    """Measure what ``store`` lacks of ``configs`` under ``options``: on this machine, under each of
-    ``stacks`` (:class:`paradnn.sweeps.stacks.Stack`, interleaved round by round), or on the Ray
-    cluster at ``address``; the summary of what was done (stacks that could not run are named
-    in it). ConfigError for stacks on a cluster (each node would build its own environments)."""
+    """Measure what ``store`` lacks of ``configs`` under ``options`` (and each of ``runs``, if given):
+    on this machine, under each of ``stacks`` (:class:`paradnn.sweeps.stacks.Stack`, side by side),
+    or on the Ray cluster at ``address``. Returns the summary of what was done (stacks that could
+    not run are named in it). ``start_worker`` replaces how a worker starts (tests): called with
+    the target, and a software stack's interpreter for stacks."""
+    return sweep(configs, store, options, backend_for(stacks, address, echo, start_worker), runs, progress)
+
+
+def backend_for(stacks: Sequence = (), address: str = "", echo: Callable[[str], None] = lambda line: None,
+                start_worker: Callable[..., Worker] | None = None) -> Backend:  # fmt: skip
+    """The backend a sweep runs on; ConfigError for stacks on a cluster (each node would build its own environments)."""
     if stacks and address:
         raise ConfigError("--stack", stacks[0].name, "a local sweep (not with --backend ray)")
-    if options.workers > 1 and (stacks or address):
-        raise ConfigError("--workers", options.workers, "1 with --stack or --backend ray (a plain local sweep only)")
-    if stacks:
-        summary, _ = run_sweep_stacks(configs, store, options, list(stacks), progress=progress, echo=echo)
-        return summary
     if address:
-        from paradnn.sweeps.cluster import run_sweep_ray
+        from paradnn.sweeps.cluster import RayBackend
 
-        return run_sweep_ray(configs, store, options, address, progress=progress)
-    return run_local(configs, store, options, progress=progress)
+        return RayBackend(address)
+    if stacks:
+        return StacksBackend(list(stacks), echo, start_worker)
+    return LocalBackend(start_worker)
+
+
+class LocalBackend:
+    """This machine: worker processes of this environment, one slot, ``--workers`` lanes.
+
+    ``start_worker(target)`` starts a worker (default: an idle worker of this process, else a
+    new :class:`paradnn.sweeps.worker.ProcessWorker` running the settings' framework)."""
+
+    label = "a local sweep"
+    where = ""
+    supports = frozenset({"workers", "windows", "runs", "devices"})
+    together = False
+    shares_machine = True
+
+    def __init__(self, start_worker: Callable[[Target], Worker] | None = None) -> None:
+        self.start_worker = start_worker
+        self.lanes: list[Lane] = []
+        self.skipped: dict[str, str] = {}
+        self.cap = 1
+
+    def open(self, store: Store, options: SweepOptions, configs: list[Config]) -> dict[str, dict]:
+        """One lane per worker; the platform as an earlier sweep recorded it, else as a first worker describes it."""
+        self.store, self.target, self.cap = store, options.target, options.workers
+        self.start_worker = self.start_worker or partial(reuse_or_start, framework=options.settings.framework,
+                                                         gated=options.workers > 1)  # fmt: skip
+        self.lanes = [Lane("", f"#{i}" if i > 1 else "") for i in range(1, options.workers + 1)]
+        info = known_platform(store, options.target, options.settings.framework)
+        if info is None:  # first sweep of this platform and stack: ask a worker
+            self.lanes[0].worker = self._registered("")
+            info = self.lanes[0].worker.info
+        return {"": info}
+
+    def _registered(self, slot: str) -> Worker:
+        worker = self.start(slot)
+        register(self.store, self.target, worker)
+        return worker
+
+    def choose_xla(self, slot: str, family: str, dtype: str) -> bool:
+        """Asked of the slot's first worker, which probes once and caches the choice with the ceilings."""
+        lane = next(lane for lane in self.lanes if lane.slot == slot)
+        if lane.worker is None or not lane.worker.alive():
+            lane.worker = self._registered(slot)
+        lane.worker.send(ChooseXLA(family, dtype))
+        answer = lane.worker.recv() if lane.worker.poll(WORKER_START_TIMEOUT_S) else None
+        if not isinstance(answer, Result):
+            return False  # TensorFlow's default path
+        lane.worker.ceilings = answer.record["ceilings"]  # with the probe's choice: a later sweep may reuse it
+        register(self.store, self.target, lane.worker)
+        return bool(answer.record["xla"])
+
+    def start(self, slot: str) -> Worker:
+        return self.start_worker(self.target)
+
+    def measure(self, lane: Lane, job: Job, budget: float | None, deadline: float | None) -> tuple[dict | None, bool]:
+        return run_one(job.config, lane.worker, job.options, budget, deadline)
+
+    def close(self, clean: bool) -> None:
+        finish([lane.worker for lane in self.lanes], clean)
+
+
+class StacksBackend(LocalBackend):
+    """Several software stacks of this machine side by side: a slot per stack, one worker each,
+    its environment built once by :func:`paradnn.sweeps.stacks.ensure`; one measures at a time.
+
+    A stack that cannot be built or started is skipped with its reason and the others go on;
+    if none can, ConfigError. ``start_worker(target, python)`` starts a worker (default: an idle
+    worker of this process, else a new one)."""
+
+    label = "--stack"
+    supports = frozenset()
+    together = True
+
+    def __init__(self, stacks: list, echo: Callable[[str], None] = lambda line: None,
+                 start_worker: Callable[[Target, str], Worker] | None = None) -> None:  # fmt: skip
+        super().__init__()
+        self.stacks, self.echo = stacks, echo
+        self.start_stack = start_worker or (lambda target, python: reuse_or_start(target, python=python))
+        self.pythons: dict[str, str] = {}
+
+    def open(self, store: Store, options: SweepOptions, configs: list[Config]) -> dict[str, dict]:
+        from paradnn.sweeps import stacks as stk
+
+        if options.settings.framework != "tensorflow":
+            raise ConfigError("--framework", options.settings.framework,
+                              "tensorflow with --stack (stacks are TensorFlow versions)")
+        self.store, self.target = store, options.target
+        slots = {}
+        for stack in self.stacks:
+            try:
+                self.pythons[stack.name] = str(stk.ensure(stack, self.echo))
+                self.lanes.append(Lane(stack.name, stack.name, self._registered(stack.name)))
+                slots[stack.name] = self.lanes[-1].worker.info
+            except (stk.StackFailed, RuntimeError, ConfigError) as exc:
+                self.skipped[stack.name] = str(exc)
+                self.echo(f"stack {stack.name}: skipped: {exc}")
+        self.where = f"x {len(slots)} stacks"
+        if not slots:
+            raise ConfigError("--stack", ", ".join(s.name for s in self.stacks),
+                              "a stack that installs and starts here (" + "; ".join(self.skipped.values()) + ")")  # fmt: skip
+        return slots
+
+    def start(self, slot: str) -> Worker:
+        return self.start_stack(self.target, self.pythons[slot])
+
+
+def known_platform(store: Store, target: Target, framework: str = frameworks.DEFAULT) -> dict | None:
+    """What an earlier sweep recorded about ``target`` on this host with these versions.
+
+    Lets a sweep with nothing left to measure finish without starting TensorFlow.
+    """
+    installed = {"python": pyplatform.python_version(), "paradnn": __version__}
+    for name in ("tensorflow", "keras", *(("jax",) if framework == "jax" else ())):
+        try:
+            installed[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return None
+    for info in store.platform_infos(target.platform):
+        software = info.get("software", {})
+        if info.get("host") == pyplatform.node() and all(software.get(k) == v for k, v in installed.items()):
+            return info
+    return None

@@ -4,13 +4,14 @@
 (started with Ray's own ``ray start``) and places one :class:`NodeRunner` actor per device:
 on CPU targets one per node, holding all of the node's CPUs; on GPU targets one per GPU,
 holding that whole GPU. No two benchmarks ever share a device. Each runner keeps the same
-isolated worker process as the local sweep (:class:`paradnn.sweeps.driver.ProcessWorker`), so a
+isolated worker process as the local sweep (:class:`paradnn.sweeps.worker.ProcessWorker`), so a
 crash, an out-of-memory or a timeout becomes that configuration's row and the worker is
 replaced; the worker measures its node's ceilings once per node and software stack.
 
-Every configuration is one actor task. The driver alone writes the SQLite store,
-committing each result as it arrives and claiming each configuration before sending it,
-so the store's guarantees hold unchanged: a driver killed with ``kill -9`` loses nothing
+Every configuration is one actor task, run by the one sweep loop
+(:func:`paradnn.sweeps.loop.sweep`) through :class:`RayBackend`. The driver alone writes the
+SQLite store, committing each result as it arrives and claiming each configuration before
+sending it, so the store's guarantees hold unchanged: a driver killed with ``kill -9`` loses nothing
 that arrived and a rerun resumes. Nodes are grouped by platform fingerprint: identical
 nodes share one grid (each configuration is measured once), different kinds of node (a
 GPU host and a CPU host, two CPU models) each measure the grid under their own platform.
@@ -24,32 +25,21 @@ import logging
 import os
 import socket
 import time
-from collections import Counter, deque
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 
 from paradnn.config import ConfigError
 from paradnn.families import Config, parse_label
 from paradnn.identity import fingerprint
 from paradnn.platform import Target
-from paradnn.store import CLAIM_MARGIN_S, Store
-from paradnn.sweeps.driver import (
-    ChooseXLA,
-    ProcessWorker,
-    Result,
-    SweepOptions,
-    SweepSummary,
-    check_settings,
-    default_memory_budget,
-    run_key_of,
-    run_one,
-    skip_states,
-)
+from paradnn.store import Store
+from paradnn.sweeps.loop import Job, Lane, LaneLost
+from paradnn.sweeps.messages import ChooseXLA, Result
+from paradnn.sweeps.plan import SweepOptions, default_memory_budget
+from paradnn.sweeps.worker import ProcessWorker, run_one
 
 RAY_INSTALL = "pip install 'paradnn[ray]'"
 CONNECT_TIMEOUT_S = 5.0
 START_TIMEOUT_S = 600.0
-RETRIES = 1  # a configuration whose node died is tried once more elsewhere
 
 
 class NodeRunner:
@@ -91,29 +81,14 @@ class NodeRunner:
 
 @dataclass
 class Runner:
-    """The driver's view of one actor: its node, platform and how many configurations it finished."""
+    """The driver's view of one actor (a lane's worker): its node and platform."""
 
     actor: object
     node: str
     info: dict
-    group: str = ""
-    done: int = 0
 
-
-@dataclass
-class Task:
-    config: Config
-    key: str
-    attempts: int = 0
-
-
-@dataclass
-class Group:
-    """Runners of one platform fingerprint, the options they measure under and their queue."""
-
-    options: SweepOptions
-    runners: list[Runner] = field(default_factory=list)
-    queue: deque = field(default_factory=deque)
+    def alive(self) -> bool:
+        return True  # a dead node shows as the RayError of its next call (the lane is lost then)
 
 
 def check_reachable(address: str) -> None:
@@ -207,149 +182,70 @@ def _start_runners(store: Store, target: Target, framework: str) -> list[Runner]
     return runners
 
 
-def _groups(runners: list[Runner], configs: list[Config], options: SweepOptions, store: Store) -> dict[str, Group]:
-    """Runners grouped by platform fingerprint, each group's options (XLA auto resolved) and its queue."""
-    import ray
+class RayBackend:
+    """A Ray cluster: a lane per device (:class:`NodeRunner`), a slot per platform fingerprint.
 
-    from paradnn.sweeps.driver import ordered
+    Identical nodes share one slot (each configuration is measured once), different kinds
+    of node each measure the grid under their own platform. A lane whose node dies is lost:
+    its configuration is tried once more on another lane of its slot."""
 
-    groups: dict[str, Group] = {}
-    for r in runners:
-        r.group = fingerprint(r.info)
-        groups.setdefault(r.group, Group(options)).runners.append(r)
-    done = store.run_keys(skip_states(options))
-    for group in groups.values():
-        if options.settings.xla is None and options.settings.framework == "tensorflow":
-            ask = group.runners[0].actor
-            families = sorted({c.family for c in configs})
-            chosen = ray.get([ask.choose_xla.remote(f, options.settings.dtype) for f in families])
-            group.options = replace(options, xla_choices=dict(zip(families, chosen)))
-        info = group.runners[0].info
-        keys = ((c, run_key_of(c, group.options, info)) for c in ordered(configs, options.seed))
-        group.queue.extend(Task(c, k) for c, k in keys if k not in done)
-    return groups
+    label = "--backend ray"
+    where = "on ray"
+    supports = frozenset()
+    together = False
+    shares_machine = False  # each lane holds its own device; its node sets its own memory budget
 
+    def __init__(self, address: str) -> None:
+        self.address = address
+        self.lanes: list[Lane] = []
+        self.skipped: dict[str, str] = {}
+        self.cap = 1
+        self.connected = False
 
-def check_devices(devices: int) -> None:
-    """ConfigError for data-parallel replicas on a cluster (measure those on one machine: ``--devices`` locally)."""
-    if devices != 1:
-        raise ConfigError("--devices", devices, "1 with --backend ray (each node runs one replica per configuration)")
+    def open(self, store: Store, options: SweepOptions, configs: list[Config]) -> dict[str, dict]:
+        connect(self.address)
+        self.connected, self.framework = True, options.settings.framework
+        slots: dict[str, dict] = {}
+        for runner in _start_runners(store, options.target, options.settings.framework):
+            slot = fingerprint(runner.info)
+            slots.setdefault(slot, runner.info)
+            self.lanes.append(Lane(slot, f"node {runner.node[:8]}", runner))
+        self.cap = len(self.lanes)
+        return slots
 
+    def choose_xla(self, slot: str, family: str, dtype: str) -> bool:
+        import ray
 
-def run_sweep_ray(configs: list[Config], store: Store, options: SweepOptions, address: str,
-                  progress: Callable[..., object] | None = None) -> SweepSummary:  # fmt: skip
-    """Measure every configuration the store lacks on a Ray cluster; see the module docstring."""
-    import ray
-    from tqdm import tqdm
+        if self.framework != "tensorflow":
+            return False
+        runner = next(lane.worker for lane in self.lanes if lane.slot == slot)
+        return bool(ray.get(runner.actor.choose_xla.remote(family, dtype)))
 
-    framework = options.settings.framework
-    check_devices(options.settings.devices)
-    check_settings(configs, options)
-    connect(address)
-    summary = SweepSummary(planned=len(configs), left=len(configs))
-    deadline = time.monotonic() + options.max_minutes * 60 if options.max_minutes else None
-    runners: list[Runner] = []
-    pending: dict[object, tuple[Runner, Task]] = {}
-    bar = None
-    try:
-        runners = _start_runners(store, options.target, framework)
-        groups = _groups(runners, configs, options, store)
-        todo = sum(len(g.queue) for g in groups.values())
-        summary.already_done = len(configs) * len(groups) - todo
-        summary.planned, summary.left = len(configs) * len(groups), todo
-        bar = (progress or tqdm)(total=todo, unit="config", desc=f"sweep {options.target.id} on ray", dynamic_ncols=True)
-        while True:
-            if not (deadline and time.monotonic() >= deadline):
-                _dispatch(groups, runners, pending, store, summary, bar)
-            elif not pending:
-                summary.out_of_time = True
-                break
-            if not pending:
-                summary.stranded = sum(len(g.queue) for g in groups.values() if not g.runners)
-                break
-            ready, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
-            for future in ready:
-                runner, task = pending.pop(future)
-                _collect(future, runner, task, groups, runners, store, summary, bar)
-            bar.set_postfix_str(_postfix(runners, summary))
-    except KeyboardInterrupt:
-        summary.interrupted = True
-    finally:
-        store.release([task.key for _, task in pending.values()])
-        if bar is not None:
-            bar.close()
-        for r in runners:
+    def start(self, slot: str) -> Runner:
+        raise LaneLost("its Ray node is gone")  # a runner is never replaced: its lane is lost with it
+
+    def measure(self, lane: Lane, job: Job, budget: float | None, deadline: float | None) -> tuple[dict | None, bool]:
+        """The node measures with its own worker and memory budget (the record is the local sweep's)."""
+        import ray
+
+        runner = lane.worker
+        try:
+            record = ray.get(runner.actor.measure.remote(job.config.family, job.config.label, job.options))
+        except ray.exceptions.RayError as exc:  # the actor or its node died
+            raise LaneLost(f"the Ray node measuring it died ({type(exc).__name__})", {"ray_node": runner.node}) from None
+        record["extra"] = {**(record.get("extra") or {}), "ray_node": runner.node}
+        return record, True
+
+    def close(self, clean: bool) -> None:
+        import ray
+
+        for lane in self.lanes:
             try:
-                ray.kill(r.actor)
+                ray.kill(lane.worker.actor)
             except Exception:  # noqa: BLE001 - already gone with its node
                 pass
-        ray.shutdown()
-    return summary
-
-
-def _dispatch(groups: dict[str, Group], runners: list[Runner], pending: dict, store: Store, summary: SweepSummary,
-              bar) -> None:  # fmt: skip
-    """Give every idle runner the next configuration of its group that it can claim."""
-    busy = {id(r) for r, _ in pending.values()}
-    for runner in runners:
-        if id(runner) in busy:
-            continue
-        group = groups[runner.group]
-        while group.queue:
-            task = group.queue.popleft()
-            status = store.claim(task.key, task.config.label, skip_states(group.options),
-                                 group.options.timeout_s + CLAIM_MARGIN_S)  # fmt: skip
-            if status == "claimed":
-                future = runner.actor.measure.remote(task.config.family, task.config.label, group.options)
-                pending[future] = (runner, task)
-                break
-            summary.already_done += status == "done"  # finished or taken by another sweep meanwhile
-            summary.busy += status == "busy"
-            summary.left -= 1
-            bar.update(1)
-
-
-def _collect(future, runner: Runner, task: Task, groups: dict[str, Group], runners: list[Runner], store: Store,
-             summary: SweepSummary, bar) -> None:  # fmt: skip
-    """Store a finished configuration's record; requeue it once if its node died, else record the death."""
-    import ray
-
-    try:
-        record = ray.get(future)
-    except ray.exceptions.RayError as exc:  # the actor or its node died
-        runners.remove(runner)
-        group = groups[runner.group]
-        group.runners.remove(runner)
-        task.attempts += 1
-        if task.attempts <= RETRIES and group.runners:
-            group.queue.appendleft(task)  # the claim is still ours: retried by another runner of the group
-            return
-        why = "twice" if task.attempts > RETRIES else "and no other node of its platform is left"
-        failure = {"state": "error", "error": f"the Ray node measuring it died ({type(exc).__name__}), {why}"}
-        record = _dead_record(task, runner, group.options, failure)
-    record = summary.stamp({**record, "run_key": task.key})
-    record["extra"]["ray_node"] = runner.node
-    store.add_results([record], release=True)
-    runner.done += 1
-    summary.states[record["state"]] += 1
-    summary.left -= 1
-    bar.update(1)
-
-
-def _dead_record(task: Task, runner: Runner, options: SweepOptions, failure: dict) -> dict:
-    """The record of a configuration whose node died: its identity on that node's platform, and why."""
-    from paradnn.sweeps.driver import identity_record
-
-    record = identity_record(task.config, options, runner.info)
-    return {**record, **failure, "started_at": time.time()}
-
-
-def _postfix(runners: list[Runner], summary: SweepSummary) -> str:
-    failed = sum(n for s, n in summary.states.items() if s != "ok")
-    per_node = Counter()
-    for r in runners:
-        per_node[r.node[:8]] += r.done
-    return f"failed {failed} | " + ", ".join(f"node {n}: {d}" for n, d in per_node.items())
+        if self.connected:
+            ray.shutdown()
 
 
 def device_hours(results, preset: str, platform: str):

@@ -6,7 +6,7 @@ separated) or ``current`` (the environment paradnn runs in). Each is built once 
 dependencies plus what a sweep worker imports, and reused whenever it is complete; a build
 that fails leaves nothing behind (it is built in a scratch folder and renamed into place
 only when complete) and is reported with the installer's reason, so the other stacks can
-go on. :func:`paradnn.sweeps.driver.run_sweep_stacks` runs one worker per stack and measures each
+go on. :class:`paradnn.sweeps.backends.StacksBackend` runs one worker per stack and measures each
 configuration on every stack in turn.
 """
 
@@ -122,7 +122,7 @@ def ensure(stack: Stack, echo=lambda line: None) -> Path:
 def _check_imports(python: Path) -> None:
     """StackFailed with the import error if the new environment cannot import what a sweep worker does
     (a stack whose TensorFlow lacks Keras 3, say): such an environment is never marked complete."""
-    code = "import tensorflow, keras, paradnn.sweeps.driver"
+    code = "import tensorflow, keras, paradnn.sweeps.worker"
     quiet = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
     result = subprocess.run([str(python), "-c", code], capture_output=True, text=True, env=quiet)
     if result.returncode != 0:

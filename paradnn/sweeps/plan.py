@@ -1,0 +1,251 @@
+"""A sweep's plan: its options, the run key of each configuration, the order and the timing windows.
+
+Everything here is decided before a worker starts and is the same whichever backend runs
+the sweep (:mod:`paradnn.sweeps.backends`): which configurations the store already has
+(:func:`run_key_of`, :func:`skip_states`), whether the run settings can serve the grid
+(:func:`check_settings`), the order (:func:`ordered`), and how a configuration's timing
+windows make one row (:func:`merge_windows`).
+
+Order: the grid is run in a fixed pseudo-random permutation (seed 0), so a sweep cut
+short by ``--max-minutes`` or Ctrl-C has covered a uniform sample of the grid, every axis
+value in proportion, instead of only the first values of the first axes.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field, replace
+from typing import TypeVar
+
+import psutil
+
+from paradnn.config import ConfigError, check_number
+from paradnn.engine import frameworks
+from paradnn.engine.protocol import RunSettings
+from paradnn.engine.record import settings_fields
+from paradnn.families import Config, family_of
+from paradnn.identity import fingerprint, run_key
+from paradnn.platform import Target
+from paradnn.store import STATES
+
+MAX_WINDOWS = 5  # timing windows per configuration (--windows), further ones included (see confirmed)
+MAX_WORKERS = 4  # worker processes of one local sweep (--workers)
+WINDOW_CONFIRM = 0.10  # another window this close to the fastest confirms it; a row never confirmed is unstable
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class SweepOptions:
+    """How to run a sweep (the grid itself is a list of configurations)."""
+
+    settings: RunSettings = field(default_factory=RunSettings)
+    target: Target = field(default_factory=Target)
+    memory_budget_bytes: float | None = None  # None: 60% of RAM on CPU, no prediction on accelerators
+    timeout_s: float = 600.0
+    max_minutes: float | None = None
+    retry_failed: bool = False
+    force: bool = False
+    seed: int = 0
+    xla_choices: dict[str, bool] = field(default_factory=dict)  # per family, when settings.xla is None (auto)
+    windows: int = 1  # timing windows per configuration, one pass over the grid apart (see merge_windows)
+    workers: int = 1  # worker processes preparing side by side, timing one at a time (see paradnn.sweeps.loop)
+
+    def __post_init__(self) -> None:  # every bound checked here, whichever front end made the options
+        for name, value, top in (("windows", self.windows, MAX_WINDOWS), ("workers", self.workers, MAX_WORKERS)):
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top:
+                raise ConfigError(name, value, f"a whole number from 1 to {top}")
+        for name, value in (("max_minutes", self.max_minutes), ("timeout_s", self.timeout_s),
+                            ("memory_budget", self.memory_budget_bytes)):  # fmt: skip
+            if value is not None:
+                check_number(name, value)
+
+    def settings_for(self, config: Config) -> RunSettings:
+        """The run settings of one configuration: with ``--xla auto``, its family's chosen XLA setting."""
+        if self.settings.xla is not None:
+            return self.settings
+        return replace(self.settings, xla=self.xla_choices.get(config.family, False))
+
+
+@dataclass
+class SweepSummary:
+    planned: int = 0
+    already_done: int = 0
+    busy: int = 0  # being measured by another sweep
+    states: Counter = field(default_factory=Counter)
+    interrupted: bool = False
+    out_of_time: bool = False
+    left: int = 0
+    stranded: int = 0  # left because no worker of their platform is alive (a cluster that lost its nodes)
+    skipped_stacks: dict[str, str] = field(default_factory=dict)  # software stacks that could not be built or started
+    # Stamped on every row this sweep stores (``extra["sweep"]``): rows of one sweep were measured side by side.
+    sweep_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+
+    def stamp(self, record: dict) -> dict:
+        """``record`` marked as measured by this sweep."""
+        return {**record, "extra": {**(record.get("extra") or {}), "sweep": self.sweep_id}}
+
+    def line(self) -> str:
+        done = ", ".join(f"{n} {s}" for s, n in sorted(self.states.items())) or "nothing measured"
+        text = f"{self.planned} configurations: {self.already_done} already in the store; this run: {done}"
+        if self.busy:
+            text += f"; {self.busy} being measured by another sweep (skipped)"
+        if self.interrupted or self.out_of_time:
+            why = "interrupted" if self.interrupted else "time budget spent"
+            text += f"; {why}, {self.left} left (rerun to resume)"
+        elif self.stranded:
+            text += f"; {self.stranded} left: no node of their platform is alive (rerun to resume)"
+        return text + "".join(f"; stack {name} skipped: {why}" for name, why in self.skipped_stacks.items())
+
+
+class SilentProgress:
+    """A progress bar that shows nothing (for notebooks and library calls that print a summary instead)."""
+
+    def __init__(self, *args, total: int = 0, **kwargs) -> None:
+        self.total = total
+
+    def update(self, n: int = 1) -> None:
+        pass
+
+    def set_postfix_str(self, text: str) -> None:
+        pass
+
+    def refresh(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def default_memory_budget(target: Target) -> float | None:
+    """60% of RAM on a CPU; on accelerators rely on TensorFlow's own OOM errors."""
+    return 0.6 * psutil.virtual_memory().total if target.kind == "cpu" else None
+
+
+def ordered(configs: list[T], seed: int = 0) -> list[T]:
+    """The run order: a fixed pseudo-random permutation (see the module docstring)."""
+    order = list(configs)
+    random.Random(seed).shuffle(order)
+    return order
+
+
+def identity_record(config: Config, options: SweepOptions, info: dict) -> dict:
+    """What a configuration's record holds before any counting: configuration, settings, platform."""
+    family = family_of(config)
+    record = {"family": family.name, "family_version": family.version, "label": config.label, **config.hyperparameters()}
+    record.update(settings_fields(options.settings_for(config), config), **options.target.fields(),
+                  threads=options.target.threads)
+    record["xla_auto"] = options.settings.xla is None
+    record.update(_platform_fields(info, options.settings.framework))
+    return record
+
+
+def _platform_fields(info: dict, framework: str) -> dict:
+    """The platform's part of a record; JAX's version only in JAX runs (see paradnn.identity)."""
+    software = {k: v for k, v in info["software"].items() if k != "jax" or framework == "jax"}
+    return {
+        "platform_fingerprint": fingerprint(info),
+        "device_name": info["name"],
+        "host": info["host"],
+        "software": software,
+    }
+
+
+def run_key_of(config: Config, options: SweepOptions, info: dict) -> str:
+    record = identity_record(config, options, info)
+    record.update({f"sw_{k}": v for k, v in record.pop("software").items()})
+    return run_key(record)
+
+
+def skip_states(options: SweepOptions) -> tuple[str, ...]:
+    if options.force:
+        return ()
+    return ("ok",) if options.retry_failed else STATES
+
+
+def check_settings(configs: list[Config], options: SweepOptions) -> None:
+    """ConfigError before anything runs when the run settings cannot serve the grid: a framework
+    the platform or a family cannot take, or a host-prep pipeline a family's inputs do not fit."""
+    framework = options.settings.framework
+    frameworks.check_target(framework, options.target)
+    for family in sorted({c.family for c in configs}):
+        frameworks.check_family(family, framework)
+    if options.settings.input == "host-prep":  # a family host-prep cannot feed is bad input, not an error row
+        from paradnn.engine import inputs
+
+        for config in {c.family: c for c in configs}.values():
+            inputs.check_family("host-prep", family_of(config), config)
+    devices = options.settings.devices
+    if options.workers > 1 and (options.target.kind != "cpu" or devices > 1):
+        why = "1 with --devices > 1 (the replicas are processes of their own)" if devices > 1 else \
+            f"1 on {options.target.kind} (two processes would share one device's memory)"
+        raise ConfigError("--workers", options.workers, why)
+    if devices > 1:
+        from paradnn.engine import replicas as parallel
+
+        if options.target.kind == "cpu":
+            parallel.check_cpu(devices, options.target.threads)
+        elif options.target.kind != "gpu":
+            raise ConfigError("--devices", devices, f"1 on {options.target.kind} (replicas run on CPUs and GPUs)")
+        parallel.check_batches(devices, {c.batch for c in configs})
+
+
+def check_devices_present(options: SweepOptions, info: dict) -> None:
+    """ConfigError when a GPU sweep asks for more replicas than the platform has GPUs (known once a worker started)."""
+    if options.settings.devices > 1 and options.target.kind == "gpu":
+        from paradnn.engine import replicas as parallel
+
+        parallel.check_gpus(options.settings.devices, options.target.index, info.get("devices", {}).get("GPU", 0))
+
+
+def window_options(options: SweepOptions) -> SweepOptions:
+    """The options of one timing window: the configuration's ``max_seconds`` shared among the windows."""
+    if options.windows == 1:
+        return options
+    return replace(options, settings=replace(options.settings, max_seconds=options.settings.max_seconds / options.windows))
+
+
+def merge_windows(first: dict, later: dict, window_seconds: float) -> dict:
+    """One record from a configuration's record so far (``first``, itself merged after a third
+    window) and its next timing window (``later``), taken a pass over the grid apart.
+
+    A shared machine's speed moves for seconds at a time (another tenant, a frequency
+    step), and it only ever makes a step slower; so the faster window's record stands,
+    as a ceiling is a maximum. ``extra["windows"]`` keeps every window's median and start;
+    ``window_spread`` is slow / fast - 1 over them all. A row whose fastest window no other
+    confirms (:func:`confirmed`) is marked unstable; ``max_seconds`` is the time all its windows had.
+    """
+    windows = (first.get("extra") or {}).get("windows") or [_window(first)]
+    windows = [*windows, _window(later)]
+    best = min((first, later), key=lambda r: r["step_time_s"])
+    steps = [w["step_time_s"] for w in windows]
+    extra = {**(best.get("extra") or {}), "windows": windows, "window_spread": max(steps) / min(steps) - 1}
+    merged = {**best, "extra": extra, "max_seconds": window_seconds * len(windows), "started_at": first["started_at"]}
+    own = bool(min(windows, key=lambda w: w["step_time_s"]).get("unstable"))  # the fastest window's own flag (its CV)
+    return {**merged, "unstable": own or not confirmed(merged)}
+
+
+def confirmed(record: dict) -> bool:
+    """Whether the record's fastest timing window has a second within :data:`WINDOW_CONFIRM` of it.
+
+    One window can land in a slow spell of the machine (two threads running at half speed for
+    seconds), and so can both windows of two; the faster of two windows that agree is one the
+    machine did not slow. A configuration whose windows disagree is timed again, up to
+    :data:`MAX_WINDOWS` in all (:func:`wants_window`)."""
+    steps = sorted(w["step_time_s"] for w in (record.get("extra") or {}).get("windows", []))
+    return len(steps) > 1 and steps[1] <= steps[0] * (1 + WINDOW_CONFIRM)
+
+
+def wants_window(record: dict | None, n: int, asked: int) -> bool:
+    """Whether a configuration gets an ``n``-th timing window: every one measured so far does up
+    to the ``asked`` windows; after them, one whose fastest window is not yet :func:`confirmed`."""
+    if record is None or record.get("state") != "ok":
+        return False
+    return n <= asked or not confirmed(record)
+
+
+def _window(record: dict) -> dict:
+    return {"step_time_s": record["step_time_s"], "started_at": record.get("started_at"),
+            "step_time_cv": record.get("step_time_cv"), "n_samples": record.get("n_samples"),
+            "unstable": bool(record.get("unstable"))}  # fmt: skip
