@@ -29,8 +29,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from paradnn.settings import DEFAULTS
 
-def describe(family: str, label: str, dtype: str = "float32") -> dict:
+
+def describe(family: str, label: str, dtype: str = DEFAULTS["dtype"]) -> dict:
     """Parameters, FLOPs and bytes of one training step (whole batch); nothing is allocated."""
     from paradnn.engine.record import describe_config
     from paradnn.families import parse_label
@@ -47,6 +49,14 @@ def _run_doc(function):
     lines = "".join(f"    ``{s.name}`` (default {s.default!r}): {s.help}\n" for s in SETTINGS)
     function.__doc__ = (function.__doc__ or "") + "\n\n    Run settings, as keywords:\n\n" + lines
     return function
+
+
+def stack_texts(value: object) -> list[str]:
+    """The ``stack`` run setting as given to the API: one text, several, or none; each checked."""
+    from paradnn.settings import setting
+
+    texts = [value] if isinstance(value, str) else list(value or ())
+    return [setting("stack").parse(text) for text in texts]
 
 
 def _run(run: Mapping[str, object], name: str | None = None):
@@ -68,6 +78,7 @@ def measure(family: str, label: str, *, max_seconds: float = 10.0, name: str | N
     Keras runs one backend per process: ``framework="jax"`` works in a process that has
     not used TensorFlow's Keras yet (else ConfigError; :func:`sweep` runs any framework).
     """
+    from paradnn.config import ConfigError
     from paradnn.engine import ceilings as ceil
     from paradnn.engine import frameworks, machine
     from paradnn.engine.record import measure_config
@@ -75,6 +86,9 @@ def measure(family: str, label: str, *, max_seconds: float = 10.0, name: str | N
     from paradnn.sweeps.plan import SweepOptions, check_settings
 
     config = parse_label(family, label)
+    if stack_texts(run.pop("stack", ())) not in ([], ["current"]):
+        raise ConfigError("stack", run.get("stack"), "current with measure (it runs in this process; sweep measures "
+                                                     "other software stacks)")  # fmt: skip
     parsed, target, settings_with = _run(run, name)
     settings = settings_with(max_seconds=max_seconds)
     check_settings([config], SweepOptions(settings=settings, target=target))
@@ -103,18 +117,20 @@ def sweep(family: str, *, preset: str = "smoke", store: str | Path = "outputs/re
     from paradnn.store import Store
     from paradnn.store.guard import store_errors
     from paradnn.store.legacy import grid_of
+    from paradnn.sweeps import stacks as stk
     from paradnn.sweeps.backends import run_sweep
     from paradnn.sweeps.plan import SilentProgress, SweepOptions
 
     configs = grid_of(family, preset, overrides)
+    stacks = [stk.parse(text) for text in stack_texts(run.pop("stack", ()))]
     parsed, target, settings_with = _run(run, name)
     options = SweepOptions(settings=settings_with(max_seconds=max_seconds), target=target, max_minutes=max_minutes,
                            windows=windows, workers=workers)  # fmt: skip
     with store_errors(store):
         with Store(store) as s:
-            run_sweep(configs, s, options, progress=None if progress else SilentProgress)
+            run_sweep(configs, s, options, stacks=stacks, progress=None if progress else SilentProgress)
         rows = Results.load(store).where(family=family, label=[c.label for c in configs])
-    return rows.for_settings(**{**parsed, "platform": target.platform}).latest().frame
+    return rows.for_settings(**{**parsed, "platform": target.platform}).latest(per_stack=bool(stacks)).frame
 
 
 def load(store: str | Path):

@@ -83,20 +83,35 @@ def _epilog(command: str, labels: bool = False) -> str:
 
 
 def run_options(*names: str):
-    """The declared run settings (:mod:`paradnn.settings`; all, or those ``names``) as a
-    command's options; the command receives them as keywords named after them and parses
-    them by their declaration (:func:`paradnn.settings.parse`)."""
+    """The declared run settings (:mod:`paradnn.settings`; those ``names``, else every setting
+    of the step and the device) as a command's options; the command receives them as keywords
+    named after them and parses them by their declaration (:func:`paradnn.settings.parse`)."""
     from paradnn.settings import SETTINGS
 
     def add(function):
-        for s in reversed([s for s in SETTINGS if not names or s.name in names]):
-            if s.flag:
-                function = click.option(s.option, s.name, default=None, help=s.help)(function)
-            else:
-                function = click.option(s.cli, s.name, default=str(s.default), show_default=True, help=s.help)(function)
+        for s in reversed([s for s in SETTINGS if (s.name in names if names else s.scope != "worker")]):
+            function = setting_option(s.name)(function)
         return function
 
     return add
+
+
+def setting_option(name: str, dest: str = "", **changes: object):
+    """One declared run setting as a click option (its option, default and help from
+    :mod:`paradnn.settings`); ``dest`` and ``changes`` (help, default, required) where a
+    command uses the setting otherwise, as a filter, say."""
+    from paradnn.settings import setting
+
+    s = setting(name)
+    if s.flag:
+        declared: dict = {"default": None, "help": s.help}
+    elif s.multiple:
+        declared = {"multiple": True, "help": s.help}
+    else:
+        declared = {"default": s.text, "show_default": True, "help": s.help}
+    if "default" in changes and changes["default"] is None:
+        declared.pop("show_default", None)
+    return click.option(s.option or s.cli, dest or s.name, **{**declared, **changes})
 
 
 class _StoreCommand(click.Command):
@@ -350,8 +365,7 @@ store_option = click.option("--store", "store_path", default=DEFAULT_STORE, show
 @click.option("--backend", default="local", show_default=True, type=click.Choice(("local", "ray")),
               help="Where configurations run: this machine, or a Ray cluster (one configuration per device).")
 @click.option("--address", envvar="RAY_ADDRESS", help="With --backend ray: HOST:PORT of the cluster (default $RAY_ADDRESS).")
-@click.option("--stack", "stack_texts", multiple=True, metavar="REQ[,REQ...]|current",
-              help="Measure under this software stack too (an environment built with uv), interleaved; repeatable.")
+@setting_option("stack", "stack_texts", metavar="REQ[,REQ...]|current")
 def sweep(family: str, preset: str, overrides: tuple[str, ...], store_path: str, max_minutes: float | None,
           max_seconds: float, timeout_s: float, memory_gb: float | None, retry_failed: bool, force: bool, windows: int,
           workers: int, adaptive: bool, budget: str | None, backend: str, address: str | None, stack_texts: tuple[str, ...],
@@ -466,7 +480,7 @@ def _open_store(path: str, create: bool = True, readonly: bool = False):
 @main.command(epilog=_epilog("results"))
 @store_option
 @click.option("--family", type=click.Choice(FAMILIES))
-@click.option("--platform", "platform_id", help="Only this platform (e.g. cpu, v100, tpu-v2-8).")
+@setting_option("platform", "platform_id", default=None, help="Only this platform (e.g. cpu, v100, tpu-v2-8).")
 @click.option("--state", type=click.Choice(("ok", "oom", "error", "timeout", "skipped")))
 @click.option("--format", "fmt", type=click.Choice(("table", "csv", "json", "parquet")), default="table", show_default=True)
 @click.option("--output", type=click.Path(dir_okay=False), help="Write to this file instead of the terminal.")
@@ -500,7 +514,7 @@ def results(
 @main.command("import-legacy", epilog=_epilog("import_legacy"))
 @click.argument("files", nargs=-1, type=click.Path(exists=True, dir_okay=False))
 @store_option
-@click.option("--platform", "platform_id", help="Platform name for all files (default: from each file name).")
+@setting_option("platform", "platform_id", default=None, help="Platform name for all files (default: from each file name).")
 def import_legacy(files: tuple[str, ...], store_path: str, platform_id: str | None) -> None:
     """Import the original ParaDnn study's JSON files (sweeps and traces) into a store.
 
@@ -683,11 +697,12 @@ def scorecard(store_path: str, as_json: bool) -> None:
 @main.command(epilog=_epilog("predict", labels=True))
 @click.argument("labels", nargs=-1)
 @store_option
-@click.option("--platform", "platform_id", required=True, help="Platform whose rows train the model (e.g. cpu, tpu-v2-8).")
+@setting_option("platform", "platform_id", default=None, required=True,
+                help="Platform whose rows train the model (e.g. cpu, tpu-v2-8).")
 @click.option("--family", required=True, type=click.Choice(FAMILIES))
 @click.option("--labels-file", type=click.Path(dir_okay=False), help="Labels to predict, one per line.")
 @click.option("--preset", help="Predict a preset's whole grid (smoke, quick or paper).")
-@click.option("--dtype", help="Dtype policy of the predictions (default: the one most rows were measured with).")
+@setting_option("dtype", default=None, help="Dtype policy of the predictions (default: the one most rows were measured with).")
 @click.option("--cv", "folds", type=int, help="Instead of predicting: K-fold held-out error of the model and the baselines.")
 @click.option("--replay", help="Instead: replay the stored grid, adaptive vs random sampling, at these fractions (0.05,0.1).")
 @click.option("--seed", default=0, show_default=True, type=click.IntRange(0, 2**32 - 1), help="Seed of subsampling and folds.")
@@ -749,9 +764,8 @@ def predict(labels: tuple[str, ...], store_path: str, platform_id: str, family: 
 @main.command(epilog=_epilog("profile", labels=True))
 @click.argument("family")
 @click.argument("labels", nargs=-1)
-@click.option("--platform", "platform_id", default="cpu", show_default=True,
-              help="A platform of this machine: cpu, cpu[threads=N] or gpu:N.")  # fmt: skip
-@click.option("--dtype", default="float32", show_default=True, help=f"Keras dtype policy: {', '.join(POLICIES)}.")
+@setting_option("platform", "platform_id", help="A platform of this machine: cpu, cpu[threads=N] or gpu:N.")
+@setting_option("dtype")
 @store_option
 def profile(family: str, labels: tuple[str, ...], platform_id: str, dtype: str, store_path: str) -> None:
     """Profile configurations op by op on this machine and keep the profiles in the store, so that
@@ -799,7 +813,7 @@ def profile(family: str, labels: tuple[str, ...], platform_id: str, dtype: str, 
                                             "(default: none; the original study's data ships with paradnn).")
 @click.option("--batch-scale", default=1, show_default=True, type=int, help="Project each configuration at K times "
                                                                             "its batch, from --from's row at that batch.")
-@click.option("--dtype", help="Compute dtype on --to (default: the one --from was measured in).")
+@setting_option("dtype", default=None, help="Compute dtype on --to (default: the one --from was measured in).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON: the summary and one row per configuration.")
 def project(labels: tuple[str, ...], source: str, target: str, family: str, store_path: str | None, batch_scale: int,
             dtype: str | None, as_json: bool) -> None:  # fmt: skip

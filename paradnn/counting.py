@@ -37,6 +37,7 @@ from typing import Any
 from paradnn.config import cache_dir
 from paradnn.config import policy as policy_of
 from paradnn.families import Config, Layer, family_of
+from paradnn.settings import DEFAULTS
 
 WEIGHT_TOUCHES = 10
 ACTIVATION_TOUCHES = 4
@@ -103,14 +104,14 @@ def activations_per_example(config: Config) -> int:
     return sum(layer.activations for layer in layers(config))
 
 
-def bytes_estimate(config: Config, policy: str = "float32") -> int:
+def bytes_estimate(config: Config, policy: str = DEFAULTS["dtype"]) -> int:
     """First-order estimate of bytes moved by one training step (see module docstring)."""
     p = policy_of(policy)
     weights = WEIGHT_TOUCHES * p.param_bytes * count_params(config)
     return weights + ACTIVATION_TOUCHES * p.compute_bytes * activations_per_example(config) * config.batch  # type: ignore[attr-defined]
 
 
-def memory_estimate(config: Config, policy: str = "float32") -> int:
+def memory_estimate(config: Config, policy: str = DEFAULTS["dtype"]) -> int:
     """Predicted peak memory of one training step in bytes (model and data, no runtime).
 
     Deliberately simple: it only has to say which configurations cannot fit, so that a

@@ -31,6 +31,7 @@ from paradnn.config import ConfigError, check_number, load_yaml, read_bounded
 from paradnn.imports import papermill
 from paradnn.markup import literal
 from paradnn.platform import DATASHEETS
+from paradnn.sweeps.plan import MAX_WORKERS
 
 ROOT = Path(__file__).resolve().parents[1]
 KERNEL = "paradnn"
@@ -232,7 +233,7 @@ PARAMETER_BOUNDS: dict[str, tuple[bool, float, bool]] = {
     "fill_fraction": (True, 1, False),
     "seed": (False, 2**32 - 1, True),
     "projection_count": (False, 100, True),
-    "workers": (True, 4, True),  # paradnn.sweeps.plan.MAX_WORKERS
+    "workers": (True, MAX_WORKERS, True),
 }
 # Text parameters with a fixed set of values: name -> what is allowed.
 PARAMETER_CHOICES: dict[str, tuple[str, ...]] = {"project_to": ("", *DATASHEETS)}
@@ -274,7 +275,7 @@ def _say(line: str) -> None:
 @contextlib.contextmanager
 def progress_shown(path: Path, step: str):
     """While a notebook runs, show its sweeps' progress (written to ``path`` by the kernel, see
-    :class:`paradnn.notebook.ProgressFile`): one updating line on a terminal, and in a log
+    :class:`paradnn.sections.common.ProgressFile`): one updating line on a terminal, and in a log
     only each sweep's last line (no carriage returns)."""
     path.unlink(missing_ok=True)
     os.environ[PROGRESS_ENV] = str(path)  # the kernel inherits it

@@ -5,9 +5,11 @@ run it: the dtype policy, XLA, the framework, the input mode, the number of data
 replicas, the platform (with its thread limit) and the software stack. Each is declared
 here, once, with its type, allowed values and their one text parser, default, command-line
 option and help, Python API argument and notebook parameter (both its ``name``), store
-column, and whether it belongs to a result's run identity. The command line's ``measure``
-and ``sweep`` options, the Python API, the notebooks, :mod:`paradnn.identity`, the
-engine's records and the store read this table; none restates a setting or its default.
+column, whether it belongs to a result's run identity and what it chooses (its ``scope``:
+the step, the device, or the worker's environment). The command line's options, the Python
+API, the notebooks' parameters, :class:`paradnn.engine.protocol.RunSettings`,
+:mod:`paradnn.identity`, the engine's records and the store read this table; none restates
+a setting or its default (``tests/test_settings_declared.py`` fails when one does).
 
 Adding a run setting is a :class:`Setting` here plus what it changes in the step (README,
 "Adding a run setting").
@@ -66,6 +68,28 @@ def platform_id(value: object) -> str:
         return value.strip()
 
 
+def stack_text(value: object) -> str:
+    """A software stack as written: ``current`` (this environment) or comma-separated pip
+    requirements (``tensorflow==2.16.2``); ConfigError for a malformed requirement."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    text = value.strip() if isinstance(value, str) else ""
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    if not parts:
+        raise ConfigError("--stack", value, "current, or requirements such as tensorflow==2.16.2 (comma separated)")
+    if parts == [CURRENT_STACK]:
+        return CURRENT_STACK
+    for part in parts:
+        try:
+            Requirement(part)
+        except InvalidRequirement:
+            raise ConfigError("--stack", part, "a pip requirement such as tensorflow==2.16.2, or current") from None
+    return ",".join(parts)
+
+
+CURRENT_STACK = "current"
+
+
 @dataclass(frozen=True)
 class Setting:
     """One run setting: how it is written, checked, stored and whether it makes a result different."""
@@ -81,6 +105,18 @@ class Setting:
     schema: int = 1  # the store schema whose run key first held it (1: since the start)
     option: str = ""  # the command-line option; "" = --NAME
     flag: bool = False  # an on/off option pair (--xla/--no-xla) whose absence means the default
+    # What it chooses: "step" (how the step runs: a RunSettings field), "target" (the device),
+    # "worker" (the worker's environment; stored as the software versions it holds, sw_*).
+    scope: str = "step"
+    multiple: bool = False  # the option may be given several times (measured side by side)
+    # What the engine runs with when given no value, where the front ends' default is resolved
+    # later (XLA auto: probed per family by a sweep; the engine alone compiles).
+    engine_default: object = None
+
+    @property
+    def text(self) -> str:
+        """The default as the command line and the notebooks write it (``auto`` for XLA's None)."""
+        return "auto" if self.default is None else str(self.default)
 
     @property
     def cli(self) -> str:
@@ -99,8 +135,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("dtype", "float32", "Keras dtype policy: " + "|".join(POLICIES) + ".", "dtype", choices=POLICIES),
     Setting("xla", None, "Compile the step with XLA: --xla forces it on, --no-xla off; default auto (per family and "
             "dtype the faster setting on this platform, probed once).", "xla", "INTEGER", parser=on_off_auto,
-            option="--xla/--no-xla", flag=True),
-    Setting("platform", "cpu", "cpu, cpu[threads=N] or gpu:N.", "platform", "TEXT NOT NULL", parser=platform_id),
+            option="--xla/--no-xla", flag=True, engine_default=True),
+    Setting("platform", "cpu", "cpu, cpu[threads=N] or gpu:N.", "platform", "TEXT NOT NULL", parser=platform_id,
+            scope="target"),
     Setting("framework", "tensorflow", "tensorflow, or jax (Keras 3's JAX backend; always compiled by XLA).",
             "framework", choices=("tensorflow", "jax"), schema=2),
     Setting("input", "device", "device (data resident on the device), host (a tf.data pipeline feeds every step) "
@@ -108,9 +145,17 @@ SETTINGS: tuple[Setting, ...] = (
             schema=2),
     Setting("devices", 1, "Data-parallel replicas; the batch is global and split evenly (CPU: local processes; "
             "GPU: MirroredStrategy).", "devices", "INTEGER", parser=positive_int("devices", 1024), schema=2),
+    Setting("stack", CURRENT_STACK, "Measure under this software stack (an environment built with uv), side by side "
+            "with the others given; repeatable. current: this environment.", "", "", parser=stack_text,
+            identity=False, scope="worker", multiple=True),
 )  # fmt: skip
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
 DEFAULTS: dict[str, object] = {s.name: s.default for s in SETTINGS}
+TEXTS: dict[str, str] = {s.name: s.text for s in SETTINGS}  # the defaults as a command line or notebook writes them
+# How the step runs: RunSettings' fields, with the engine's defaults.
+STEP_FIELDS: tuple[str, ...] = tuple(s.name for s in SETTINGS if s.scope == "step")
+ENGINE_DEFAULTS: dict[str, object] = {s.name: s.default if s.engine_default is None else s.engine_default
+                                      for s in SETTINGS if s.scope == "step"}  # fmt: skip
 # What every column of a run setting held before the setting existed (older store rows).
 LEGACY: dict[str, object] = {s.column: s.default for s in SETTINGS if s.identity and s.schema > 1}
 
@@ -124,8 +169,9 @@ def setting(name: str) -> Setting:
 
 def parse(values: Mapping[str, object], defaults: bool = True) -> dict[str, object]:
     """Every setting of ``values`` through its parser (an unknown name is a ConfigError), with
-    the defaults filled in for the rest when ``defaults``."""
-    parsed = dict(DEFAULTS) if defaults else {}
+    the defaults filled in for the rest of the stored settings when ``defaults`` (a software
+    stack is given only when asked for: several are measured side by side)."""
+    parsed = {s.name: s.default for s in SETTINGS if s.column} if defaults else {}
     for name, value in values.items():
         parsed[name] = setting(name).parse(value)
     return parsed
@@ -141,12 +187,17 @@ def identity_columns(schema: int | None = None) -> tuple[str, ...]:
     return tuple(s.column for s in SETTINGS if s.identity and (schema is None or s.schema == schema))
 
 
+def stored() -> tuple[Setting, ...]:
+    """The settings with a store column of their own (a software stack is stored as its versions, sw_*)."""
+    return tuple(s for s in SETTINGS if s.column)
+
+
 def describe(values: Mapping[str, object]) -> str:
     """Settings in words, for summaries: ``float32, XLA auto, framework jax, input host, devices 2`` (a
     framework, input or device count at its default is left out)."""
     xla = values.get("xla")
     words = [str(values.get("dtype", DEFAULTS["dtype"])), "XLA " + ("auto" if xla is None else "on" if xla else "off")]
-    for name in ("framework", "input", "devices"):
+    for name in ("framework", "input", "devices", "stack"):
         if name in values and values[name] != DEFAULTS[name]:
             words.append(f"{name} {values[name]}")
     return ", ".join(words)

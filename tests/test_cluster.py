@@ -111,7 +111,7 @@ def test_an_unreachable_cluster_is_one_line_and_exit_2(tmp_path):
 
 
 def test_the_notebooks_sweep_on_the_cluster_their_backend_names(cluster, tmp_path, monkeypatch):
-    from paradnn.notebook import ensure_measured, setup
+    from paradnn.sections.common import ensure_measured, setup
 
     monkeypatch.setenv("PARADNN_BACKEND", "local")
     setup(f"ray:{cluster.address}")
@@ -123,7 +123,7 @@ def test_the_notebooks_sweep_on_the_cluster_their_backend_names(cluster, tmp_pat
 
 def test_a_bad_backend_is_refused_before_anything_runs(tmp_path, monkeypatch):
     from paradnn.config import ConfigError
-    from paradnn.notebook import setup
+    from paradnn.sections.common import setup
 
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     with pytest.raises(ConfigError, match="backend: 'ray' is not valid; allowed: local, ray:HOST:PORT, or ray with RAY_ADDRESS"):

@@ -465,13 +465,13 @@ def test_a_report_run_writes_its_verdicts_under_its_outputs_not_beside_the_store
 
 
 def test_a_read_only_store_is_reported_on_without_importing_into_it(tmp_path, monkeypatch):
-    from paradnn import notebook as nb
+    from paradnn.sections import common
     from paradnn.store import Store
 
     path = tmp_path / "ro.sqlite"
     Store(path).close()
-    monkeypatch.setattr(nb.os, "access", lambda p, mode: mode != os.W_OK)
-    assert "read-only" in nb.ensure_reference(path)
+    monkeypatch.setattr(common.os, "access", lambda p, mode: mode != os.W_OK)
+    assert "read-only" in common.ensure_reference(path)
     with Store(path, create=False, readonly=True) as s:
         assert s.count() == 0
 

@@ -1,6 +1,9 @@
-"""The architecture report's section helpers (paradnn.notebook) on small synthetic frames."""
+"""The reports' section helpers (paradnn.sections) on small synthetic frames."""
 
 from __future__ import annotations
+
+import importlib
+import pkgutil
 
 import matplotlib
 
@@ -10,9 +13,19 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
 
-from paradnn import notebook as nb
+from paradnn import sections
 from paradnn.analysis.observations import HOLDS, INCONCLUSIVE, Verdict
 from paradnn.analysis.roofline import Ceilings
+from paradnn.sections import architecture, common, infeed, platform_comparison
+
+SECTIONS = [importlib.import_module(f"paradnn.sections.{m.name}") for m in pkgutil.iter_modules(sections.__path__)]
+
+
+def patch_everywhere(monkeypatch, name: str, value) -> None:
+    """Replace a shared helper (``show``, ``load``) in every report module that calls it."""
+    for module in SECTIONS:
+        if hasattr(module, name):
+            monkeypatch.setattr(module, name, value)
 
 
 def rows(**columns) -> pd.DataFrame:
@@ -25,24 +38,24 @@ def shown(monkeypatch) -> dict:
     seen: dict = {"figures": [], "captions": [], "tables": []}
 
     def show(fig) -> None:
-        seen["figures"].append(nb.figure_title(fig))
+        seen["figures"].append(common.figure_title(fig))
         plt.close(fig)
 
-    monkeypatch.setattr(nb, "show", show)
-    monkeypatch.setattr(nb, "caption", lambda text: seen["captions"].append(text))
+    patch_everywhere(monkeypatch, "show", show)
+    patch_everywhere(monkeypatch, "caption", lambda text: seen["captions"].append(text))
     monkeypatch.setattr("IPython.display.display", lambda obj, **kw: seen["tables"].append(obj))
     return seen
 
 
 def test_state_counts_names_every_state_most_common_first():
     df = rows(state=["ok", "ok", "oom", "ok", "timeout"])
-    assert nb.state_counts(df, "cpu") == "5 configurations of cpu in the store: 3 ok, 1 oom, 1 timeout"
+    assert common.state_counts(df, "cpu") == "5 configurations of cpu in the store: 3 ok, 1 oom, 1 timeout"
 
 
 def test_roofline_caption_counts_models_left_of_the_ridge_and_the_best_share_of_the_roof():
     ceilings = Ceilings(peak_flops=1e12, bandwidth=1e10, source="measured")  # ridge at 100 FLOPs/byte
     points = rows(intensity=[10.0, 50.0, 200.0, 400.0], achieved_flops=[1e10, 1e11, 4e11, 2e11])
-    text = nb.roofline_caption(points, ceilings)
+    text = architecture.roofline_caption(points, ceilings)
     assert text.startswith("The paper found FC and CNN models span")
     assert text.endswith("here 50% of the 4 models lie left of the ridge point (100 FLOPs/byte), "
                          "reaching up to 40% of the compute roof.")
@@ -52,13 +65,13 @@ def test_roofline_caption_counts_models_left_of_the_ridge_and_the_best_share_of_
 def test_profile_picks_are_the_smallest_and_largest_finished_fc_models(count, expected):
     df = rows(family=["fc", "fc", "fc", "cnn", "fc"], label=["mid", "big", "small", "conv", "huge"],
               state=["ok", "ok", "ok", "ok", "oom"], flops_model=[5.0, 9.0, 1.0, 100.0, 50.0])  # fmt: skip
-    assert list(nb.profile_picks(df, count)["label"]) == expected
+    assert list(architecture.profile_picks(df, count)["label"]) == expected
 
 
 def test_profile_picks_of_a_single_model_profiles_it_once():
     df = rows(family=["fc"], label=["only"], state=["ok"], flops_model=[1.0])
-    assert list(nb.profile_picks(df, 2)["label"]) == ["only"]
-    assert nb.profile_picks(df.iloc[0:0], 2).empty
+    assert list(architecture.profile_picks(df, 2)["label"]) == ["only"]
+    assert architecture.profile_picks(df.iloc[0:0], 2).empty
 
 
 def test_replicated_rows_and_the_communication_table():
@@ -66,48 +79,48 @@ def test_replicated_rows_and_the_communication_table():
               replica_batch=[32, 64, 64], step_time_s=[0.012345, 0.02, 0.01], replica_step_time_s=[0.01, 0.015, None],
               comm_share=[0.19, 0.25, None], allreduce_share=[0.1, 0.2, None], scaling_efficiency=[0.81, 0.75, None],
               state=["ok", "ok", "ok"])  # fmt: skip
-    replicated = nb.replicated_rows(df)
+    replicated = architecture.replicated_rows(df)
     assert list(replicated["devices"]) == [2, 2]  # the single-device row has no communication share
-    table = nb.communication_table(replicated)
-    assert list(table.columns) == nb.COMMUNICATION_COLUMNS and "state" not in table
+    table = architecture.communication_table(replicated)
+    assert list(table.columns) == architecture.COMMUNICATION_COLUMNS and "state" not in table
     assert table["step_time_s"].iloc[0] == 0.0123
 
 
 def test_fed_rows_keep_the_requested_pipelines_with_a_measured_share():
     df = rows(family=["fc", "fc", "fc", "cnn"], input_mode=["host", "host-prep", "device", "host-prep"],
               infeed_share=[0.3, 0.5, None, 0.2])  # fmt: skip
-    assert list(nb.fed_rows(df, ["host", "host-prep"])["input_mode"]) == ["host", "host-prep", "host-prep"]
-    assert list(nb.fed_rows(df, ["host-prep"])["family"]) == ["fc", "cnn"]
-    assert nb.fed_rows(df, []).empty
+    assert list(infeed.fed_rows(df, ["host", "host-prep"])["input_mode"]) == ["host", "host-prep", "host-prep"]
+    assert list(infeed.fed_rows(df, ["host-prep"])["family"]) == ["fc", "cnn"]
+    assert infeed.fed_rows(df, []).empty
 
 
 def test_infeed_plot_rows_group_by_family_and_pipeline_in_percent():
     df = rows(family=["fc", "cnn"], input_mode=["host", "host-prep"], infeed_share=[0.25, 0.5])
-    plotted = nb.infeed_plot_rows(df)
+    plotted = infeed.infeed_plot_rows(df)
     assert list(plotted["pipeline"]) == ["fc, host", "cnn, host-prep"]
     assert list(plotted["infeed_percent"]) == [25.0, 50.0]
 
 
 def test_collect_keeps_the_order_spreads_lists_and_drops_skipped_sections():
     a, b, c = (Verdict(n, "p", INCONCLUSIVE, "e") for n in "abc")
-    assert nb.collect([a], None, b, [], (c,)) == [a, b, c]
+    assert common.collect([a], None, b, [], (c,)) == [a, b, c]
 
 
 def test_measuring_replicas_and_inputs_needs_a_local_platform_and_measure_missing(monkeypatch):
     calls = []
-    monkeypatch.setattr(nb, "ensure_measured", lambda store, families, **kw: calls.append(kw) or ["measured"])
+    patch_everywhere(monkeypatch, "ensure_measured", lambda store, families, **kw: calls.append(kw) or ["measured"])
     common = {"preset": "smoke", "overrides": {}, "budget_minutes": 4.0, "max_seconds": 0.5}
-    assert nb.measure_replicas("s", ["fc"], 1, platform="cpu", measure_missing=True, **common) == []
-    assert nb.measure_replicas("s", ["fc"], 2, platform="tpu-v2-8", measure_missing=True, **common) == []
-    assert nb.measure_replicas("s", ["fc"], 2, platform="cpu", measure_missing=False, **common) == []
-    assert nb.measure_inputs("s", ["fc"], ["host"], platform="v100", measure_missing=True, **common) == []
-    assert nb.measure_inputs("s", ["fc"], [], platform="cpu", measure_missing=True, **common) == []
+    assert architecture.measure_replicas("s", ["fc"], 1, platform="cpu", measure_missing=True, **common) == []
+    assert architecture.measure_replicas("s", ["fc"], 2, platform="tpu-v2-8", measure_missing=True, **common) == []
+    assert architecture.measure_replicas("s", ["fc"], 2, platform="cpu", measure_missing=False, **common) == []
+    assert infeed.measure_inputs("s", ["fc"], ["host"], platform="v100", measure_missing=True, **common) == []
+    assert infeed.measure_inputs("s", ["fc"], [], platform="cpu", measure_missing=True, **common) == []
     assert not calls
-    assert nb.measure_inputs("s", ["fc"], ["host", "host-prep"], platform="cpu", measure_missing=True,
+    assert infeed.measure_inputs("s", ["fc"], ["host", "host-prep"], platform="cpu", measure_missing=True,
                              **common) == ["measured"]  # fmt: skip
     (call,) = calls  # one sweep of both pipelines' runs, within the whole budget
     assert call["variants"] == [{"input": "host"}, {"input": "host-prep"}] and call["budget_minutes"] == 4.0
-    nb.measure_replicas("s", ["fc"], 2, platform="cpu", measure_missing=True, **common)
+    architecture.measure_replicas("s", ["fc"], 2, platform="cpu", measure_missing=True, **common)
     assert calls[-1]["devices"] == 2 and calls[-1]["budget_minutes"] == 4.0
 
 
@@ -120,19 +133,19 @@ def test_variants_are_measured_in_one_sweep_and_one_line_names_every_run(monkeyp
     monkeypatch.setattr(backends, "run_sweep", lambda configs, store, options, progress=None, runs=():
                         seen.append((options, runs)) or SweepSummary(planned=len(configs) * len(runs)))  # fmt: skip
     variants = [{"dtype": "float32"}, {"dtype": "mixed_bfloat16"}]
-    lines = nb.ensure_measured(tmp_path / "s.sqlite", ["fc"], variants=variants, xla=False, platform="cpu", budget_minutes=3)
+    lines = common.ensure_measured(tmp_path / "s.sqlite", ["fc"], variants=variants, xla=False, platform="cpu", budget_minutes=3)
     ((options, runs),) = seen
     assert [(r.dtype, r.xla) for r in runs] == [("float32", False), ("mixed_bfloat16", False)]
     assert options.max_minutes == 3  # the whole budget, for both runs
     assert len(lines) == 1 and "float32" in lines[0] and "mixed_bfloat16" in lines[0]
     with pytest.raises(ConfigError, match="variants"):
-        nb.ensure_measured(tmp_path / "s.sqlite", ["fc"], variants=[{}, {"platform": "cpu[threads=1]"}], platform="cpu")
+        common.ensure_measured(tmp_path / "s.sqlite", ["fc"], variants=[{}, {"platform": "cpu[threads=1]"}], platform="cpu")
 
 
 def test_replica_and_infeed_sections_without_rows_say_what_they_need(shown):
     empty = rows(family=[], label=[], state=[], comm_share=[], infeed_share=[], input_mode=[], batch=[])
-    assert nb.replica_section(empty, "cpu").verdict == INCONCLUSIVE
-    assert nb.infeed_section(empty, "cpu").verdict == INCONCLUSIVE
+    assert architecture.replica_section(empty, "cpu").verdict == INCONCLUSIVE
+    assert infeed.infeed_section(empty, "cpu").verdict == INCONCLUSIVE
     assert shown["figures"] == [] and shown["tables"] == []
     assert "needs data-parallel measurements" in shown["captions"][0]
     assert "needs host-fed measurements" in shown["captions"][1]
@@ -144,10 +157,10 @@ def test_replica_section_shows_the_share_by_batch_and_the_table(shown):
                       devices=[2] * 6, replica_batch=[b // 2 for b in batches], step_time_s=[0.01] * 6,
                       replica_step_time_s=[0.008] * 6, comm_share=[0.4, 0.3, 0.2, 0.2, 0.1, 0.05],
                       allreduce_share=[0.1] * 6, scaling_efficiency=[0.8] * 6, state=["ok"] * 6)  # fmt: skip
-    verdict = nb.replica_section(replicated, "cpu")
+    verdict = architecture.replica_section(replicated, "cpu")
     assert verdict.id == "O3" and verdict.verdict == HOLDS
     assert shown["figures"] == ["cpu: communication share of the data-parallel step (all-reduce and waiting)"]
-    assert list(shown["tables"][0].columns) == nb.COMMUNICATION_COLUMNS
+    assert list(shown["tables"][0].columns) == architecture.COMMUNICATION_COLUMNS
     assert shown["captions"] == [verdict.sentence]
 
 
@@ -155,7 +168,7 @@ def test_infeed_section_shows_one_box_per_family_and_pipeline(shown):
     fed = rows(family=["fc"] * 6, label=[f"fc_bs_{b}" for b in (64, 128, 256, 64, 128, 256)], batch=[64, 128, 256] * 2,
                input_mode=["host"] * 3 + ["host-prep"] * 3, flops_model=[1e6, 4e6, 16e6, 2e6, 8e6, 32e6],
                infeed_share=[0.6, 0.4, 0.1, 0.7, 0.5, 0.2], state=["ok"] * 6)  # fmt: skip
-    verdict = nb.infeed_section(fed, "cpu")
+    verdict = infeed.infeed_section(fed, "cpu")
     assert verdict.id == "O4" and verdict.platform == "cpu"
     assert shown["figures"] == ["cpu: share of step time waiting for the input pipeline, by family and pipeline"]
     assert shown["captions"] == [verdict.sentence]
@@ -170,8 +183,8 @@ def test_fig7_sets_the_64_layer_slice_measured_here_beside_the_original_platform
     here = pd.DataFrame(fc("cpu", 64, "float32", 1.0) + fc("cpu", 4, "float32", 9.0))
     theirs = pd.DataFrame(fc("v100", 64, "mixed_float16", 50.0) + fc("tpu-v2-8", 64, "mixed_bfloat16", 80.0)
                           + fc("gpu:0", 64, "float32", 5.0))  # fmt: skip
-    monkeypatch.setattr(nb, "load", lambda store, platform=None, **kw: here if platform else theirs)
-    checks = nb.fig7_section("unused.sqlite", "cpu", "float32", "auto")
+    patch_everywhere(monkeypatch, "load", lambda store, platform=None, **kw: here if platform else theirs)
+    checks = platform_comparison.fig7_section("unused.sqlite", "cpu", "float32", "auto")
     assert [c.verdict for c in checks] == [HOLDS, HOLDS] and all(c.platform == "cpu" and not c.id for c in checks)
     assert shown["figures"] == ["FC throughput at 64 layers on cpu, tpu-v2-8, v100 (Fig. 7)"]  # gpu:0 is no reference
     assert "here 4 64-layer configurations were measured on cpu" in shown["captions"][0]
@@ -189,7 +202,7 @@ def test_the_original_tpu_models_sit_on_the_boards_roofline_at_their_counted_int
     points = reference_points(tpu)
     assert list(points["intensity"]) == [10.0, 1000.0] and list(points["reported_intensity"]) == [300.0, 3000.0]
     traces = pd.DataFrame({"label": labels, "category": "all", "intensity": [5.0, 20.0]})
-    nb.reference_roofline_section(tpu, traces)
+    architecture.reference_roofline_section(tpu, traces)
     title = "Roofline of the original study's FC models on the TPU v2-8 (Fig. 3a)"
     assert len(shown["figures"]) == 1 and shown["figures"][0].startswith(title)
     assert ("here 50% of the 2 models lie left of the ridge point (75 FLOPs/byte), reaching up to 50% of the compute "
@@ -204,30 +217,30 @@ def test_the_notebooks_workers_reach_plain_cpu_sweeps_only(monkeypatch, tmp_path
 
     seen = []
     monkeypatch.setattr(backends, "run_sweep", lambda configs, store, opts, **kw: seen.append(opts.workers) or SweepSummary())
-    monkeypatch.setattr(nb, "SWEEP_WORKERS", 1)
+    monkeypatch.setattr(common, "SWEEP_WORKERS", 1)
     monkeypatch.setenv("PARADNN_BACKEND", "local")
-    nb.setup("local", 2)
+    common.setup("local", 2)
     for run in ({}, {"devices": 2}):  # replicas are processes of their own: one worker
-        nb.ensure_measured(tmp_path / "s.sqlite", ["fc"], preset="smoke", max_seconds=0.3, xla=False, **run)
+        common.ensure_measured(tmp_path / "s.sqlite", ["fc"], preset="smoke", max_seconds=0.3, xla=False, **run)
     assert seen == [2, 1]
     with pytest.raises(ConfigError, match="workers: 5 is not valid"):
-        nb.setup("local", 5)
+        common.setup("local", 5)
 
 
 def test_tables_say_not_measured_and_show_no_row_numbers(monkeypatch):
     shown = []
     monkeypatch.setattr("IPython.display.display", lambda obj, **kw: shown.append(obj))
-    nb.table(pd.DataFrame({"platform": ["cpu", "v100"], "median": [1.23456, None]}))
+    common.table(pd.DataFrame({"platform": ["cpu", "v100"], "median": [1.23456, None]}))
     page = shown[0].to_html()
     assert "not measured" in page and "nan" not in page.lower() and "1.235" in page
     assert 'class="row_heading' not in page  # no pandas row numbers
-    nb.table(pd.DataFrame({"cpu": [1.0]}, index=pd.Index(["Computing Performance"], name="metric")))
+    common.table(pd.DataFrame({"cpu": [1.0]}, index=pd.Index(["Computing Performance"], name="metric")))
     assert "Computing Performance" in shown[1].to_html()  # a meaningful index is kept
 
 
 def test_a_table_shows_what_users_typed_as_text(monkeypatch):
     shown = []
     monkeypatch.setattr("IPython.display.display", lambda obj, **kw: shown.append(obj))
-    nb.table(pd.DataFrame({"platform": ["<script>alert(1)</script>"]}))
+    common.table(pd.DataFrame({"platform": ["<script>alert(1)</script>"]}))
     page = shown[0].to_html()
     assert "<script>" not in page and "&lt;script&gt;" in page

@@ -144,7 +144,7 @@ def test_two_families_sharing_a_label_never_pair(results):
 
 
 def test_for_settings_reads_the_declaration(results):
-    default = results.for_settings(**{k: v for k, v in settings.DEFAULTS.items() if k not in ("xla",)})
+    default = results.for_settings(**{s.name: s.default for s in settings.stored() if s.name != "xla"})
     assert set(default.frame["label"]) == {FC, IMAGE}
     assert len(default.where(family="fc")) == 3  # base, XLA on, bfloat16: no framework, input, devices or stack twin
     assert len(results.for_settings(input="host")) == 1 and len(results.for_settings(platform="cpu[threads:1]")) == 1
@@ -212,7 +212,7 @@ def test_no_analysis_or_front_end_module_filters_run_fields_by_hand():
     root = Path(paradnn.__file__).parent
     own = {"results.py", "rows.py", "speedup.py"}  # the results object itself
     modules = [p for p in (root / "analysis").glob("*.py") if p.name not in own]
-    modules += [root / name for name in ("notebook.py", "cli.py", "api.py", "reports.py")]
+    modules += [*(root / "sections").glob("*.py"), *(root / name for name in ("cli.py", "api.py", "reports.py"))]
     found = [line for path in modules for line in _hand_filters(path)]
     assert found == [], "select rows through paradnn.analysis.results.Results:\n" + "\n".join(found)
 

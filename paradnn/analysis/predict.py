@@ -46,6 +46,7 @@ from threadpoolctl import threadpool_limits
 from paradnn import counting, families
 from paradnn.analysis.roofline import Ceilings, ceilings_for
 from paradnn.config import ConfigError
+from paradnn.settings import DEFAULTS
 
 MIN_ROWS = 12  # fewer measured configurations than this do not constrain the model
 KERNEL_ROWS = 300  # rows the GP's kernel hyperparameters are fitted on
@@ -374,7 +375,8 @@ class PerformanceModel:
 # ------------------------------------------------------------------ data from a store
 
 
-def training_rows(results: pd.DataFrame, family: str, framework: str = "tensorflow") -> tuple[pd.DataFrame, pd.DataFrame]:
+def training_rows(results: pd.DataFrame, family: str,
+                  framework: str = DEFAULTS["framework"]) -> tuple[pd.DataFrame, pd.DataFrame]:  # fmt: skip
     """A family's ``ok`` rows (the last measurement of each configuration and setting) and its oom/skipped
     rows, under one framework (a model learns one framework's timings)."""
     from paradnn.analysis.results import Results

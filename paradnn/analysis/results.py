@@ -28,6 +28,7 @@ import pandas as pd
 from paradnn import settings
 from paradnn.analysis.rows import ANY, MISSING, SIDE_OWNED, newest_rows, side_by_side
 from paradnn.analysis.speedup import SpeedupResult, compare, side_rows
+from paradnn.config import ConfigError
 from paradnn.identity import run_key
 
 # The run settings a dominant run names (the platform is chosen by the caller).
@@ -83,7 +84,7 @@ def explain_unpaired(base: pd.DataFrame, target: pd.DataFrame, key: list[str], v
     for column in (c for c in key if c not in ("family", "label")):
         mine, theirs = _values(base[column]), _values(target[column])
         if mine and theirs and not mine & theirs:
-            name = next((s.name for s in settings.SETTINGS if s.column == column), None)
+            name = next((s.name for s in settings.stored() if s.column == column), None)
             how = f" (--free {name} lets each side keep its own)" if name else ""
             differ.append(f"{column} differs: {baseline} has {', '.join(sorted(map(str, mine)))}, {target_value} has "
                           f"{', '.join(sorted(map(str, theirs)))}{how}")  # fmt: skip
@@ -158,6 +159,9 @@ class Results:
             if isinstance(value, str) and value == ANY:
                 continue
             declared = settings.setting(name)
+            if not declared.column:
+                raise ConfigError(name, value, "a stored run setting (a software stack is stored as the versions it "
+                                               "holds: select with where(sw_tensorflow=...) or newest_stack())")  # fmt: skip
             if name == "xla" and (value is None or str(value).lower() == "auto"):
                 df = df[self._auto_xla(df)]
                 continue
@@ -235,7 +239,7 @@ class Results:
         """Rows of one run given by store columns (``input_mode``) or setting names (``input``): each
         declared setting through its parser, a missing value read as its default (as
         :meth:`for_settings`); other columns by equality."""
-        by_column = {s.column: s.name for s in settings.SETTINGS}
+        by_column = {s.column: s.name for s in settings.stored()}
         declared = {by_column.get(k, k): v for k, v in run.items() if by_column.get(k, k) in settings.BY_NAME}
         other = {k: v for k, v in run.items() if by_column.get(k, k) not in settings.BY_NAME}
         return self.for_settings(**declared).where(**other)

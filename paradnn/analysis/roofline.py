@@ -16,6 +16,7 @@ import pandas as pd
 from paradnn.analysis.results import Results
 from paradnn.config import compute_dtype
 from paradnn.platform import DATASHEETS
+from paradnn.settings import DEFAULTS
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,7 @@ class Ceilings:
         return self.peak_flops / self.bandwidth
 
 
-def ceilings_for(platforms: pd.DataFrame, platform: str, dtype: str = "float32") -> Ceilings | None:
+def ceilings_for(platforms: pd.DataFrame, platform: str, dtype: str = DEFAULTS["dtype"]) -> Ceilings | None:
     """Ceilings of ``platform`` for a dtype policy, from a store's platforms table."""
     rows = platforms[platforms["platform"] == platform]
     dt = compute_dtype(dtype)

@@ -28,6 +28,7 @@ from paradnn.engine.frameworks import check_policy
 from paradnn.engine.protocol import Measurement, RunSettings, first_line, host_rss, run_protocol
 from paradnn.engine.training import RMSPROP, sparse_cross_entropy
 from paradnn.families import Config, family_of
+from paradnn.settings import ENGINE_DEFAULTS
 from paradnn.tfimport import keras, tf
 
 if keras.backend.backend() != "jax":  # the model would be built for another backend's arrays
@@ -47,7 +48,7 @@ class JaxTrainer:
     """A built model, Keras RMSProp, one batch of synthetic data on ``device``, and the jitted loop."""
 
     config: Config
-    policy: str = "float32"
+    policy: str = ENGINE_DEFAULTS["dtype"]
     device: str = "/CPU:0"
     seed: int = 0
     model: keras.Model = field(init=False)

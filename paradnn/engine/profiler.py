@@ -29,6 +29,7 @@ import pandas as pd
 
 from paradnn.families import Config
 from paradnn.identity import profile_source
+from paradnn.settings import ENGINE_DEFAULTS
 
 CATEGORIES = (
     ("matmul", r"MatMul|Einsum"),
@@ -125,7 +126,7 @@ def op_times(logdir: str) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols)
 
 
-def op_breakdown(config: Config, policy: str = "float32", steps: int = 5) -> pd.DataFrame:
+def op_breakdown(config: Config, policy: str = ENGINE_DEFAULTS["dtype"], steps: int = 5) -> pd.DataFrame:
     """Profile ``steps`` training steps of ``config`` (XLA off) and summarise by op category.
 
     Columns: category, time_share (of the ops' time), time_s (per step), flops, bytes (per

@@ -34,11 +34,8 @@ from paradnn.config import ConfigError
 from paradnn.engine import frameworks
 from paradnn.engine.gate import gate
 from paradnn.platform import Target
-from paradnn.settings import DEFAULTS
+from paradnn.settings import ENGINE_DEFAULTS, STEP_FIELDS
 from paradnn.settings import parse as parse_settings
-
-# The declared run settings a RunSettings carries (the platform is its ``device``).
-RUN_FIELDS = ("dtype", "xla", "framework", "input", "devices")
 
 if TYPE_CHECKING:
     from paradnn.engine.energy import Meter
@@ -50,13 +47,14 @@ class RunSettings:
     """How to run a configuration (separate from what it is): the declared run settings
     (:mod:`paradnn.settings`) the step depends on, the device, and the protocol's knobs."""
 
-    dtype: str = DEFAULTS["dtype"]
-    # None is --xla auto (the front ends' default), resolved per family and platform before
-    # measuring; the engine's own default is a resolved setting, on.
-    xla: bool | None = True
-    framework: str = DEFAULTS["framework"]  # jax: Keras 3's JAX backend (always compiled by XLA)
-    input: str = DEFAULTS["input"]  # host / host-prep: each step fed by a tf.data pipeline (paradnn.engine.inputs)
-    devices: int = DEFAULTS["devices"]  # data-parallel replicas, the global batch split evenly (paradnn.engine.replicas)
+    # The declared step settings (paradnn.settings.STEP_FIELDS, a test holds the two equal), at the
+    # engine's defaults: None is --xla auto (the front ends' default), resolved per family and
+    # platform before measuring; the engine's own default is a resolved setting, on.
+    dtype: str = ENGINE_DEFAULTS["dtype"]
+    xla: bool | None = ENGINE_DEFAULTS["xla"]
+    framework: str = ENGINE_DEFAULTS["framework"]  # jax: Keras 3's JAX backend (always compiled by XLA)
+    input: str = ENGINE_DEFAULTS["input"]  # host / host-prep: each step fed by a tf.data pipeline (paradnn.engine.inputs)
+    devices: int = ENGINE_DEFAULTS["devices"]  # data-parallel replicas, the global batch split evenly (paradnn.engine.replicas)
     device: str = "/CPU:0"
     max_seconds: float = 10.0
     min_call_seconds: float = 0.1
@@ -68,7 +66,7 @@ class RunSettings:
     target_precision: float = 0.01
 
     def __post_init__(self) -> None:
-        for name, value in parse_settings({k: getattr(self, k) for k in RUN_FIELDS}, defaults=False).items():
+        for name, value in parse_settings({k: getattr(self, k) for k in STEP_FIELDS}, defaults=False).items():
             object.__setattr__(self, name, value)  # each through its one parser (ConfigError naming what is allowed)
         frameworks.check(self.framework)  # installed?
         if self.input != "device" and self.framework != "tensorflow":
@@ -86,7 +84,7 @@ class RunSettings:
     @classmethod
     def of(cls, run: Mapping[str, object], target: Target, **knobs: object) -> RunSettings:
         """The settings of a parsed run (:func:`paradnn.settings.parse`) on ``target``, with protocol knobs."""
-        return cls(**{k: run[k] for k in RUN_FIELDS}, device=target.tf_device, **knobs)
+        return cls(**{k: run[k] for k in STEP_FIELDS}, device=target.tf_device, **knobs)
 
     def _check_parallel(self) -> None:
         """What data-parallel runs (``devices`` > 1) take; ``--xla auto`` means off.

@@ -13,13 +13,13 @@ from paradnn import counting
 from paradnn.config import compute_dtype
 from paradnn.engine import ceilings as ceil
 from paradnn.engine.frameworks import check_family
-from paradnn.engine.protocol import RUN_FIELDS, Measurement, RunSettings
+from paradnn.engine.protocol import Measurement, RunSettings
 from paradnn.families import Config, family_of
 from paradnn.platform import Target, peak
-from paradnn.settings import columns
+from paradnn.settings import ENGINE_DEFAULTS, STEP_FIELDS, columns
 
 
-def describe_config(config: Config, policy: str = "float32", graph=None, trace: bool = True,
+def describe_config(config: Config, policy: str = ENGINE_DEFAULTS["dtype"], graph=None, trace: bool = True,
                     memory_budget: float | None = None) -> dict:  # fmt: skip
     """Sizes and FLOP counts of one training step (whole batch) of ``config``.
 
@@ -80,7 +80,7 @@ def derived(record: dict, peak_flops: float) -> dict:
 def settings_fields(settings: RunSettings, config: Config) -> dict:
     """The run settings every record of ``config`` carries (part of its identity, see :mod:`paradnn.identity`),
     and each replica's share of the batch."""
-    declared = columns({name: getattr(settings, name) for name in RUN_FIELDS})  # by store column
+    declared = columns({name: getattr(settings, name) for name in STEP_FIELDS})  # by store column
     return {**declared, "compute_dtype": compute_dtype(settings.dtype), "replica_batch": config.batch // settings.devices,
             "max_seconds": settings.max_seconds}  # fmt: skip
 

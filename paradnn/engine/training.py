@@ -17,6 +17,7 @@ from paradnn.engine.graphcount import count_graph_flops
 from paradnn.engine.inputs import dataset, finish, stop_finished
 from paradnn.engine.protocol import Measurement, RunSettings, first_line, host_rss, run_protocol
 from paradnn.families import Config, family_of
+from paradnn.settings import ENGINE_DEFAULTS
 from paradnn.tfimport import keras, tf
 
 # Small enough that the loss stays finite over thousands of steps on random labels:
@@ -93,10 +94,10 @@ class Trainer:
     """A built model, its optimizer, one batch of synthetic data, and the step functions."""
 
     config: Config
-    policy: str = "float32"
-    xla: bool = True
+    policy: str = ENGINE_DEFAULTS["dtype"]
+    xla: bool = ENGINE_DEFAULTS["xla"]
     seed: int = 0
-    input: str = "device"  # or host / host-prep: run_host() feeds each step from paradnn.engine.inputs' pipeline
+    input: str = ENGINE_DEFAULTS["input"]  # or host / host-prep: run_host() feeds each step from paradnn.engine.inputs' pipeline
     model: keras.Model = field(init=False)
     optimizer: keras.optimizers.Optimizer = field(init=False)
 

@@ -42,7 +42,7 @@ import pandas as pd
 
 from paradnn.families import hyperparameter_columns
 from paradnn.identity import LATER_IDENTITY, SOFTWARE, run_key
-from paradnn.settings import SETTINGS
+from paradnn.settings import stored
 from paradnn.store.errors import StoreError
 from paradnn.store.names import check_writes, machine, records, row_machine
 from paradnn.store.peaks import PEAK_COLUMNS, current_peaks, current_utilisation, platform_ceilings
@@ -65,7 +65,7 @@ CORE_COLUMNS: tuple[tuple[str, str], ...] = (
 )
 RESULT_COLUMNS: tuple[tuple[str, str], ...] = (
     ("family_version", "INTEGER"),
-    *((s.column, s.sql) for s in SETTINGS),  # the declared run settings (paradnn.settings)
+    *((s.column, s.sql) for s in stored()),  # the declared run settings (paradnn.settings)
     ("compute_dtype", "TEXT"),
     ("xla_auto", "INTEGER"),  # 1: the XLA setting was chosen by --xla auto's probe
     ("replica_batch", "INTEGER"),  # batch / devices: each replica's share

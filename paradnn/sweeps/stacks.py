@@ -22,10 +22,11 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from paradnn.config import ConfigError, cache_dir
+from paradnn.config import cache_dir
+from paradnn.settings import CURRENT_STACK
 from paradnn.version import __version__
 
-CURRENT = "current"
+CURRENT = CURRENT_STACK
 # What a sweep worker imports besides TensorFlow (and the Keras it brings).
 WORKER_REQUIREMENTS = ("numpy", "pandas", "psutil", "PyYAML")
 SOURCE = Path(__file__).resolve().parents[2]  # the paradnn checkout installed into every stack
@@ -53,21 +54,12 @@ class StackFailed(RuntimeError):
 
 
 def parse(text: str) -> Stack:
-    """A stack from ``current`` or comma-separated requirements; ConfigError for a malformed requirement."""
-    from packaging.requirements import InvalidRequirement, Requirement
+    """A stack from ``current`` or comma-separated requirements (the ``stack`` run setting's
+    text, :func:`paradnn.settings.stack_text`); ConfigError for a malformed requirement."""
+    from paradnn.settings import setting
 
-    text = text.strip()
-    if text == CURRENT:
-        return Stack()
-    parts = tuple(p.strip() for p in text.split(",") if p.strip())
-    if not parts:
-        raise ConfigError("--stack", text, "current, or requirements such as tensorflow==2.16.2 (comma separated)")
-    for part in parts:
-        try:
-            Requirement(part)
-        except InvalidRequirement:
-            raise ConfigError("--stack", part, "a pip requirement such as tensorflow==2.16.2, or current") from None
-    return Stack(parts)
+    written = setting("stack").parse(text)
+    return Stack() if written == CURRENT else Stack(tuple(written.split(",")))
 
 
 def root() -> Path:

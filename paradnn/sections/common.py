@@ -1,0 +1,412 @@
+"""What every report's notebook shares: its parameters prepared, data measured and loaded, figures and tables shown.
+
+``prepare`` is every notebook's first call; ``ensure_measured`` makes sure the store has the
+data a notebook needs (measuring what is missing through the one sweep door, within a time
+budget); ``load`` reads it back as one row per configuration and run setting; ``show`` and
+``caption`` put a figure and its sentence into the report.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import warnings
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from types import SimpleNamespace
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from paradnn.analysis.results import Results
+from paradnn.config import ConfigError, check_number
+from paradnn.settings import DEFAULTS
+from paradnn.store import Store
+
+if TYPE_CHECKING:
+    from paradnn.analysis.observations import Verdict
+
+
+
+def as_list(value: object) -> list:
+    """A list parameter as given to papermill on the command line (``-p families "[fc]"``) or already a list."""
+    import yaml
+
+    parsed = yaml.safe_load(value) if isinstance(value, str) else value
+    if parsed is None:
+        return []
+    return list(parsed) if isinstance(parsed, (list, tuple)) else [parsed]
+
+
+def as_dict(value: object) -> dict:
+    """A dict parameter given as YAML text (``-p overrides "{fc: {batch: [64]}}"``) or already a dict."""
+    import yaml
+
+    parsed = yaml.safe_load(value) if isinstance(value, str) else value
+    if parsed is None:
+        return {}
+    if not isinstance(parsed, dict):
+        raise ConfigError("overrides", value, "a mapping, e.g. {fc: {batch: [64, 128]}}")
+    return parsed
+
+
+def setup(backend: str = "local", workers: int = 1) -> None:
+    """Plot style and display options shared by every notebook, where its sweeps run (``backend``)
+    and with how many worker processes a local CPU sweep measures (``workers``, see
+    :func:`ensure_measured`)."""
+    import matplotlib.pyplot as plt
+
+    from paradnn.sweeps.plan import SweepOptions
+
+    ray_address(backend)  # a bad value fails here, before anything is measured
+    SweepOptions(workers=workers)  # so does a bad number of workers
+    os.environ["PARADNN_BACKEND"] = backend
+    global SWEEP_WORKERS
+    SWEEP_WORKERS = workers
+    import seaborn as sns
+
+    sns.set_theme(style="whitegrid", context="notebook")
+    plt.rcParams.update({"figure.dpi": 90, "savefig.bbox": "tight"})
+    pd.set_option("display.max_columns", 30)
+    pd.set_option("display.width", 160)
+    pd.set_option("display.max_colwidth", None)
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    warnings.filterwarnings("ignore", category=UserWarning, module="seaborn")
+
+
+SWEEP_WORKERS = 1  # worker processes of this kernel's local CPU sweeps (the notebook's ``workers``, set by setup)
+
+
+ROLE_OF_EMPTY = {"families": "model", "workloads": "workload"}  # an empty list of these means every registered one
+PLATFORM_PARAMETERS = ("platform", "baseline", "target")  # platform ids, made canonical (cpu[threads:1] -> cpu[threads=1])
+
+
+def prepare(namespace: Mapping[str, object]) -> SimpleNamespace:
+    """Every report notebook's first call: its parameters, prepared, and the kernel set up.
+
+    ``namespace``: the notebook's globals, where its parameters cell declared each parameter
+    with a type (``families: list = []``) and papermill left the values given. Lists and
+    mappings given as text (``-p families fc,cnn``) become lists and dicts; an empty
+    ``families`` or ``workloads`` means every registered family of that role; an empty
+    ``X_overrides`` means ``overrides``; platform ids are made canonical. Then the plot style,
+    where sweeps run and with how many workers (:func:`setup`). Returns the parameters as
+    attributes (``p.store``, ``p.families``)."""
+    from paradnn.families import of_role
+
+    values = {}
+    for name, kind in namespace.get("__annotations__", {}).items():
+        value = namespace[name]
+        values[name] = as_list(value) if kind is list else as_dict(value) if kind is dict else value
+    for name, role in ROLE_OF_EMPTY.items():
+        if name in values and not values[name]:
+            values[name] = list(of_role(role))
+    for name in values:
+        if name.endswith("_overrides") and not values[name] and "overrides" in values:
+            values[name] = values["overrides"]
+    for name in PLATFORM_PARAMETERS:
+        if name in values:
+            values[name] = canonical(str(values[name]))
+    setup(str(values.get("backend", "local")), int(values.get("workers", 1)))
+    return SimpleNamespace(**values)
+
+
+def ray_address(backend: str) -> str:
+    """The Ray cluster address of a ``backend`` parameter (``ray:HOST:PORT``, or ``ray`` with $RAY_ADDRESS);
+    '' for ``local``; ConfigError for anything else."""
+    if backend == "local":
+        return ""
+    if backend == "ray" and os.environ.get("RAY_ADDRESS"):
+        return os.environ["RAY_ADDRESS"]
+    if backend.startswith("ray:") and backend.count(":") == 2:
+        return backend[4:]
+    raise ConfigError("backend", backend, "local, ray:HOST:PORT, or ray with RAY_ADDRESS set")
+
+
+def is_local(platform: str) -> bool:
+    """True for a platform this machine can measure (``cpu``, ``cpu[threads=1]``, ``gpu:0``)."""
+    from paradnn.platform import parse_target
+
+    try:
+        parse_target(platform)
+        return True
+    except ConfigError:
+        return False
+
+
+def canonical(platform: str) -> str:
+    """The stored id of a platform (``cpu[threads:1]`` -> ``cpu[threads=1]``); others as given."""
+    from paradnn.platform import parse_target
+
+    return parse_target(platform).id if is_local(platform) else platform
+
+
+def ensure_measured(
+    store: str | Path,
+    families: list[str],
+    *,
+    preset: str = "smoke",
+    overrides: dict | None = None,
+    stacks: list[str] | None = None,
+    measure_missing: bool = True,
+    budget_minutes: float = 10.0,
+    max_seconds: float = 2.0,
+    variants: list[dict] | None = None,
+    configs: list | None = None,
+    **run: object,
+) -> list[str]:
+    """Measure what the store lacks for ``families`` on a local platform; returns a summary line.
+
+    ``run``: the notebook's run-setting parameters (``dtype``, ``xla``, ``platform``,
+    ``framework``, ``input``, ``devices``; :mod:`paradnn.settings`), defaults for the rest.
+
+    All families run in one sweep, in the sweep's mixed order, so a budget that runs out
+    leaves every family partly covered; the rest is measured on the next run (sweeps
+    resume). ``stacks`` (``tensorflow==2.16.2``, ``current``, ...): measure under each
+    software stack, side by side (:class:`paradnn.sweeps.backends.StacksBackend`). A plain
+    local sweep of one device on a CPU runs :data:`SWEEP_WORKERS` worker processes (the
+    notebook's ``workers``); every other sweep runs one.
+
+    ``configs``: these configurations instead of the preset's grid of ``families`` (the original
+    study's, from :func:`paradnn.store.legacy.overlap_configs`, say).
+
+    ``variants``: several runs, each ``run`` with some settings changed (``[{"dtype":
+    "float32"}, {"dtype": "mixed_bfloat16"}]``), measured within ``budget_minutes`` in all. A
+    plain local sweep measures them in one sweep on the same workers
+    (:func:`paradnn.sweeps.backends.run_sweep`'s ``runs``), with one line naming every run; a
+    backend that does not support several runs measures them one after the other, with a line each.
+    """
+    from paradnn.engine.protocol import RunSettings
+    from paradnn.platform import parse_target
+    from paradnn.settings import describe, parse
+    from paradnn.space import expand
+    from paradnn.sweeps import stacks as stk
+    from paradnn.sweeps.backends import backend_for, run_sweep
+    from paradnn.sweeps.plan import SweepOptions
+
+    check_number("budget_minutes", budget_minutes)
+    runs = [parse({**run, **variant}) for variant in variants or [{}]]
+    parsed = runs[0]
+    platform, devices = str(parsed["platform"]), parsed["devices"]
+    if not measure_missing or not is_local(platform):
+        return [f"{platform}: using the data in the store (measure_missing={measure_missing})"]
+    if any(r["platform"] != platform for r in runs):
+        raise ConfigError("variants", variants, "runs of one platform (measure each platform on its own)")
+    target = parse_target(platform)
+    if configs is None:
+        configs = [c for family in families for c in expand(family, preset, (overrides or {}).get(family))]
+    families = sorted({c.family for c in configs}) if configs else families
+    stack_list = [stk.parse(text) for text in stacks or []]
+    # Replicas and software stacks are measured on this machine (its cores or GPUs, its environments).
+    address = ray_address(os.environ.get("PARADNN_BACKEND", "local")) if devices == 1 and not stack_list else ""
+    supports = backend_for(stack_list, address).supports
+    several_workers = "workers" in supports and target.kind == "cpu" and all(r["devices"] == 1 for r in runs)
+    settings = [RunSettings.of(r, target, max_seconds=max_seconds) for r in runs]
+    options = SweepOptions(settings=settings[0], target=target, max_minutes=budget_minutes,
+                           workers=SWEEP_WORKERS if several_workers else 1)  # fmt: skip
+    if os.environ.get("PARADNN_PROGRESS_FILE"):  # run by `paradnn report`: it shows the progress
+        progress = ProgressFile
+    else:  # a notebook opened by hand: a progress bar in the notebook itself
+        from tqdm.auto import tqdm as progress
+    with Store(store) as s:
+        if "runs" in supports and len(runs) > 1 and len({r["framework"] for r in runs}) == 1:
+            summaries = [run_sweep(configs, s, options, progress=progress, runs=settings)]
+        else:
+            each = [replace(options, settings=one, max_minutes=budget_minutes / len(runs)) for one in settings]
+            summaries = [run_sweep(configs, s, o, stacks=stack_list, address=address, progress=progress) for o in each]
+    lines = []
+    for r, one in zip(runs, settings, strict=True):
+        words = describe({**r, "xla": one.xla})
+        if one.xla is None and one.framework == "tensorflow" and one.devices == 1:
+            words = words.replace("XLA auto", "XLA " + xla_words(store, target.id, str(one.dtype), None))
+        words += f", stacks {', '.join(stacks)}" if stack_list else ""
+        lines.append(f"{', '.join(families)} on {target.id}, {words}")
+    if len(summaries) < len(lines):  # one sweep of several runs
+        return [" | ".join(lines) + f": {summaries[0].line()}"]
+    return [f"{line}: {summary.line()}" for line, summary in zip(lines, summaries, strict=True)]
+
+
+def rerun_sample(store: str | Path, platform: str = DEFAULTS["platform"], count: int = 4, *, measure_missing: bool = True,
+                 max_seconds: float = 1.0, budget_minutes: float = 2.0) -> list[str]:  # fmt: skip
+    """Measure ``count`` of this platform's measured configurations once more, with the same run
+    identity, in a fresh worker (as ``sweep --force`` does), so repeatability rests on true reruns.
+    Picks device-resident single-device TensorFlow rows of the newest stack not yet measured twice,
+    spread over families; returns the sweeps' summary lines."""
+    from paradnn.engine.protocol import RunSettings
+    from paradnn.families import parse_label
+    from paradnn.platform import parse_target
+    from paradnn.sweeps.backends import run_sweep
+    from paradnn.sweeps.plan import SweepOptions
+
+    if not measure_missing or not is_local(platform) or count < 1:
+        return [f"{platform}: no reruns measured (measure_missing={measure_missing})"]
+    target = parse_target(platform)
+    results = Results.load(store)
+    once = set(results.frame["run_key"]) - set(results.reruns()["run_key"])
+    rows = results.where(state="ok", source="measured", run_key=list(once)).newest_stack()
+    rows = rows.for_settings(platform=target.id, framework="tensorflow", input="device", devices=1).frame
+    rows = rows.sort_values("id")
+    picks = rows.assign(turn=rows.groupby("family").cumcount()).sort_values(["turn", "id"]).head(count)  # a family each in turn
+    lines = []
+    for (dtype, xla), group in picks.groupby(["dtype", "xla"]):
+        settings = RunSettings(dtype=dtype, xla=bool(xla), device=target.tf_device, max_seconds=max_seconds)
+        options = SweepOptions(settings=settings, target=target, max_minutes=budget_minutes, force=True)
+        configs = [parse_label(f, label) for f, label in zip(group["family"], group["label"])]
+        with Store(store) as s:
+            summary = run_sweep(configs, s, options, progress=ProgressFile if os.environ.get("PARADNN_PROGRESS_FILE") else None)
+        lines.append(f"reruns on {target.id}, {dtype}, XLA {'on' if xla else 'off'}: {summary.line()}")
+    return lines or [f"{platform}: no measured configuration to rerun"]
+
+
+class ProgressFile:
+    """A sweep's progress bar for reports: appends "done/total, failed, time left" lines to the
+    file ``paradnn report`` names in ``PARADNN_PROGRESS_FILE``, which it shows on the terminal."""
+
+    def __init__(self, total: int = 0, desc: str = "", **kwargs) -> None:
+        self.total, self.desc, self.done, self.note = total, desc, 0, ""
+        self.start = time.monotonic()
+        self.path = Path(os.environ["PARADNN_PROGRESS_FILE"])
+        self._write("started")
+
+    def _write(self, state: str) -> None:
+        elapsed = time.monotonic() - self.start
+        left = elapsed / self.done * (self.total - self.done) if self.done else float("nan")
+        eta = f", about {left:.0f} s left" if self.done and self.done < self.total else ""
+        with open(self.path, "a") as f:
+            f.write(f"{state} {self.desc}: {self.done}/{self.total} configurations{eta} {self.note}\n".rstrip() + "\n")
+
+    def update(self, n: int = 1) -> None:
+        self.done += n
+        self._write("measuring")
+
+    def set_postfix_str(self, text: str) -> None:
+        self.note = f"({text})"
+
+    def refresh(self) -> None:
+        self._write("measuring")
+
+    def close(self) -> None:
+        self._write("finished")
+
+
+def xla_words(store: str | Path, platform: str, dtype: str, xla: object) -> str:
+    """How XLA was set, in words: "on", "off", or "auto (fc: on, cnn: off)"."""
+    from paradnn.settings import on_off_auto
+
+    setting = on_off_auto(xla)
+    if setting is not None:
+        return "on" if setting else "off"
+    with Store(store, create=False, readonly=True) as s:
+        choices = s.xla_choices(canonical(platform))
+    picked = ", ".join(f"{k.split('|')[0]}: {'on' if v else 'off'}" for k, v in choices.items() if k.endswith(f"|{dtype}"))
+    return f"auto ({picked or 'not probed yet'})"
+
+
+def ensure_reference(store: str | Path, reference_dir: str = "") -> str:
+    """Import the original study's data into the store (the shipped copies, or ``reference_dir``'s
+    JSON files); importing again adds nothing. Returns a summary line."""
+    from paradnn.store.legacy import bundled_files, import_files
+
+    paths = sorted(Path(reference_dir).glob("*.json")) if reference_dir else bundled_files()
+    if Path(store).exists() and not os.access(store, os.W_OK):  # a study's store to report on, read-only
+        return f"original study: not imported ({store} is read-only; its reports use what it holds)"
+    with Store(store) as s:
+        summary = import_files(s, paths)
+    where = reference_dir or "the copies shipped with paradnn"
+    return f"original study ({where}): {summary['results_added']} results and {summary['traces_added']} trace rows added"
+
+
+def load(
+    store: str | Path,
+    platform: str | None = None,
+    families: list[str] | None = None,
+    dtype: str | None = None,
+    xla: object = None,
+    framework: str | None = DEFAULTS["framework"],
+    all_versions: bool = False,
+    input: str | None = DEFAULTS["input"],
+    devices: int | None = DEFAULTS["devices"],
+) -> pd.DataFrame:
+    """Results as one row per configuration and run settings on each platform: the latest attempt.
+
+    Read through the results object (:class:`paradnn.analysis.results.Results`). ``xla``:
+    None keeps every setting; True/False one; "auto" the setting ``--xla auto`` chose for
+    each family and dtype on each measured platform (imported platforms keep their rows).
+    ``framework``: TensorFlow's rows by default (the paper's framework); ``input``: data
+    resident on the device by default; ``devices``: one device by default; None keeps
+    every value of any of them. Rows of the newest TensorFlow version on each platform (and
+    imported ones) only, unless ``all_versions`` (for version comparisons: the latest row of
+    each version).
+    """
+    from paradnn.analysis.rows import ANY
+
+    results = Results.load(store).where(family=families)
+    run = {"platform": platform, "dtype": dtype, "xla": xla, "framework": framework, "input": input, "devices": devices}
+    results = results.for_settings(**{k: ANY if v is None else v for k, v in run.items()})
+    if not all_versions:
+        results = results.newest_stack()
+    return results.latest(per_stack=all_versions).frame
+
+
+def show(fig) -> None:
+    """Display a figure in the report (its title as the image's alternative text) and free it."""
+    import matplotlib.pyplot as plt
+    from IPython.display import display
+
+    display(fig, metadata={"image/png": {"alt": figure_title(fig)}})
+    plt.close(fig)
+
+
+def table(df: pd.DataFrame, digits: int = 3) -> None:
+    """Display a table as the reports show them: missing values as "not measured", numbers to
+    ``digits`` decimals, and no row numbers (a meaningful index, such as a pivot's, is kept)."""
+    from IPython.display import display
+
+    styler = df.style.format(precision=digits, na_rep="not measured", escape="html")  # values users typed stay text
+    display(styler.hide(axis="index") if isinstance(df.index, pd.RangeIndex) else styler)
+
+
+def figure_title(fig) -> str:
+    """A figure's title: its suptitle, else its axes' titles joined."""
+    suptitle = fig._suptitle.get_text() if fig._suptitle is not None else ""
+    titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
+    return " ".join(suptitle.split()) or "; ".join(" ".join(t.split()) for t in titles) or "figure"
+
+
+def caption(text: str) -> None:
+    """The sentence under a figure: what the paper found and what this data shows.
+
+    The text is shown literally (it may hold platform names and values users typed).
+    """
+    from IPython.display import Markdown, display
+
+    from paradnn.markup import literal
+
+    display(Markdown(f"*{literal(text)}*"))
+
+
+def state_counts(df: pd.DataFrame, platform: str) -> str:
+    """How many configurations of ``platform`` the store holds, by state, in one line
+    ("12 configurations of cpu in the store: 10 ok, 2 oom")."""
+    states = ", ".join(f"{n} {s}" for s, n in df["state"].value_counts().items())
+    return f"{len(df)} configurations of {platform} in the store: {states}"
+
+
+def collect(*parts: Verdict | list[Verdict] | None) -> list[Verdict]:
+    """The verdicts of a report in order: lists are spread, single verdicts kept, None (a section skipped) dropped."""
+    verdicts: list = []
+    for part in parts:
+        if isinstance(part, (list, tuple)):
+            verdicts += [v for v in part if v is not None]
+        elif part is not None:
+            verdicts.append(part)
+    return verdicts
+
+
+def held_words(held: dict) -> str:
+    """What a comparison held fixed, in words: ``xla off, framework tensorflow, ...``."""
+    def word(value: object) -> str:
+        return {True: "on", False: "off"}.get(value, str(value)) if isinstance(value, bool) else str(value)
+
+    return ", ".join(f"{k} {word(v)}" for k, v in held.items() if k != "platform") or "nothing"
+

@@ -1,0 +1,89 @@
+"""The scorecard report: platforms and frameworks on Dai & Berleant's qualitative metrics, measured where they can be.
+
+The seven principles as an audit of this store, the twelve hardware metrics per platform,
+the paper's Table I as printed, and the seven framework metrics with a measured speed of
+JAX through Keras 3 against TensorFlow on identical models.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pandas as pd
+
+from paradnn.sections.common import caption, ensure_measured, ensure_reference, rerun_sample, show, table
+from paradnn.store import Store
+
+
+def measure(p: SimpleNamespace) -> list[str]:
+    """The original study's data imported where missing; ``p.jax_families`` measured under TensorFlow
+    and JAX (the framework row) and ``p.rerun_count`` configurations measured once more (the
+    repeatability principle). Returns the lines of each step."""
+    lines = [ensure_reference(p.store, p.reference_dir)]
+    if p.measure_missing:
+        for framework in ("tensorflow", "jax"):
+            lines += ensure_measured(p.store, p.jax_families, preset=p.preset, overrides=p.jax_overrides,
+                                     platform=p.platform, framework=framework, budget_minutes=p.budget_minutes / 2,
+                                     max_seconds=p.max_seconds)  # fmt: skip
+    return lines + rerun_sample(p.store, p.platform, p.rerun_count, measure_missing=p.measure_missing,
+                                max_seconds=p.max_seconds)  # fmt: skip
+
+
+def rows(p: SimpleNamespace) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Every row of the store and its platforms; prints how many rows per platform and framework."""
+    with Store(p.store, readonly=True) as db:
+        results, platforms = db.results(), db.platforms()
+    print(f"{len(results)} rows: {results.groupby(['platform', 'framework'], dropna=False).size().to_dict()}")
+    return results, platforms
+
+
+def principles_section(results: pd.DataFrame) -> None:
+    """The seven principles as an audit of this store: a checklist and its sentence."""
+    from paradnn.analysis import scorecard
+
+    audit = scorecard.principles_audit(results)
+    table(scorecard.checklist(audit))
+    caption(scorecard.audit_sentence(audit))
+
+
+def hardware_section(results: pd.DataFrame, platforms: pd.DataFrame) -> None:
+    """The twelve hardware metrics per platform: values and where each comes from."""
+    from paradnn.analysis import plots, scorecard
+
+    cells = scorecard.hardware_metrics(results, platforms)
+    show(plots.scorecard_matrix(cells, "Dai & Berleant's 12 hardware metrics per platform, and where each value comes from"))
+    counts = cells["evidence"].value_counts()
+    caption(f"The paper found ASICs ahead of GPUs in computing performance (High against Moderate), rating classes in words; "
+            f"here {counts.get('measured', 0)} of {len(cells)} cells are measured, {counts.get('datasheet', 0)} come from a "
+            f"datasheet, {counts.get('not measurable here', 0)} cannot be measured here (no power reading, single-device "
+            "runs) and the rest are the paper's class ratings.")  # fmt: skip
+    table(cells.pivot(index="metric", columns="platform", values="value"))
+    table(cells[["metric", "platform", "source"]].pivot(index="metric", columns="platform", values="source"))
+
+
+def paper_table_section() -> None:
+    """The paper's Table I as printed, and where it contradicts itself."""
+    from paradnn.analysis import scorecard
+
+    table(scorecard.hardware_table())
+    for note in scorecard.paper()["inconsistencies"]:
+        print("-", note)
+
+
+def framework_section(results: pd.DataFrame) -> None:
+    """The seven framework metrics with what was measured, and JAX's speed against TensorFlow's."""
+    from IPython.display import display
+
+    from paradnn.analysis import plots, scorecard
+
+    display(scorecard.highlight_measured(scorecard.framework_table_with_measured(results)))
+    speeds = scorecard.framework_speed(results)
+    if speeds.empty:
+        print("No configuration was measured under both TensorFlow and JAX.")
+        return
+    show(plots.framework_speed_bars(speeds, "JAX through Keras 3 against TensorFlow on identical models"))
+    table(speeds, 3)
+    caption("The paper found frameworks differ in licence, languages, devices and tested networks, and compared no speeds; "
+            "here JAX trains the same models at " + ", ".join(f"{g:.2f}x ({f} on {p}, TensorFlow's XLA {x}, n = {n})"
+            for f, p, g, x, n in zip(speeds["family"], speeds["platform"], speeds["geomean"], speeds["tensorflow_xla"],
+                                     speeds["n"])) + " TensorFlow's throughput.")  # fmt: skip

@@ -1,0 +1,129 @@
+"""The software-stack report (the paper's section 6): XLA, precision and TensorFlow versions, side by side.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from paradnn.analysis.results import Results
+from paradnn.sections.common import caption, ensure_measured, load, show, table
+
+if TYPE_CHECKING:
+    from paradnn.analysis.observations import Verdict
+    from paradnn.analysis.roofline import Ceilings
+    from paradnn.analysis.speedup import SpeedupResult
+
+
+def speedup_maps(result, what: str, platform: str, families: list[str]) -> None:
+    """One speedup heatmap per family for a software-stack comparison (red faster, blue slower)."""
+    from paradnn import families as registry
+    from paradnn.analysis import plots
+
+    for family in families:
+        pairs = result.table[result.table["family"] == family].assign(state="ok")
+        if len(pairs):
+            show(plots.heatmaps(pairs, family, "speedup", f"{registry.get(family).title}: speedup from {what} on {platform}",
+                                "speedup (x; red: faster, blue: slower)", fmt="{:.2f}", center=1.0, cmap="RdBu_r"))  # fmt: skip
+
+
+def stack_summary(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """n, median and geometric-mean speedup of each software-stack comparison."""
+
+    rows = [{"comparison": k, "n": len(t), "median": t["speedup"].median() if len(t) else np.nan,
+             "geomean": float(np.exp(np.log(t["speedup"]).mean())) if len(t) else np.nan} for k, t in tables.items()]  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def measure(p: SimpleNamespace) -> list[str]:
+    """Measure what the store lacks: the families under XLA on and off, in float32 and
+    ``p.low_precision``, in one sweep; then, with ``p.stacks``, every stack side by side (XLA
+    on). Returns the sweeps' lines."""
+    runs = [{"dtype": d, "xla": x} for x in (True, False) for d in ["float32"] + ([p.low_precision] if p.low_precision else [])]
+    lines = ensure_measured(p.store, p.families, preset=p.preset, overrides=p.overrides, variants=runs, platform=p.platform,
+                            measure_missing=p.measure_missing, budget_minutes=p.budget_minutes, max_seconds=p.max_seconds)
+    if p.stacks and p.measure_missing:
+        lines += ensure_measured(p.store, p.families, preset=p.preset, overrides=p.stack_overrides, xla=True,
+                                 platform=p.platform, stacks=p.stacks, budget_minutes=p.budget_minutes / 2,
+                                 max_seconds=p.max_seconds)  # fmt: skip
+    return lines
+
+
+def rows(p: SimpleNamespace) -> tuple[pd.DataFrame, pd.DataFrame, Ceilings | None]:
+    """The platform's rows (the newest TensorFlow only), its rows of every TensorFlow version, and
+    its float32 ceilings; prints how many rows and which versions."""
+    from paradnn.analysis.roofline import ceilings_for
+    from paradnn.store import Store
+
+    df = load(p.store, platform=p.platform, families=p.families)
+    versions_df = load(p.store, platform=p.platform, families=p.families, all_versions=True)
+    print(f"{len(df)} rows of {p.platform}; TensorFlow versions in the store: "
+          f"{sorted(versions_df['sw_tensorflow'].dropna().unique())}")  # fmt: skip
+    with Store(p.store) as s:
+        ceilings = ceilings_for(s.platforms(), p.platform, "float32")
+    return df, versions_df, ceilings
+
+
+def xla_part(df: pd.DataFrame, p: SimpleNamespace) -> tuple[SpeedupResult, Verdict]:
+    """XLA on against off in float32: a speedup map per family, and the package's own check."""
+    from paradnn.analysis import observations as obs
+
+    result = Results(df).for_settings(dtype="float32").matched("xla", False, True)
+    speedup_maps(result, "XLA", p.platform, p.families)
+    verdict = obs.stack_speedup(result, "XLA speeds up training (the package's own check, not a paper finding)",
+                                "compiling with XLA speeds up the step", platform=p.platform)  # fmt: skip
+    caption(verdict.sentence)
+    return result, verdict
+
+
+def precision_part(df: pd.DataFrame, p: SimpleNamespace, ceilings: Ceilings | None,
+                   ) -> tuple[dict[str, SpeedupResult], list[Verdict]]:  # fmt: skip
+    """float32 against ``p.low_precision`` under XLA on and off (O13 each): maps and verdicts by XLA setting."""
+    from paradnn.analysis import observations as obs
+
+    results, verdicts = {}, []
+    if not p.low_precision:
+        return results, verdicts
+    for setting in (True, False):
+        words = "XLA on" if setting else "XLA off"
+        results[words] = Results(df).for_settings(xla=setting).matched("dtype", "float32", p.low_precision)
+        speedup_maps(results[words], f"{p.low_precision} ({words})", p.platform, p.families)
+        verdicts.append(obs.stack_speedup(results[words], f"{p.low_precision} speeds up models right of the ridge ({words})",
+                                          "16-bit arithmetic speeds up compute-bound models",
+                                          ridge=ceilings.ridge if ceilings else None, id="O13",
+                                          platform=f"{p.platform}, {words}"))  # fmt: skip
+        caption(verdicts[-1].sentence)
+    return results, verdicts
+
+
+def versions_part(xla_result: SpeedupResult, precision_results: dict[str, SpeedupResult], versions_df: pd.DataFrame,
+                  p: SimpleNamespace) -> Verdict:  # fmt: skip
+    """Fig. 12: every software-stack speedup's distribution, the TensorFlow version chain (O12)
+    with a map per version step, and each version's speedup with its interval."""
+    from paradnn.analysis import observations as obs
+    from paradnn.analysis import plots
+    from paradnn.analysis.speedup import version_speedups
+
+    tables = {"XLA on / off": xla_result.table}
+    for words, result in precision_results.items():
+        tables[f"{p.low_precision} / float32, {words}"] = result.table
+    verdict, chain = obs.version_chain(versions_df, p.platform)
+    for result in chain:
+        tables[f"TF {result.target} / {result.baseline}"] = result.table
+        speedup_maps(result, f"TensorFlow {result.target} over {result.baseline}", p.platform, p.families)
+    show(plots.speedup_distributions(tables, f"Software-stack speedups on {p.platform} (Fig. 12)"))
+    caption(verdict.sentence)
+    table(stack_summary(tables), 3)
+    versions = version_speedups(versions_df)
+    if versions.empty:
+        print("No configuration was measured under two TensorFlow versions with the same settings.")
+        return verdict
+    show(plots.version_speedups(versions, f"Speedup of each TensorFlow version on {p.platform} (Fig. 12a)"))
+    table(versions, 3)
+    caption("The paper found each TensorFlow release sped up the TPU by large factors; here " + "; ".join(
+        f"{r.target} runs {r.family} at {r.geomean:.2f}x {r.baseline} (95% interval {r.low:.2f}-{r.high:.2f}"
+        f"{', within the noise' if r.within_noise else ''}, n = {r.n})" for r in versions.itertuples()) + ".")
+    return verdict
