@@ -36,6 +36,7 @@ from paradnn.analysis.results import Results
 from paradnn.config import ConfigError, compute_dtype
 from paradnn.identity import profile_source
 from paradnn.platform import DATASHEETS
+from paradnn.settings import DEFAULTS, columns
 
 ORIGINAL = "tpu-v2-8"  # the platform whose profiles ship with the package
 # The ratios of peaks the method was checked on against a measurement: between one and two CPU
@@ -294,9 +295,10 @@ def _local_profiles(traces: pd.DataFrame, platform: str, ok: pd.DataFrame) -> tu
     return None
 
 
-# What a profile of this machine runs besides its dtype and XLA setting: the plain step, fed
-# from device memory, on one device, under TensorFlow (a missing value in a row means these).
-PROFILED = {"framework": "tensorflow", "input_mode": "device", "devices": 1}
+# What a profile of this machine runs besides its dtype and XLA setting: the plain step at the
+# declared defaults (TensorFlow, fed from device memory, one device; a missing value in a row
+# means these), by store column.
+PROFILED = columns({name: DEFAULTS[name] for name in ("framework", "input", "devices")})
 
 
 def step_profile(source: Source, label: str) -> pd.DataFrame:

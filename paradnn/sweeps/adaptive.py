@@ -31,6 +31,7 @@ from paradnn.analysis.results import Results
 from paradnn.config import ConfigError
 from paradnn.families import Config
 from paradnn.platform import Target
+from paradnn.settings import STEP_FIELDS
 from paradnn.store import Store
 from paradnn.sweeps.backends import LocalBackend, run_sweep
 from paradnn.sweeps.loop import Backend
@@ -149,10 +150,9 @@ def _time_left(deadline: float | None) -> bool:
 def _mine(store: Store, options: SweepOptions) -> pd.DataFrame:
     """The store's rows of this sweep's run: its platform and every run setting (XLA auto: any XLA)."""
     s = options.settings
-    run = {"platform": options.target.platform, "dtype": s.dtype, "framework": s.framework, "input": s.input,
-           "devices": s.devices}
-    if s.xla is not None:
-        run["xla"] = s.xla
+    run = {"platform": options.target.platform, **{name: getattr(s, name) for name in STEP_FIELDS}}
+    if s.xla is None:
+        del run["xla"]
     return Results(store.results(platform=options.target.platform)).for_settings(**run).frame
 
 
