@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from paradnn.settings import DEFAULTS
+from paradnn.settings import CURRENT_STACK, DEFAULTS
 
 
 def describe(family: str, label: str, dtype: str = DEFAULTS["dtype"]) -> dict:
@@ -51,7 +51,7 @@ def _run_doc(function):
     return function
 
 
-def stack_texts(value: object) -> list[str]:
+def _stack_texts(value: object) -> list[str]:
     """The ``stack`` run setting as given to the API: one text, several, or none; each checked."""
     from paradnn.settings import setting
 
@@ -86,7 +86,7 @@ def measure(family: str, label: str, *, max_seconds: float = 10.0, name: str | N
     from paradnn.sweeps.plan import SweepOptions, check_settings
 
     config = parse_label(family, label)
-    if stack_texts(run.pop("stack", ())) not in ([], ["current"]):
+    if _stack_texts(run.pop("stack", ())) not in ([], [CURRENT_STACK]):
         raise ConfigError("stack", run.get("stack"), "current with measure (it runs in this process; sweep measures "
                                                      "other software stacks)")  # fmt: skip
     parsed, target, settings_with = _run(run, name)
@@ -122,7 +122,7 @@ def sweep(family: str, *, preset: str = "smoke", store: str | Path = "outputs/re
     from paradnn.sweeps.plan import SilentProgress, SweepOptions
 
     configs = grid_of(family, preset, overrides)
-    stacks = [stk.parse(text) for text in stack_texts(run.pop("stack", ()))]
+    stacks = [stk.parse(text) for text in _stack_texts(run.pop("stack", ()))]
     parsed, target, settings_with = _run(run, name)
     options = SweepOptions(settings=settings_with(max_seconds=max_seconds), target=target, max_minutes=max_minutes,
                            windows=windows, workers=workers)  # fmt: skip

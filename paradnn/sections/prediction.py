@@ -36,12 +36,11 @@ def held_out(p: SimpleNamespace) -> tuple[pd.DataFrame, pd.DataFrame]:
 def held_out_section(scores: pd.DataFrame, oof: pd.DataFrame, p: SimpleNamespace) -> None:
     """Held-out step times predicted against measured, with the paper's regression beside the model."""
     from paradnn.analysis import plots
-    from paradnn.families import get as get_family
 
     if oof.empty:
         print(f"No platform has enough measured {p.family} rows for {p.folds}-fold held-out error.")
         return
-    title = get_family(p.family).title
+    title = _title(p.family)
     show(plots.predicted_vs_measured(oof, f"{title}: held-out step time predicted vs measured ({p.folds}-fold)"))
     rated = scores[scores["note"] == ""]
     best = rated.loc[rated["mape"].idxmin()]
@@ -57,7 +56,6 @@ def replay_section(scores: pd.DataFrame, p: SimpleNamespace) -> tuple[object, pd
     """The original study's ``p.replay_platform`` sweep replayed: the error of the unmeasured rest
     against the share measured, adaptive against random. Returns the replay's model and rows."""
     from paradnn.analysis import plots, predict
-    from paradnn.families import get as get_family
 
     with Store(p.store, readonly=True) as db:
         model, rows = predict.fit_store(db, p.replay_platform, p.family, p.seed)
@@ -66,7 +64,7 @@ def replay_section(scores: pd.DataFrame, p: SimpleNamespace) -> tuple[object, pd
     full, full_n = rated.loc[p.replay_platform, "mape"], rated.loc[p.replay_platform, "n"]
     fractions = [float(f) for f in p.replay_fractions]
     replayed = predict.replay(rows, model.featurizer, fractions, seeds=range(p.seed, p.seed + p.replay_seeds))
-    title = get_family(p.family).title
+    title = _title(p.family)
     show(plots.replay_curves(replayed, full, f"{title} on {p.replay_platform}: error of the unmeasured rest vs share measured"))
     means = replayed.groupby(["fraction", "strategy"])["mape"].mean().unstack()
     top = means.index.max()
@@ -81,11 +79,10 @@ def replay_section(scores: pd.DataFrame, p: SimpleNamespace) -> tuple[object, pd
 def filled_section(model: object, rows: pd.DataFrame, p: SimpleNamespace) -> None:
     """The replayed platform's heatmap with ``p.fill_fraction`` of it measured and the rest predicted."""
     from paradnn.analysis import plots, predict
-    from paradnn.families import get as get_family
 
     chosen = predict.sample(rows, model.featurizer, int(round(p.fill_fraction * len(rows))), "adaptive", p.seed)
     filled = predict.filled_grid(rows, model.featurizer, chosen, p.seed)
-    title = get_family(p.family).title
+    title = _title(p.family)
     show(plots.heatmaps(filled, p.family, "examples_per_sec",
                         f"{title} on {p.replay_platform}: {p.fill_fraction:.0%} measured, the rest predicted",
                         "throughput (examples/s, log colour)", log_color=True, fmt="{:.3g}", marked="measured"))  # fmt: skip
@@ -98,7 +95,6 @@ def filled_section(model: object, rows: pd.DataFrame, p: SimpleNamespace) -> Non
 def local_grid_section(p: SimpleNamespace) -> None:
     """This machine's denser grid (``p.fill_overrides``): measured cells, the rest predicted."""
     from paradnn.analysis import plots, predict
-    from paradnn.families import get as get_family
     from paradnn.space import expand
 
     labels = [c.label for c in expand(p.family, p.preset, p.fill_overrides)]
@@ -108,10 +104,16 @@ def local_grid_section(p: SimpleNamespace) -> None:
             print(f"{len(local_rows)} measured {p.family} rows on {p.platform}; prediction needs at least {predict.MIN_ROWS}.")
             return
         local = predict.grid_with_predictions(db, p.platform, p.family, labels, p.seed)
-    title = get_family(p.family).title
+    title = _title(p.family)
     show(plots.heatmaps(local, p.family, "examples_per_sec", f"{title} on {p.platform}: measured and predicted throughput",
                         "throughput (examples/s, log colour)", log_color=True, fmt="{:.3g}", marked="measured"))  # fmt: skip
     measured = int(local["measured"].sum())
     caption(f"The paper found its heatmaps by measuring all cells ({len(local)} here); here {measured} are measured and "
             f"{len(local) - measured} predicted from them, which is what `paradnn sweep --adaptive` shows for "
             "the cells it did not measure.")  # fmt: skip
+
+
+def _title(family: str) -> str:
+    from paradnn.families import get
+
+    return get(family).title

@@ -26,7 +26,6 @@ from paradnn.config import cache_dir
 from paradnn.settings import CURRENT_STACK
 from paradnn.version import __version__
 
-CURRENT = CURRENT_STACK
 # What a sweep worker imports besides TensorFlow (and the Keras it brings).
 WORKER_REQUIREMENTS = ("numpy", "pandas", "psutil", "PyYAML")
 SOURCE = Path(__file__).resolve().parents[2]  # the paradnn checkout installed into every stack
@@ -40,7 +39,7 @@ class Stack:
 
     @property
     def name(self) -> str:
-        return ",".join(self.requirements) or CURRENT
+        return ",".join(self.requirements) or CURRENT_STACK
 
     @property
     def key(self) -> str:
@@ -59,7 +58,7 @@ def parse(text: str) -> Stack:
     from paradnn.settings import setting
 
     written = setting("stack").parse(text)
-    return Stack() if written == CURRENT else Stack(tuple(written.split(",")))
+    return Stack() if written == CURRENT_STACK else Stack(tuple(written.split(",")))
 
 
 def root() -> Path:
