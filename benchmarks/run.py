@@ -16,7 +16,10 @@ Sections (targets in brackets):
   jax       harness's JAX loop vs a hand-written jax.jit loop, call by call [>= 0.97] (benchmarks/jax_loop.py)
   overhead  sweep wall time outside timed samples, per configuration [median < 2 s without compile]
   ray       scheduling gap between configurations on a node, local vs a 2-node Ray cluster here [median < 1 s]
-  repeat    the same configurations in two separate sweeps [median |diff| <= 5%]
+  repeat    three sweeps of 12 FC configurations, a CPU hog on in the middle one, with and without the
+            contention check: pooled estimates' differences [checked: median <= 5%, p90 <= 15%]
+  interleave XLA on/off and float32/mixed bfloat16 on 8 FC configurations, interleaved rounds, three
+            times: each median ratio's spread over the runs [<= 3%]
   workers   sweeps with one worker and with two, alternating: wall time [CNN < 1, FC with XLA < 1.05] and the rows'
             difference [within the scatter of two sweeps of one setting + 2%]
   projection cpu[threads=1]'s profiled steps projected onto cpu, against cpu's own, FC/CNN/RNN at quick size
@@ -301,7 +304,7 @@ def paradnn(*args: str) -> subprocess.CompletedProcess:
 
 
 def sweep_rows(store: Path):
-    """The latest row of each configuration in ``store`` (with ``--windows`` the merged one)."""
+    """The latest row of each configuration in ``store`` (these sweeps measure each once)."""
     from paradnn.store import Store
 
     with Store(store, create=False) as s:
@@ -382,46 +385,102 @@ def bench_ray(tiny: bool, work: Path) -> None:
         cluster.shutdown()
 
 
+REPEAT_GRID = ["--set", "layers=2,4", "--set", "nodes=64,256,1024", "--set", "batch=64,256", "--max-seconds", "1.5"]
+TINY_GRID = ["--set", "layers=1", "--set", "nodes=32,64", "--set", "batch=32", "--set", "input=100", "--set", "output=10",
+             "--max-seconds", "0.5"]  # fmt: skip
+
+
+def hog(seconds: float, after: float = 0.0) -> subprocess.Popen:
+    """A process busy on one core for ``seconds``, starting ``after`` seconds from now (not a sweep's child)."""
+    code = f"import time\ntime.sleep({after})\nt = time.time()\nwhile time.time() - t < {seconds}: pass"
+    return subprocess.Popen([sys.executable, "-c", code])
+
+
+def pooled_rows(store: Path):
+    """One pooled row per configuration of ``store`` (every measurement of it counts)."""
+    from paradnn.analysis.results import Results
+
+    return Results.load(store).measured().pooled().frame.set_index("label")
+
+
 def bench_repeat(tiny: bool, work: Path) -> None:
-    """Two sweeps of one grid, compared row by row: once with one timing window per configuration,
-    once with ``--windows 2`` (the same budget in two windows a pass apart, the faster kept once
-    another confirms it, further windows until one does). The
-    four sweeps alternate (1, 2, 1, 2) so both see the same drift of the machine."""
-    sets = ["--set", "layers=2,4", "--set", "nodes=64,256,1024", "--set", "batch=64,256"]  # the default 3 s each
-    if tiny:
-        sets = ["--set", "layers=1", "--set", "nodes=32,64", "--set", "batch=32", "--set", "input=100", "--set", "output=10",
-                "--max-seconds", "0.5"]  # fmt: skip
-    choices = (2,) if tiny else (1, 2)  # tiny: the windowed path only, two sweeps as before
-    stores = {(w, run): work / f"repeat-w{w}-{run}.sqlite" for run in "ab" for w in choices}
-    for (windows, _), store in stores.items():
-        result = paradnn("sweep", "fc", *sets, "--windows", str(windows), "--store", str(store))
-        assert result.returncode == 0, result.stderr
-    for windows in choices:
-        a, b = (sweep_rows(stores[windows, run]).set_index("label")["examples_per_sec"] for run in "ab")
-        ratio = (b / a).dropna()
-        diff = (ratio - 1).abs()
-        # A shared machine's speed drifts between runs; that moves every configuration alike.
-        # Dividing by the median ratio separates it from the harness's own scatter.
-        drift = float(ratio.median())
-        scatter = (ratio / drift - 1).abs()
-        case = f"fc, {len(diff)} configurations, two sweeps, --windows {windows}"
-        row("repeat", case, "median |diff| examples/s", float(diff.median()), "<= 0.05", bool(diff.median() <= 0.05))
-        row("repeat", case, f"worst |diff| examples/s ({diff.idxmax()})", float(diff.max()), "<= 0.20", bool(diff.max() <= 0.2))
-        row("repeat", case, "common drift (median b/a)", drift)
-        row("repeat", case, "median |diff| after drift", float(scatter.median()))
-        row("repeat", case, f"worst |diff| after drift ({scatter.idxmax()})", float(scatter.max()))
-    cv = np.concatenate([sweep_rows(stores[choices[0], run])["step_time_cv"].dropna().to_numpy() for run in "ab"])
-    for q in (0.5, 0.9, 1.0):
-        row("repeat", f"within-run CV of step time (--windows {choices[0]})", f"quantile {q:.1f}", float(np.quantile(cv, q)))
-    windowed = [r for run in "ab" for r in sweep_rows(stores[2, run])["extra"] if "windows" in (r or {})]
-    if windowed:
-        spread = [r["window_spread"] for r in windowed]
-        row("repeat", "--windows 2: slow window / fast - 1", "median", float(np.median(spread)))
-        row("repeat", "--windows 2: slow window / fast - 1", "max", float(np.max(spread)))
-        timed = [len(r["windows"]) for r in windowed]
-        row("repeat", "--windows 2: windows timed per configuration (further ones until two agree)", "mean",
-            float(np.mean(timed)))  # fmt: skip
-        row("repeat", "--windows 2: windows timed per configuration (further ones until two agree)", "max", float(max(timed)))
+    """Three sweeps of one grid, with a CPU hog (a process busy on one core) on for part of the middle
+    one, compared by their pooled estimates: once with the contention check (windows where others took
+    more than a tenth of a core are refused and timed again) and once without it
+    (``PARADNN_MAX_CONTENTION=off``: recorded, never refused). The six sweeps alternate (checked,
+    unchecked, ...) so both see the same drift of the machine; the hog is on for the same span of both
+    middle sweeps."""
+    sets = TINY_GRID if tiny else REPEAT_GRID
+    hog_after, hog_for = (1.0, 3.0) if tiny else (12.0, 25.0)
+    modes = {"checked": ""} if tiny else {"checked": "", "unchecked": "off"}
+    stores: dict[tuple[str, str], Path] = {}
+    for run in "abc":
+        for mode, limit in modes.items():
+            stores[mode, run] = work / f"repeat-{mode}-{run}.sqlite"
+            busy = hog(hog_for, hog_after) if run == "b" else None
+            env = {**os.environ, "PARADNN_MAX_CONTENTION": limit}
+            result = subprocess.run([sys.executable, "-m", "paradnn.cli", "sweep", "fc", *sets, "--store",
+                                     str(stores[mode, run])], capture_output=True, text=True, cwd=ROOT, env=env)  # fmt: skip
+            if busy is not None:
+                busy.kill()
+                busy.wait()
+            assert result.returncode == 0, result.stderr
+    for mode in modes:
+        runs = {run: pooled_rows(stores[mode, run]) for run in "abc"}
+        diffs = np.concatenate([((runs[y]["examples_per_sec"] / runs[x]["examples_per_sec"]).dropna() - 1).abs().to_numpy()
+                                for x, y in (("a", "b"), ("a", "c"), ("b", "c"))])  # fmt: skip
+        case = f"fc, {len(runs['a'])} configurations, three sweeps, hog in the middle, {mode}"
+        checked = mode == "checked"
+        median, p90 = float(np.median(diffs)), float(np.quantile(diffs, 0.9))
+        row("repeat", case, "median |diff| pooled examples/s", median, "<= 0.05" if checked else "",
+            median <= 0.05 if checked else None)  # fmt: skip
+        row("repeat", case, "p90 |diff| pooled examples/s", p90, "<= 0.15" if checked else "", p90 <= 0.15 if checked else None)
+        middle = runs["b"]
+        row("repeat", case, "middle sweep: windows refused", float(middle["refused_windows"].fillna(0).sum()))
+        row("repeat", case, "middle sweep: rows contended", float(middle["contended"].fillna(0).astype(bool).sum()))
+        row("repeat", case, "middle sweep: most contention (cores)", float(middle["contention_cores"].max()))
+        for label, r in middle[middle["refused_windows"].fillna(0) > 0].iterrows():
+            refused = ", ".join(f"{w['others']:.2f}" for w in (r["extra"] or {}).get("refused", []))
+            print(f"repeat    {label}: refused windows at {refused} cores; the standing one {r['contention_cores']:.2f}",
+                  flush=True)  # fmt: skip
+
+
+def bench_interleave(tiny: bool, work: Path) -> None:
+    """Two comparisons on this machine, each one sweep of several runs (interleaved rounds: every round
+    times both sides of a configuration one after the other, in a shuffled order), done three times:
+    how far each median ratio moves between the runs [within 3%]. XLA on against off, and float32
+    against mixed bfloat16 (XLA on)."""
+    from paradnn.analysis.results import Results
+    from paradnn.platform import parse_target
+    from paradnn.space import expand
+    from paradnn.store import Store
+    from paradnn.sweeps.backends import run_sweep
+    from paradnn.sweeps.plan import SilentProgress, SweepOptions
+
+    grid = {"layers": [1], "nodes": [32, 64], "batch": [32], "input": [100], "output": [10]} if tiny else \
+        {"layers": [2, 4], "nodes": [128, 512], "batch": [64, 256], "input": [2000], "output": [1000]}  # fmt: skip
+    configs = expand("fc", "quick", grid)
+    seconds = 0.5 if tiny else 1.5
+    target = parse_target("cpu")
+    comparisons = {
+        "xla on / off": ("xla", False, True, [RunSettings(xla=x, max_seconds=seconds) for x in (False, True)]),
+        "mixed_bfloat16 / float32": ("dtype", "float32", "mixed_bfloat16", [RunSettings(xla=True, dtype=d, max_seconds=seconds)
+                                                                            for d in ("float32", "mixed_bfloat16")]),
+    }  # fmt: skip
+    comparisons = dict(list(comparisons.items())[:1]) if tiny else comparisons
+    medians: dict[str, list[float]] = {name: [] for name in comparisons}
+    for run in range(2 if tiny else 3):
+        for name, (vary, base, other, runs) in comparisons.items():
+            store = work / f"interleave-{vary}-{run}.sqlite"
+            with Store(store) as s:
+                run_sweep(configs, s, SweepOptions(settings=runs[0], target=target), runs=runs, progress=SilentProgress)
+            result = Results.load(store).matched(vary, base, other, family="fc")
+            medians[name].append(result.median)
+            row("interleave", f"{name}, run {run + 1}", f"median ratio over {result.n} ({result.interleaved} interleaved)",
+                result.median)  # fmt: skip
+    for name, values in medians.items():
+        spread = max(values) / min(values) - 1
+        row("interleave", f"{name}, {len(values)} runs", "largest / smallest median - 1", spread, "<= 0.03", spread <= 0.03)
 
 
 def bench_workers(tiny: bool, work: Path) -> None:
@@ -625,8 +684,8 @@ def bench_main_job(work: Path) -> None:
     row("main", "paradnn report quick, empty store", "wall s", value, "exit status 0", result.returncode == 0)
 
 
-SECTIONS = ("harness", "fit", "workloads", "ceiling", "input", "devices", "jax", "overhead", "ray", "repeat", "workers",
-            "projection", "analysis", "merge")  # fmt: skip
+SECTIONS = ("harness", "fit", "workloads", "ceiling", "input", "devices", "jax", "overhead", "ray", "repeat", "interleave",
+            "workers", "projection", "analysis", "merge")  # fmt: skip
 
 
 def main() -> int:
@@ -656,6 +715,7 @@ def main() -> int:
             "overhead": lambda: bench_overhead(args.tiny, work),
             "ray": lambda: bench_ray(args.tiny, work),
             "repeat": lambda: bench_repeat(args.tiny, work),
+            "interleave": lambda: bench_interleave(args.tiny, work),
             "workers": lambda: bench_workers(args.tiny, work),
             "projection": lambda: bench_projection(args.tiny, work),
             "analysis": lambda: bench_analysis(args.tiny, work),

@@ -100,13 +100,13 @@ def measure(family: str, label: str, *, max_seconds: float = 10.0, name: str | N
 @_run_doc
 def sweep(family: str, *, preset: str = "smoke", store: str | Path = "outputs/results.sqlite",
           overrides: Mapping[str, Iterable] | None = None, max_minutes: float | None = None, max_seconds: float = 3.0,
-          progress: bool = True, name: str | None = None, windows: int = 1, workers: int = 1,
+          progress: bool = True, name: str | None = None, rounds: int | None = None, workers: int = 1,
           **run: object):  # fmt: skip
     """Measure a preset's grid (with ``overrides``) that the store lacks; returns the grid's rows
     under these run settings as a DataFrame (XLA auto: the setting it chose).
 
-    ``windows``: time each configuration in this many windows a pass over the grid apart,
-    sharing ``max_seconds``; the faster window's record stands (``paradnn sweep --windows``).
+    ``rounds``: time each configuration in this many rounds a pass over the grid apart, sharing
+    ``max_seconds``; every round is a measurement of its own, pooled (``paradnn sweep --rounds``).
     ``workers``: worker processes on this CPU that build and compile side by side and time one
     at a time (``paradnn sweep --workers``).
 
@@ -125,12 +125,12 @@ def sweep(family: str, *, preset: str = "smoke", store: str | Path = "outputs/re
     stacks = [stk.parse(text) for text in _stack_texts(run.pop("stack", ()))]
     parsed, target, settings_with = _run(run, name)
     options = SweepOptions(settings=settings_with(max_seconds=max_seconds), target=target, max_minutes=max_minutes,
-                           windows=windows, workers=workers)  # fmt: skip
+                           rounds=rounds, workers=workers)  # fmt: skip
     with store_errors(store):
         with Store(store) as s:
             run_sweep(configs, s, options, stacks=stacks, progress=None if progress else SilentProgress)
         rows = Results.load(store).where(family=family, label=[c.label for c in configs])
-    return rows.for_settings(**{**parsed, "platform": target.platform}).latest(per_stack=bool(stacks)).frame
+    return rows.for_settings(**{**parsed, "platform": target.platform}).pooled(per_stack=bool(stacks)).frame
 
 
 def load(store: str | Path):

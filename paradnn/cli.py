@@ -355,9 +355,10 @@ store_option = click.option("--store", "store_path", default=DEFAULT_STORE, show
 @click.option("--memory-budget", "memory_gb", type=float, help="GB a configuration may use (default: 60% of RAM on CPU).")
 @click.option("--retry-failed", is_flag=True, help="Measure again what failed before (oom, error, timeout, skipped).")
 @click.option("--force", is_flag=True, help="Measure everything again (old rows are kept).")
-@click.option("--windows", default=1, show_default=True, type=int,
-              help="Time each configuration in this many windows, a pass over the grid apart; the fastest stands "
-                   "once another confirms it within 10% (further windows, up to 5, until one does).")
+@click.option("--rounds", type=int,
+              help="Time each configuration in this many rounds, a pass over the grid apart, every round a measurement "
+                   "pooled with the others (default 1; 3 with several --stack, each round timing every stack once in "
+                   "a shuffled order).")
 @click.option("--workers", default=1, show_default=True, type=int,
               help="Worker processes on this CPU: they build and compile side by side, and time one at a time.")
 @click.option("--adaptive", is_flag=True, help="Measure part of the grid where the model is least sure; predict the rest.")
@@ -367,7 +368,7 @@ store_option = click.option("--store", "store_path", default=DEFAULT_STORE, show
 @click.option("--address", envvar="RAY_ADDRESS", help="With --backend ray: HOST:PORT of the cluster (default $RAY_ADDRESS).")
 @setting_option("stack", "stack_texts", metavar="REQ[,REQ...]|current")
 def sweep(family: str, preset: str, overrides: tuple[str, ...], store_path: str, max_minutes: float | None,
-          max_seconds: float, timeout_s: float, memory_gb: float | None, retry_failed: bool, force: bool, windows: int,
+          max_seconds: float, timeout_s: float, memory_gb: float | None, retry_failed: bool, force: bool, rounds: int | None,
           workers: int, adaptive: bool, budget: str | None, backend: str, address: str | None, stack_texts: tuple[str, ...],
           platform_name: str | None, **run: object) -> None:  # fmt: skip
     """Measure a preset's grid for FAMILY, skipping what the store already has.
@@ -397,7 +398,7 @@ def sweep(family: str, preset: str, overrides: tuple[str, ...], store_path: str,
         raise ConfigError("--adaptive/--budget", budget or "(none)", "both together: --adaptive --budget N (or Nm)")
     options = SweepOptions(settings=settings, target=target, memory_budget_bytes=memory_gb * 1e9 if memory_gb else None,
                            timeout_s=timeout_s, max_minutes=max_minutes, retry_failed=retry_failed, force=force,
-                           windows=windows, workers=workers)  # fmt: skip
+                           rounds=rounds, workers=workers)  # fmt: skip
     if adaptive:
         from paradnn.sweeps.adaptive import Budget, adaptive_sweep, check_adaptive
 
@@ -419,7 +420,7 @@ def sweep(family: str, preset: str, overrides: tuple[str, ...], store_path: str,
     from paradnn.analysis.results import Results
 
     mine = Results.load(store_path).where(family=family, label=[c.label for c in configs])
-    rows = mine.for_settings(**{**parsed, "platform": target.platform}).latest(per_stack=bool(stacks)).frame.to_dict("records")
+    rows = mine.for_settings(**{**parsed, "platform": target.platform}).pooled(per_stack=bool(stacks)).frame.to_dict("records")
     if predicted is not None and len(predicted):
         rows += [{"platform": target.platform, **r, "state": "predicted"} for r in predicted.to_dict("records")]
     columns = RESULT_COLUMNS + ([("sw_tensorflow", "{}")] if stacks else [])

@@ -383,11 +383,14 @@ def declared_parameters(notebook: Path) -> dict:
 
 
 def provenance(store: Path, params: dict, observations: Path | None = None) -> str:
-    """Markdown summary placed at the top of each report: when, what, on what, and the verdicts."""
+    """Markdown summary placed at the top of each report: when, what, on what, how quiet the
+    machine was while it timed, and the verdicts."""
+    from paradnn.analysis.results import Results
     from paradnn.store import Store
 
-    platform, software, others = "not measured yet", {}, []
+    platform, software, others, timing = "not measured yet", {}, [], ""
     try:
+        timing = f"  \n**timing** {literal(Results.load(store).contention_line())}"
         with Store(store, create=False, readonly=True) as s:
             rows = s.platforms()
         measured = rows[rows["source"] == "measured"].sort_values("measured_at")
@@ -408,7 +411,7 @@ def provenance(store: Path, params: dict, observations: Path | None = None) -> s
     return (
         f"**Report generated** {dt.datetime.now().astimezone():%Y-%m-%d %H:%M %Z} · **store** <code>{literal(store)}</code>  \n"
         f"**{'platforms' if others else 'platform'}** {literal(platform)}  \n**software** {literal(sw)}  \n**parameters** {shown}"
-        + _verdict_summary(observations)
+        + timing + _verdict_summary(observations)
     )
 
 

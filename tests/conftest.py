@@ -72,6 +72,15 @@ def ceilings_cache(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session", autouse=True)
+def contention_recorded_not_refused() -> None:
+    """The suite measures on every core at once on purpose: timing windows record their
+    contention but are not refused and timed again (tests of the refusal set their own limit)."""
+    from paradnn.engine.contention import CONTENTION_ENV
+
+    os.environ[CONTENTION_ENV] = "off"
+
+
+@pytest.fixture(scope="session", autouse=True)
 def run_tmpdir(tmp_path_factory) -> Path:
     """The run's TMPDIR, for its processes and those they start: tests kill workers and kernels on
     purpose, and a killed process leaves TensorFlow's autograph files and its folders behind. pytest

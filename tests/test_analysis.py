@@ -134,14 +134,18 @@ def test_memory_bound_time_checks_the_premise_on_the_roofline():
         breakdown_of("big", "resnet50", {"convolution": (0.8, 50.0), "element-wise": (0.2, 0.5)}),
         breakdown_of("rnn", "rnn", {"recurrent loop": (0.9, 0.0), "element-wise": (0.1, 0.5)}),
     ])  # fmt: skip
-    points = pd.DataFrame({"label": ["big", "rnn"], "intensity": [40.0, 2.0]})
+    points = pd.DataFrame({"label": ["big", "rnn", "wide"], "intensity": [40.0, 2.0, 30.0]})
+    alone = obs.compute_bound_memory_time(breakdown, ridge=10.0, points=points)
+    assert alone.verdict == obs.INCONCLUSIVE and alone.n == 1  # one compute-bound model: a share of one never decides
+    breakdown = pd.concat([breakdown, breakdown_of("wide", "cnn", {"convolution": (0.75, 40.0), "element-wise": (0.25, 0.5)})])
     verdict = obs.compute_bound_memory_time(breakdown, ridge=10.0, points=points)
-    assert verdict.verdict == obs.HOLDS and "1 of 2" in verdict.evidence
+    assert verdict.verdict == obs.HOLDS and "2 of 3" in verdict.evidence
     models = {m["label"]: m for m in verdict.numbers["models"]}
     assert models["big"]["memory_bound_share"] == pytest.approx(0.2)
     assert models["rnn"]["uncounted_share"] == pytest.approx(0.9)  # the loop is left out, not called memory-bound
     assert models["rnn"]["memory_bound_share"] == pytest.approx(1.0)
-    little = breakdown_of("big", "resnet50", {"convolution": (0.95, 50.0), "element-wise": (0.05, 0.5)})
+    little = pd.concat([breakdown_of(label, "resnet50", {"convolution": (0.95, 50.0), "element-wise": (0.05, 0.5)})
+                        for label in ("big", "wide")])  # fmt: skip
     assert obs.compute_bound_memory_time(little, 10.0, points).verdict == obs.FAILS
     # The premise fails: no profiled model is right of the ridge.
     assert obs.compute_bound_memory_time(breakdown, 100.0, points).verdict == obs.INCONCLUSIVE
@@ -479,3 +483,32 @@ def test_table_3_sets_every_platform_of_the_store_beside_the_papers(tmp_path):
     assert rows.loc["cpu", "machine"] == "AMD EPYC, 2 cores" and rows.loc["cpu", "source"] == "measured here"
     assert rows.loc["v100", "float16 TFLOP/s (datasheet)"] == 125 and rows.loc["v100", "memory GiB"] == 16
     assert rows.loc["tpu-v3-8", "source"] == "datasheet only" and rows.loc["tpu-v3-8", "bfloat16 TFLOP/s (datasheet)"] == 420
+
+
+@pytest.mark.parametrize("n,values", [(1, [0.227]), (1, [2.0])])
+def test_a_measured_effect_on_one_value_never_decides(n, values):
+    part = obs.median_part("share", values, obs.Rule("median share", 0.1, ">", min_n=1))
+    assert part.interval == (values[0], values[0]) and part.n == n
+    assert part.outcome == obs.INCONCLUSIVE  # its interval is itself: zero width, built from one value
+
+
+def test_a_count_may_still_decide_on_what_it_counts():
+    part = obs.exact_part("found", 1.0, 1, obs.Rule("a plateau (1: found)", 0.5, min_n=1))
+    assert part.outcome == obs.HOLDS
+
+
+def test_reruns_widen_a_speedup_s_interval():
+    speedups = [1.30, 1.32, 1.31, 1.29]  # four configurations that agree, measured once each: a narrow interval
+    tight = obs.median_part("speedup", speedups, obs.Rule("median speedup", 1.05, ">"), log=True)
+    noisy = [[s * 0.8, s, s * 1.25] for s in speedups]  # the same medians, each from three rounds far apart
+    wide = obs.median_part("speedup", speedups, obs.Rule("median speedup", 1.05, ">"), log=True, replicates=noisy)
+    assert tight.effect == wide.effect
+    assert tight.outcome == obs.HOLDS and tight.interval[0] > 1.25
+    assert wide.interval[0] < tight.interval[0] and wide.interval[1] > tight.interval[1]
+    assert wide.interval[0] < 1.05 and wide.outcome == obs.INCONCLUSIVE  # reruns that disagree undecide it
+
+
+def test_speedup_part_reads_a_comparison_s_rounds():
+    table = pd.DataFrame({"speedup": [1.3, 1.3], "replicates": [[1.0, 1.3, 1.7], [1.0, 1.3, 1.7]]})
+    part = obs.speedup_part("speedup", table, obs.Rule("median speedup", 1.05, ">"))
+    assert part.n == 2 and part.interval[0] < 1.05 < part.interval[1]

@@ -21,7 +21,7 @@ def test_benchmarks_run_on_tiny_settings(tmp_path, ray_alone):  # its Ray sectio
     report = json.loads(out.read_text())
     sections = {r["section"] for r in report["rows"]}
     assert sections == {"harness", "fit", "workloads", "ceiling", "input", "devices", "jax", "overhead", "ray", "repeat",
-                        "workers", "projection", "analysis", "merge"}  # fmt: skip
+                        "interleave", "workers", "projection", "analysis", "merge"}  # fmt: skip
     assert all(isinstance(r["value"], float) for r in report["rows"])
     assert report["machine"]["kind"] == "cpu"
 

@@ -14,6 +14,7 @@ import pytest
 
 from paradnn.config import ConfigError
 from paradnn.engine import replicas as parallel
+from paradnn.engine.contention import Usage
 from paradnn.engine.protocol import Measurement, RunSettings, Stats
 from paradnn.families import parse_label
 from paradnn.identity import run_key
@@ -95,7 +96,9 @@ def test_the_leaders_measurement_survives_its_json_round_trip():
 
     m = Measurement(state="ok", samples=[0.2, 0.3], reference_samples=[0.1, 0.1], replicas=2, compile_time_s=1.0, final_loss=2.0)
     m.stats, m.graph = Stats.of(m.samples), GraphCount(10, {"MatMul": 10}, ["Einsum"])
+    m.contention, m.refused, m.max_contention = Usage(0.5, 0.01, 1.2), [{"others": 0.9, "steal": 0.0, "seconds": 1.0}], 0.1
     back = parallel._measurement(json.loads(json.dumps(asdict(m))))
+    assert back.contention == m.contention and back.as_dict()["contended"] is True
     assert back.as_dict() == m.as_dict() and back.graph == m.graph
 
 

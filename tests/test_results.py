@@ -224,3 +224,65 @@ def test_the_hand_filter_check_finds_what_it_looks_for(tmp_path):
                        'm = df[~df["source"].fillna("").str.startswith("legacy")]\n')  # fmt: skip
     found = _hand_filters(planted)
     assert [f.split()[0] for f in found] == ["planted.py:1", "planted.py:2", "planted.py:3", "planted.py:6"]
+
+
+def _store(tmp_path, rows: list[dict]) -> Results:
+    path = tmp_path / "pool.sqlite"
+    with Store(path) as store:
+        store.add_results(rows)
+    return Results.load(path)
+
+
+def test_every_measurement_of_one_run_pools_into_one_estimate(tmp_path):
+    results = _store(tmp_path, [row(speed=100), row(speed=80), row(speed=90), XLA_ON])
+    pooled = results.pooled().frame.set_index("xla")
+    assert len(pooled) == 2  # one row per run: the three measurements of BASE, XLA_ON alone
+    base = pooled.loc[False]
+    assert base["n_measurements"] == 3 and base["examples_per_sec"] == 90.0  # the median, not the latest (90 is neither)
+    assert base["step_time_s"] == pytest.approx(4 / 90)
+    assert sorted(base["measured_values"]) == pytest.approx(sorted([4 / 100, 4 / 80, 4 / 90]))
+    assert base["rerun_spread"] == pytest.approx(100 / 80 - 1)
+    assert pooled.loc[True, "n_measurements"] == 1 and pooled.loc[True, "rerun_spread"] == 0.0
+
+
+def test_a_contended_measurement_is_never_pooled_with_quiet_ones(tmp_path):
+    results = _store(tmp_path, [row(speed=100, contended=False), row(speed=50, contended=True), row(speed=98)])
+    base = results.pooled().frame.iloc[0]
+    assert base["n_measurements"] == 2 and base["examples_per_sec"] == 99.0 and not base["contended"]
+
+
+def test_a_run_measured_only_under_contention_stands_flagged(tmp_path):
+    results = _store(tmp_path, [row(speed=50, contended=True), row(speed=60, contended=True)])
+    base = results.pooled().frame.iloc[0]
+    assert base["n_measurements"] == 2 and base["examples_per_sec"] == 55.0 and base["contended"]
+
+
+def test_a_failed_attempt_does_not_displace_a_finished_one_and_a_newer_stack_pools_apart(tmp_path):
+    newer = row(speed=200, software={"paradnn": "9.0"})  # same configuration and settings, another run identity
+    results = _store(tmp_path, [row(speed=100), row(speed=120), row(state="oom", speed=1)])
+    pooled = results.pooled().frame.iloc[0]
+    assert pooled["state"] == "ok" and pooled["n_measurements"] == 2 and pooled["examples_per_sec"] == 110.0
+    results = _store(tmp_path / "b", [row(speed=100), row(speed=120), newer])
+    pooled = results.pooled().frame.iloc[0]
+    assert pooled["examples_per_sec"] == 200.0 and pooled["n_measurements"] == 1  # the standing identity's own
+
+
+def test_only_failed_attempts_stand_as_the_latest_failure(tmp_path):
+    results = _store(tmp_path, [row(state="oom", speed=1), row(state="error", speed=1)])
+    pooled = results.pooled().frame.iloc[0]
+    assert pooled["state"] == "error" and pooled["n_measurements"] == 0
+
+
+def test_reruns_say_the_pooled_difference_with_the_raw_beside_it(tmp_path):
+    results = _store(tmp_path, [row(speed=100), row(speed=90), row(speed=50, contended=True)])
+    (rerun,) = results.reruns().to_dict("records")
+    assert rerun["n"] == 2 and rerun["difference"] == pytest.approx(100 / 90 - 1)  # the contended one is not pooled
+    assert rerun["raw_difference"] == pytest.approx(1.0)
+
+
+def test_the_contention_line_counts_what_the_rows_say(tmp_path):
+    results = _store(tmp_path, [row(speed=100, contended=False, refused_windows=2, steal_cores=0.03),
+                                row(speed=50, contended=True, refused_windows=2, steal_cores=0.0), row(speed=90)])
+    assert results.contention_line() == ("3 measured rows: 4 timing window(s) refused for contention and timed again; "
+                                         "1 row(s) never had a quiet window (kept apart, flagged contended); steal up to "
+                                         "0.03 cores; 1 row(s) from before contention was read")  # fmt: skip

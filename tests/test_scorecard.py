@@ -61,7 +61,9 @@ def test_the_principle_audit_reads_numbers_from_the_store():
     assert audit.loc["repeatability", "pass"] is None and audit.loc["repeatability", "outcome"] == "inconclusive"
     same_stack = rows.assign(**{c: "x" for c in scorecard.PROVENANCE})
     again = scorecard.principles_audit(same_stack).loc["repeatability"]
-    assert again["this store"] == "CV 3.0% (2 rows); rerun difference 10.0% (1 run identities measured more than once)"
+    assert again["this store"] == ("CV 3.0% (2 rows); rerun difference 10.0% over the measurements pooled (1 run "
+                                   "identities measured more than once); 10.0% over every measurement, contended ones "
+                                   "included")  # fmt: skip
     assert again["pass"] is None  # one rerun is too few to judge (at least 3), whatever its difference
     assert again["record"].rule.min_n == 3 and again["record"].effect == pytest.approx(0.1)
     scalability = ("2 configurations per hour; 1 platform(s): cpu; framework(s): tensorflow; 0 data-parallel rows; "

@@ -14,7 +14,7 @@ from paradnn.store import Store
 from paradnn.store.legacy import import_files
 
 SUMMARY_KEYS = {"n", "min", "median", "geomean", "max", "baseline", "target", "by", "family", "metric", "held_fixed", "free",
-                "sides"}
+                "sides", "interleaved"}
 
 
 @pytest.fixture(scope="module")
@@ -55,6 +55,8 @@ def test_tpu_over_v100_matches_the_study(legacy_results):
         "baseline",
         "target",
         "speedup",
+        "rounds",
+        "replicates",
     ]
     assert (table.speedup == table.target / table.baseline).all()
     assert table.label.is_unique
@@ -101,7 +103,8 @@ def test_compare_by_xla_with_known_numbers(xla_table):
     assert result.n == 2
     assert list(result.table.speedup) == [2.0, 0.5]
     assert list(result.table.baseline) == [100.0, 100.0] and list(result.table.target) == [200.0, 50.0]
-    assert list(result.table.columns) == ["family", "label", "platform", "layers", "baseline", "target", "speedup"]
+    assert list(result.table.columns) == ["family", "label", "platform", "layers", "baseline", "target", "speedup",
+                                         "rounds", "replicates"]  # fmt: skip
     assert (result.min, result.median, result.max) == (0.5, 1.25, 2.0)
     assert result.geomean == pytest.approx(1.0)
     summary = result.summary()
@@ -150,3 +153,30 @@ def test_compare_pairs_the_original_study_as_the_paper_did(legacy_store):
     as_json = json.loads(CliRunner().invoke(main, ["compare", "--baseline", "v100", "--target", "tpu-v2-8", "--hold", "dtype",
                                                    "--store", legacy_store, "--json"]).output)  # fmt: skip
     assert as_json["n"] == 0 and as_json["why"].startswith("dtype differs")
+
+
+def _in_round(row: dict, round_no: int, sweep: str = "s1") -> dict:
+    return {**row, "extra": {"sweep": sweep, "round": round_no, "position": 0}}
+
+
+def test_an_interleaved_pair_is_the_median_of_its_per_round_ratios():
+    base, target = [100.0, 50.0, 90.0], [200.0, 60.0, 100.0]  # per round 2.0, 1.2, 1.11; pooled medians 90 and 100
+    rows = [_in_round(_row("fc1", "cpu", xla, speed), r) for xla, speeds in ((False, base), (True, target))
+            for r, speed in enumerate(speeds, start=1)]  # fmt: skip
+    result = compare(pd.DataFrame(rows), False, True, by="xla")
+    (pair,) = result.table.to_dict("records")
+    assert pair["speedup"] == pytest.approx(1.2) and pair["rounds"] == 3 and result.interleaved == 1
+    assert pair["replicates"] == pytest.approx([2.0, 1.2, 100 / 90])
+    apart = [{**r, "extra": {"sweep": f"s{i}", "round": 1}} for i, r in enumerate(rows)]  # each measured in its own sweep
+    (pair,) = compare(pd.DataFrame(apart), False, True, by="xla").table.to_dict("records")
+    assert pair["rounds"] == 0 and pair["speedup"] == pytest.approx(100 / 90)  # the pooled medians' ratio
+    assert len(pair["replicates"]) == 9  # every target measurement over every baseline one
+
+
+def test_a_contended_row_is_left_out_of_a_comparison_where_a_quiet_one_stands():
+    rows = pd.DataFrame([_row("fc1", "cpu", False, 100.0), {**_row("fc1", "cpu", False, 10.0), "contended": True},
+                         _row("fc1", "cpu", True, 200.0)])  # fmt: skip
+    rows["run_key"] = ["a", "a", "b"]
+    rows["contended"] = rows["contended"].fillna(False)
+    (pair,) = compare(rows, False, True, by="xla").table.to_dict("records")
+    assert pair["speedup"] == 2.0

@@ -15,7 +15,7 @@ from paradnn.engine.protocol import RunSettings
 from paradnn.store import Store
 from paradnn.sweeps import stacks
 from paradnn.sweeps.backends import run_sweep
-from paradnn.sweeps.plan import SweepOptions
+from paradnn.sweeps.plan import COMPARE_ROUNDS, SweepOptions
 
 
 @pytest.fixture
@@ -117,11 +117,15 @@ def test_each_configuration_runs_on_every_stack_in_alternating_order(tmp_path, m
         skipped = summary.skipped_stacks
         rows = store.results()
     assert summary.states["ok"] == 2 * len(CONFIGS) and not skipped
-    assert sorted(rows.groupby("label")["sw_tensorflow"].apply(sorted).tolist()) == [["2.16.2", "2.21.0"]] * len(CONFIGS)
-    rounds = [StackWorker.order[i : i + 2] for i in range(0, len(StackWorker.order), 2)]
-    assert all(a[0] == b[0] for a, b in rounds)  # one configuration per round, on both stacks
-    firsts = [r[0][1] for r in rounds]
-    assert firsts == ["2.16.2", "2.21.0", "2.16.2"][: len(rounds)]  # the order alternates between rounds
+    each = ["2.16.2"] * COMPARE_ROUNDS + ["2.21.0"] * COMPARE_ROUNDS
+    assert sorted(rows.groupby("label")["sw_tensorflow"].apply(sorted).tolist()) == [each] * len(CONFIGS)
+    turns = [StackWorker.order[i : i + 2] for i in range(0, len(StackWorker.order), 2)]
+    assert len(turns) == COMPARE_ROUNDS * len(CONFIGS)
+    assert all(a[0] == b[0] and a[1] != b[1] for a, b in turns)  # a configuration on both stacks, one after the other
+    firsts = [t[0][1] for t in turns]
+    assert set(firsts) == {"2.16.2", "2.21.0"}  # the rounds' shuffled orders put each stack first somewhere
+    stamped = rows.sort_values("id")["extra"].map(lambda e: (e["round"], e["position"])).tolist()
+    assert [r for r, _ in stamped] == sorted(r for r, _ in stamped)  # each round a pass over the grid
     with Store(tmp_path / "r.sqlite") as store:  # a rerun measures nothing
         again = run_sweep(CONFIGS, store, options, stacks=chosen, start_worker=StackWorker)
     assert again.already_done == 2 * len(CONFIGS) and not again.states
@@ -140,13 +144,15 @@ def test_a_configuration_one_stack_measured_before_is_measured_again_beside_the_
         rows = store.results()
     # Every configuration again under both stacks, not only under the one that lacked it.
     assert summary.states["ok"] == 2 * len(CONFIGS) and summary.already_done == 0
-    assert sorted(StackWorker.order) == sorted((c.label, v) for c in CONFIGS for v in ("2.16.2", "2.21.0"))
+    assert sorted(StackWorker.order) == sorted((c.label, v) for c in CONFIGS for v in ("2.16.2", "2.21.0")
+                                               for _ in range(COMPARE_ROUNDS))  # fmt: skip
     sweeps = rows["extra"].map(lambda e: e["sweep"])
     assert sweeps.nunique() == 2 and set(rows.loc[sweeps == sweeps.iloc[-1], "sw_tensorflow"]) == {"2.16.2", "2.21.0"}
     # A version comparison pairs the rows of the sweep that measured both, never the earlier report's.
     pairs = Results(rows).side_by_side("sw_tensorflow").matched("sw_tensorflow", "2.16.2", "2.21.0", within=("sweep",),
                                                                metric="step_time_s")  # the fake records have no throughput
     assert pairs.n == len(CONFIGS) and pairs.table["sweep"].nunique() == 1
+    assert pairs.table["rounds"].eq(COMPARE_ROUNDS).all()  # each pair the median of its per-round ratios
 
 
 def test_a_stack_that_cannot_install_is_skipped_and_the_others_run(tmp_path, monkeypatch):
@@ -178,7 +184,7 @@ def test_the_oldest_and_the_newest_tensorflow_fill_one_store(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     with sqlite3.connect(store) as db:
         versions = db.execute("SELECT sw_tensorflow, COUNT(*) FROM results WHERE state = 'ok' GROUP BY 1").fetchall()
-    assert dict(versions) == {"2.16.2": 2, metadata.version("tensorflow"): 2}
+    assert dict(versions) == {"2.16.2": 2 * COMPARE_ROUNDS, metadata.version("tensorflow"): 2 * COMPARE_ROUNDS}
 
 
 def _version_rows(version: str, scale: float, noise: float, seed: int) -> list[dict]:

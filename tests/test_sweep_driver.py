@@ -383,62 +383,48 @@ class TimedWorker(FakeWorker):
         return result
 
 
-def windowed_sweep(tmp_path, times: dict[str, list[float]], windows: int, failing: dict[str, str] | None = None):
-    """Sweep CONFIGS with ``windows`` on one TimedWorker; the summary, the worker and the latest row per label."""
+def rounds_sweep(tmp_path, times: dict[str, list[float]], rounds: int, failing: dict[str, str] | None = None):
+    """Sweep CONFIGS in ``rounds`` on one TimedWorker; the summary, the worker and every row."""
     workers: list[TimedWorker] = []
 
     def start(target):
         workers.append(TimedWorker(target, failing or {}, times))
         return workers[-1]
 
-    options = SweepOptions(settings=RunSettings(max_seconds=0.4), timeout_s=5, memory_budget_bytes=1e12, windows=windows)
+    options = SweepOptions(settings=RunSettings(max_seconds=0.4), timeout_s=5, memory_budget_bytes=1e12, rounds=rounds)
     with Store(tmp_path / "r.sqlite") as store:
         summary = run_sweep(CONFIGS, store, options, start_worker=start)
         df = store.results()
     (worker,) = workers
-    return summary, worker, df, df.sort_values("id").groupby("label").last()
+    return summary, worker, df
 
 
-def test_windows_time_each_configuration_a_pass_apart_and_keep_the_faster(tmp_path):
-    # label 0's two windows disagree by 100%: a third, a pass later, confirms the faster; label 1's agree within 5%
-    times = {label(0): [0.02, 0.01, 0.0105], label(1): [0.010, 0.0105]}
-    summary, worker, df, latest = windowed_sweep(tmp_path, times, windows=2, failing={label(2): "failed"})
+def test_rounds_time_each_configuration_a_pass_apart_and_every_round_is_a_measurement(tmp_path):
+    times = {label(0): [0.02, 0.01, 0.012], label(1): [0.010, 0.0105, 0.011]}
+    summary, worker, df = rounds_sweep(tmp_path, times, rounds=3, failing={label(2): "failed"})
     order = [c.label for c in plan.ordered(CONFIGS)]
     again = [x for x in order if x != label(2)]  # failed: timed once
-    assert worker.measured == order + again + [label(0)]  # a whole pass between windows; the third for label 0 only
-    assert worker.budgets == [0.2] * 6  # the windows asked for share max_seconds; a further one has as much
+    assert worker.measured == order + again + again  # a whole pass between rounds
+    assert worker.budgets == pytest.approx([0.4 / 3] * 7)  # the rounds share max_seconds
     assert summary.states == {"ok": 2, "error": 1} and summary.left == 0
-    assert df.groupby("label").size().to_dict() == {label(0): 3, label(1): 2, label(2): 1}
-    assert latest.loc[label(0), "step_time_s"] == 0.01 and latest.loc[label(1), "step_time_s"] == 0.010
-    windows = latest.loc[label(0), "extra"]["windows"]
-    assert [w["step_time_s"] for w in windows] == [0.02, 0.01, 0.0105]
-    assert latest.loc[label(0), "extra"]["window_spread"] == pytest.approx(1.0)
-    assert latest.loc[label(1), "extra"]["window_spread"] == pytest.approx(0.05)
-    assert latest.loc[[label(0), label(1)], "unstable"].eq(0).all()  # both confirmed in the end
-    assert latest["max_seconds"].to_dict() == pytest.approx({label(0): 0.6, label(1): 0.4, label(2): 0.2})  # each row's time
-    assert Results.load(tmp_path / "r.sqlite").reruns().empty  # a configuration's windows are one attempt, not reruns
+    assert df.groupby("label").size().to_dict() == {label(0): 3, label(1): 3, label(2): 1}
+    assert sorted(df["extra"].map(lambda e: e["round"])) == [1, 1, 1, 2, 2, 3, 3]
+    pooled = Results.load(tmp_path / "r.sqlite").pooled().frame.set_index("label")
+    assert pooled.loc[label(0), "step_time_s"] == 0.012 and pooled.loc[label(0), "n_measurements"] == 3  # the median
+    assert pooled.loc[label(0), "rerun_spread"] == pytest.approx(1.0)
 
 
-def test_a_fastest_window_never_confirmed_stops_at_the_last_window_and_marks_the_row_unstable(tmp_path):
-    times = {label(0): [0.05, 0.04, 0.03, 0.02, 0.01], label(1): [0.010, 0.0105], label(2): [0.02, 0.02]}
-    _, worker, _, latest = windowed_sweep(tmp_path, times, windows=2)
-    assert worker.measured.count(label(0)) == plan.MAX_WINDOWS and worker.measured.count(label(1)) == 2
-    assert worker.measured[-3:] == [label(0)] * 3  # one further pass each, only for it
-    assert latest.loc[label(0), "step_time_s"] == 0.01 and len(latest.loc[label(0), "extra"]["windows"]) == 5
-    assert latest["unstable"].to_dict() == {label(0): 1, label(1): 0, label(2): 0}
-
-
-def test_one_window_is_never_timed_again(tmp_path):
+def test_one_round_is_never_timed_again(tmp_path):
     times = {label(i): [0.01] for i in range(3)}
-    _, worker, df, _ = windowed_sweep(tmp_path, times, windows=1)
+    _, worker, df = rounds_sweep(tmp_path, times, rounds=1)
     assert sorted(worker.measured) == sorted(c.label for c in CONFIGS) and len(df) == 3
-    assert df["extra"].map(lambda e: "windows" not in (e or {})).all()
+    assert set(df["extra"].map(lambda e: e["round"])) == {1}
 
 
-@pytest.mark.parametrize("windows", [0, 6, 1.5, True])
-def test_windows_must_be_a_small_whole_number(windows):
-    with pytest.raises(ConfigError, match="windows"):
-        SweepOptions(windows=windows)
+@pytest.mark.parametrize("rounds", [0, 6, 1.5, True])
+def test_rounds_must_be_a_small_whole_number(rounds):
+    with pytest.raises(ConfigError, match="rounds"):
+        SweepOptions(rounds=rounds)
 
 
 class SizedWorker(FakeWorker):
@@ -487,21 +473,39 @@ def test_several_runs_share_one_sweep_and_its_workers(tmp_path):
         df = store.results()
     assert summary.planned == 6 and summary.states == {"ok": 6} and again.already_done == 6
     assert started == 2  # the runs share the sweep's two lanes
-    assert df.groupby("dtype")["label"].apply(sorted).to_dict() == {d: sorted(c.label for c in CONFIGS)
+    assert df.groupby("dtype")["label"].apply(sorted).to_dict() == {d: sorted([c.label for c in CONFIGS] * 3)
                                                                     for d in ("float32", "mixed_bfloat16")}  # fmt: skip
-    assert df["run_key"].nunique() == 6
+    assert df["run_key"].nunique() == 6 and df.groupby("run_key").size().eq(plan.COMPARE_ROUNDS).all()
 
 
-def test_a_sweep_of_several_runs_measures_each_configuration_under_every_run_in_turn(tmp_path):
+def test_a_comparison_times_its_alternatives_interleaved_in_shuffled_rounds(tmp_path):
     FakeWorker.started = []
-    runs = [RunSettings(max_seconds=0.1, xla=False, dtype=d) for d in ("float32", "mixed_bfloat16")]
+    runs = [RunSettings(max_seconds=0.3, xla=False, dtype=d) for d in ("float32", "mixed_bfloat16")]
     with Store(tmp_path / "r.sqlite") as store:
         run_sweep(CONFIGS, store, SweepOptions(timeout_s=5), start_worker=lambda target: FakeWorker(target, {}), runs=runs)
-        dtypes = store.results().sort_values("started_at")["dtype"].tolist()
+        df = store.results().sort_values("id")
     (worker,) = FakeWorker.started
-    assert worker.measured[0::2] == worker.measured[1::2]  # side by side: a, a, b, b, c, c
-    assert sorted(worker.measured[0::2]) == sorted(c.label for c in CONFIGS)
-    assert dtypes[:4] == ["float32", "mixed_bfloat16", "mixed_bfloat16", "float32"]  # the runs' order alternates
+    assert len(worker.measured) == 2 * 3 * plan.COMPARE_ROUNDS
+    assert worker.measured[0::2] == worker.measured[1::2]  # a configuration's alternatives side by side: a, a, b, b, ...
+    rounds = [e["round"] for e in df["extra"]]
+    assert rounds == [1] * 6 + [2] * 6 + [3] * 6  # each round a pass over the grid
+    assert list(df["max_seconds"]) == pytest.approx([0.1] * 18)  # the rounds share each run's max_seconds
+    order = [(e["round"], e["position"], d) for e, d in zip(df["extra"], df["dtype"])]
+    firsts = [d for r, pos, d in order if pos == 0]
+    assert set(firsts) == {"float32", "mixed_bfloat16"}  # the shuffled order puts either first, and says which
+    assert {pos for _, pos, _ in order} == {0, 1}
+
+
+def test_a_configuration_missing_under_one_alternative_is_measured_again_under_every_one(tmp_path):
+    FakeWorker.started = []
+    runs = [RunSettings(max_seconds=0.3, xla=False, dtype=d) for d in ("float32", "mixed_bfloat16")]
+    with Store(tmp_path / "r.sqlite") as store:
+        run_sweep(CONFIGS[:1], store, SweepOptions(settings=runs[0], timeout_s=5),
+                  start_worker=lambda target: FakeWorker(target, {}))  # float32 alone, first
+        run_sweep(CONFIGS[:1], store, SweepOptions(timeout_s=5), start_worker=lambda target: FakeWorker(target, {}),
+                  runs=runs)  # fmt: skip
+        df = store.results()
+    assert df.groupby("dtype").size().to_dict() == {"float32": 1 + plan.COMPARE_ROUNDS, "mixed_bfloat16": plan.COMPARE_ROUNDS}
 
 
 def test_the_runs_of_one_sweep_share_a_framework(tmp_path):
@@ -608,5 +612,5 @@ def test_each_backend_supports_what_its_page_says_and_refuses_the_rest(tmp_path)
         (row,) = [r for r in rows if option in r[0]]
         said = [cell == "yes" for cell in row[1:]]
         assert said == [feature in b.supports for b in (LocalBackend, StacksBackend, RayBackend)], feature
-    with Store(tmp_path / "r.sqlite") as store, pytest.raises(ConfigError, match="--windows: 2 .* 1 with --stack"):
-        run_sweep(CONFIGS, store, SweepOptions(windows=2), stacks=[stk.parse("current")])
+    with Store(tmp_path / "r.sqlite") as store, pytest.raises(ConfigError, match="--workers: 2 .* 1 with --stack"):
+        run_sweep(CONFIGS, store, SweepOptions(workers=2), stacks=[stk.parse("current")])

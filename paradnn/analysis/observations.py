@@ -39,6 +39,7 @@ PROJECTED_HOLDS, PROJECTED_FAILS = "holds (projected)", "does not hold (projecte
 UNKNOWN_SENTENCE = "it is inconclusive"
 FLAT = 0.02  # an adjacent step within 2% is flat
 LEVEL = 0.95  # every interval's confidence level
+MIN_MEASURED_N = 2  # no measured effect decides on fewer observations
 BOOTSTRAP_DRAWS = 2000
 
 
@@ -63,8 +64,11 @@ class Rule:
             raise ValueError(f"rule direction {self.direction!r}; allowed: >, <, >=, <=, within")
 
     def judge(self, effect: float | None, interval: tuple[float, float] | None, n: int) -> str:
-        """The outcome of ``effect`` (its ``interval``, over ``n`` observations) under this rule."""
-        if effect is None or interval is None or n < self.min_n or not all(map(math.isfinite, interval)):
+        """The outcome of ``effect`` (its ``interval``, over ``n`` observations) under this rule. A
+        measured effect needs at least two observations whatever ``min_n`` says (one value's
+        interval is itself, of zero width); a count or deterministic figure (``exact``) its ``min_n``."""
+        needed = self.min_n if self.exact else max(self.min_n, MIN_MEASURED_N)
+        if effect is None or interval is None or n < needed or not all(map(math.isfinite, interval)):
             return INCONCLUSIVE
         low, high = interval
         lower, upper = self.threshold - self.margin, self.threshold + self.margin
@@ -214,28 +218,61 @@ def _spread(part: Part) -> str:
 
 
 def bootstrap(values: Sequence[float] | np.ndarray, statistic: Callable[[np.ndarray], float] = np.median,
-              log: bool = False, seed: int = 0) -> tuple[float, float]:  # fmt: skip
-    """The 95% percentile-bootstrap interval of ``statistic`` over ``values`` (resampled whole:
-    one value per configuration or group); in log space for ratios (``log``). NaNs when empty."""
+              log: bool = False, seed: int = 0, replicates: Sequence[Sequence[float]] | None = None,
+              level: float = LEVEL) -> tuple[float, float]:  # fmt: skip
+    """The percentile-bootstrap interval (``level``, 95% by default) of ``statistic`` over ``values``
+    (one per configuration or group), in log space for ratios (``log``). NaNs when empty.
+
+    With ``replicates`` (per value, its repeated measurements: the per-round speedups of an
+    interleaved pair, or each measurement's speedup) the bootstrap has two levels: each draw
+    resamples the values, and within each its replicates, whose median stands for it in that
+    draw; so the interval holds the spread between reruns as well as between configurations."""
     a = np.asarray(values, dtype=float)
-    a = a[np.isfinite(a)]
-    if log:
-        a = np.log(a[a > 0])
-    if not len(a):
+    keep = np.isfinite(a) & ((a > 0) if log else True)
+    if not keep.any():
         return math.nan, math.nan
     rng = np.random.default_rng(seed)
-    draws = np.array([statistic(a[rng.integers(0, len(a), len(a))]) for _ in range(BOOTSTRAP_DRAWS)])
-    tail = (1 - LEVEL) / 2 * 100
+    inner = _inner_draws(a, keep, replicates, log, rng)  # values x draws
+    picks = rng.integers(0, inner.shape[0], size=(BOOTSTRAP_DRAWS, inner.shape[0]))
+    draws = np.array([statistic(inner[row, i]) for i, row in enumerate(picks)])
+    tail = (1 - level) / 2 * 100
     low, high = np.percentile(draws, tail), np.percentile(draws, 100 - tail)
     return (float(np.exp(low)), float(np.exp(high))) if log else (float(low), float(high))
 
 
-def median_part(name: str, values: Sequence[float] | np.ndarray | pd.Series, rule: Rule, log: bool = False) -> Part:
-    """A part whose effect is the median of ``values`` (one per configuration), bootstrapped."""
+def _inner_draws(values: np.ndarray, keep: np.ndarray, replicates: Sequence[Sequence[float]] | None, log: bool,
+                 rng: np.random.Generator) -> np.ndarray:  # fmt: skip
+    """Per kept value, its value in each bootstrap draw: the median of its resampled replicates
+    (a value without two replicates stands as itself); in log space with ``log``."""
+    rows = []
+    for value, reps in zip(values[keep], [r for r, k in zip(replicates, keep) if k] if replicates is not None
+                           else [None] * int(keep.sum())):  # fmt: skip
+        r = np.asarray([x for x in (reps if reps is not None else []) if np.isfinite(x) and (x > 0 or not log)], dtype=float)
+        if len(r) < 2:
+            rows.append(np.full(BOOTSTRAP_DRAWS, value))
+            continue
+        rows.append(np.median(r[rng.integers(0, len(r), size=(BOOTSTRAP_DRAWS, len(r)))], axis=1))
+    inner = np.vstack(rows)
+    return np.log(inner) if log else inner
+
+
+def median_part(name: str, values: Sequence[float] | np.ndarray | pd.Series, rule: Rule, log: bool = False,
+                replicates: Sequence[Sequence[float]] | pd.Series | None = None) -> Part:  # fmt: skip
+    """A part whose effect is the median of ``values`` (one per configuration), bootstrapped (over
+    the values, and within each over its ``replicates`` where given: :func:`bootstrap`)."""
     a = np.asarray(values, dtype=float)
-    a = a[np.isfinite(a) & ((a > 0) if log else True)]
-    effect = float(np.median(a)) if len(a) else None
-    return Part(name, effect, bootstrap(a, log=log) if len(a) else None, len(a), rule)
+    reps = list(replicates) if replicates is not None else None
+    keep = np.isfinite(a) & ((a > 0) if log else True)
+    effect = float(np.median(a[keep])) if keep.any() else None
+    interval = bootstrap(a, log=log, replicates=reps) if keep.any() else None
+    return Part(name, effect, interval, int(keep.sum()), rule)
+
+
+def speedup_part(name: str, table: pd.DataFrame, rule: Rule) -> Part:
+    """A part whose effect is the median speedup of a comparison's pairs (``SpeedupResult.table`` or
+    a subset of it), its interval resampling the pairs and, within each, its rounds or reruns."""
+    replicates = table["replicates"] if "replicates" in table else None
+    return median_part(name, table["speedup"], rule, log=True, replicates=replicates)
 
 
 def coefficient_part(name: str, reg: RegressionResult, axis: str, rule: Rule) -> Part:
@@ -793,7 +830,7 @@ def utilisation_ratio(result: SpeedupResult) -> Verdict:
     counts = result.table.groupby("family").size()
     shown = ", ".join(f"{families.get(f).title if f in families.names() else f} {r:.2f}x (n {counts[f]})"
                       for f, r in ratios.items())  # fmt: skip
-    part = median_part("ratio", result.table["speedup"], Rule("median utilisation ratio", 1.0, ">", min_n=3), log=True)
+    part = speedup_part("ratio", result.table, Rule("median utilisation ratio", 1.0, ">", min_n=3))
     return judged(name, paper, part, f"median utilisation ratio on matched configurations: {shown}",
                   {"ratios": ratios.to_dict()}, id="O10", platform=pair, held_fixed=held)  # fmt: skip
 
@@ -821,7 +858,7 @@ def stack_speedup(result: SpeedupResult, name: str, paper: str, margin: float = 
         why = f": {result.why}" if result.why and not result.n else ""
         return inconclusive(name, paper, f"{len(t)} configurations{scope} measured both ways (need 2){why}", id=id,
                             platform=platform, held_fixed=held, n=len(t))  # fmt: skip
-    part = median_part("speedup", t["speedup"], Rule("median speedup", 1 + margin, ">", min_n=2), log=True)
+    part = speedup_part("speedup", t, Rule("median speedup", 1 + margin, ">", min_n=2))
     evidence = f"over {len(t)} configurations{scope} (range {t['speedup'].min():.2f}x-{t['speedup'].max():.2f}x)"
     return judged(name, paper, part, evidence, {"median": part.effect, "n": len(t)}, id=id, platform=platform,
                   held_fixed=held)  # fmt: skip
@@ -855,8 +892,8 @@ def version_chain(df: pd.DataFrame, platform: str = "") -> tuple[Verdict, list[S
     if not results:
         return inconclusive(name, paper, "no configuration measured under two versions side by side with the same settings",
                             id=oid, platform=platform, held_fixed={"platform": platform}, n=0), []  # fmt: skip
-    parts = [median_part(f"{r.baseline}->{r.target}", r.table["speedup"],
-                         Rule(f"median speedup of {r.target} over {r.baseline}", 1 + STACK_MARGIN, ">", min_n=2), log=True)
+    parts = [speedup_part(f"{r.baseline}->{r.target}", r.table,
+                          Rule(f"median speedup of {r.target} over {r.baseline}", 1 + STACK_MARGIN, ">", min_n=2))
              for r in results]  # fmt: skip
     numbers = {f"{r.baseline}->{r.target}": r.median for r in results}
     held = {k: v for k, v in results[0].held_fixed.items()} | {"platform": platform, "measured": "side by side"}

@@ -19,6 +19,7 @@ run field by hand.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -26,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from paradnn import settings
-from paradnn.analysis.rows import ANY, MISSING, SIDE_OWNED, newest_rows, side_by_side
+from paradnn.analysis.rows import ANY, MISSING, SIDE_OWNED, newest_rows, pool, quiet_first, side_by_side
 from paradnn.analysis.speedup import SpeedupResult, compare, side_rows
 from paradnn.config import ConfigError
 from paradnn.identity import run_key
@@ -189,27 +190,54 @@ class Results:
         """Rows of the newest TensorFlow version measured on each platform, and imported rows."""
         return self._with(newest_rows(self.frame))
 
-    def latest(self, per_stack: bool = False) -> Results:
-        """One row per configuration (family version included) and run settings: the latest
-        attempt; with ``per_stack``, one per TensorFlow version as well."""
+    def pooled(self, per_stack: bool = False) -> Results:
+        """One row per configuration (family version included), run settings and platform, from
+        every measurement of it: its figures are the medians over its run identity's finished
+        measurements, quiet ones first (:func:`paradnn.analysis.rows.pool`), with ``n_measurements``,
+        ``measured_values`` and ``rerun_spread`` beside them; with ``per_stack``, one per TensorFlow
+        version as well. No analysis reads "the latest" of several measurements."""
         key = [c for c in ("family", "family_version", "label", *settings.identity_columns()) if c in self.frame]
         key += ["sw_tensorflow"] if per_stack else []
-        df = self.frame.sort_values("id") if "id" in self.frame else self.frame
-        return self._with(df.drop_duplicates(key, keep="last").reset_index(drop=True))
+        frame = self.frame
+        if "run_key" not in frame:  # a table built by hand: the key its rows would have in a store
+            frame = frame.assign(run_key=[run_key(r) for r in frame.to_dict("records")])
+        return self._with(pool(one_row_per_attempt(frame), key))
 
     def reruns(self, metric: str = "step_time_s") -> pd.DataFrame:
         """Run identities measured more than once (state ``ok``), one row each: ``run_key``,
-        family, label, ``n`` and the relative difference of ``metric`` between the fastest
-        and slowest of them (``max / min - 1``). Rows that merely share a label but differ in
-        anything else of the run identity are never reruns of each other."""
+        family, label, ``n`` (the measurements pooled) and ``difference``, the relative difference
+        of ``metric`` between the fastest and slowest of them (``max / min - 1``), over the
+        measurements a pooled estimate rests on (contended ones left out where quiet ones exist:
+        :func:`paradnn.analysis.rows.quiet_first`); ``raw_difference`` over every measurement.
+        Rows that merely share a label but differ in anything else of the run identity are never
+        reruns of each other."""
         ok = self.measured().ok().positive(metric).frame
         if "run_key" not in ok:  # a table built by hand: the key its rows would have in a store
             ok = ok.assign(run_key=[run_key(r) for r in ok.to_dict("records")])
         ok = one_row_per_attempt(ok)
-        groups = ok.groupby("run_key")
+        raw = ok.groupby("run_key")[metric].agg(lambda v: v.max() / v.min() - 1)
+        groups = quiet_first(ok).groupby("run_key")
         out = pd.DataFrame({"family": groups["family"].first(), "label": groups["label"].first(), "n": groups.size(),
                             "difference": groups[metric].max() / groups[metric].min() - 1})  # fmt: skip
+        out["raw_difference"] = raw.reindex(out.index)
         return out[out["n"] > 1].reset_index()
+
+    def contention_line(self) -> str:
+        """What the measured rows say of the machine while they were timed, in one line: windows
+        refused for contention, rows that never had a quiet window, the most steal, and rows from
+        before contention was read (:mod:`paradnn.engine.contention`)."""
+        rows = self.measured().ok().frame
+        if rows.empty:
+            return "no measured rows"
+        read = rows[rows["contended"].notna()] if "contended" in rows else rows.iloc[:0]
+        refused = int(pd.to_numeric(read.get("refused_windows"), errors="coerce").fillna(0).sum()) if len(read) else 0
+        contended = int(read["contended"].astype(bool).sum()) if len(read) else 0
+        steal = float(pd.to_numeric(read.get("steal_cores"), errors="coerce").max()) if len(read) else math.nan
+        words = [f"{len(rows)} measured rows: {refused} timing window(s) refused for contention and timed again",
+                 f"{contended} row(s) never had a quiet window (kept apart, flagged contended)"]  # fmt: skip
+        words += [f"steal up to {steal:.2f} cores"] if math.isfinite(steal) else []
+        words += [f"{len(rows) - len(read)} row(s) from before contention was read"] if len(read) < len(rows) else []
+        return "; ".join(words)
 
     def ok(self) -> Results:
         """Rows that finished (state ``ok``)."""

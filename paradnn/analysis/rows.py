@@ -7,6 +7,8 @@ pairing itself is :func:`paradnn.analysis.speedup.compare`.
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
 from paradnn import settings
@@ -93,3 +95,58 @@ def side_by_side(df: pd.DataFrame, column: str) -> pd.DataFrame:
     stamped = df.assign(sweep=sweep)[sweep.notna()]
     several = stamped.groupby("sweep")[column].nunique()
     return stamped[stamped["sweep"].isin(several[several > 1].index)]
+
+
+# The figures of a measurement that pool: each the median over a run identity's measurements.
+POOLED_METRICS = ("step_time_s", "step_time_mad_s", "step_time_mean_s", "step_time_std_s", "step_time_min_s",
+                  "step_time_p5_s", "step_time_p95_s", "step_time_cv", "examples_per_sec", "flops_per_sec",
+                  "utilization", "compile_time_s", "peak_memory_bytes", "energy_per_step_j", "examples_per_joule",
+                  "device_step_time_s", "infeed_share", "replica_step_time_s", "comm_share", "allreduce_share",
+                  "scaling_efficiency", "contention_cores", "steal_cores")  # fmt: skip
+
+
+def quiet_first(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` less its contended rows (timed without a quiet window) wherever the same run identity
+    (``run_key``) has a quiet one: a contended measurement is never mixed with quiet ones, and
+    stands only where nothing else measured that run. Rows from before contention was read count as quiet."""
+    if "contended" not in df or "run_key" not in df or df.empty:
+        return df
+    contended = df["contended"].fillna(0).astype(bool)
+    if not contended.any():
+        return df
+    has_quiet = set(df.loc[~contended, "run_key"])
+    return df[~contended | ~df["run_key"].isin(has_quiet)]
+
+
+def pool(df: pd.DataFrame, key: list[str]) -> pd.DataFrame:
+    """One row per ``key`` (a configuration under one run on one platform) from every measurement of it.
+
+    The row that stands is the latest finished one (the latest attempt where none finished); the
+    measurements pooled with it are the finished rows of its run identity (``run_key``: rows of an
+    older software stack or paradnn version are not), quiet ones first (:func:`quiet_first`). Each
+    of :data:`POOLED_METRICS` is the median over them; ``n_measurements`` counts them,
+    ``measured_values`` lists their step times, ``rerun_spread`` is slowest / fastest - 1, and
+    ``samples_s`` holds every one's samples. ``contended`` is set only when every pooled row was."""
+    df = df.sort_values("id") if "id" in df else df
+    standing = pd.concat([df, df[df["state"] == "ok"]]).drop_duplicates(key, keep="last")  # the latest ok, else the latest
+    out = standing.reset_index(drop=True)
+    ok = quiet_first(df[(df["state"] == "ok") & df["run_key"].isin(set(out.loc[out["state"] == "ok", "run_key"]))])
+    by = ok.groupby("run_key", sort=False)
+    out["n_measurements"] = out["run_key"].map(by.size()).fillna(0).astype(int)
+    steps = by["step_time_s"].agg(lambda v: [float(x) for x in v if pd.notna(x)])
+    out["measured_values"] = out["run_key"].map(steps).map(lambda v: v if isinstance(v, list) else [])
+    out["rerun_spread"] = [max(v) / min(v) - 1 if v and min(v) > 0 else math.nan for v in out["measured_values"]]
+    pooled = out["n_measurements"] > 1
+    if not pooled.any():
+        return out
+    many = ok[ok["run_key"].isin(set(out.loc[pooled, "run_key"]))]
+    many_by = many.groupby("run_key", sort=False)
+    for metric in (m for m in POOLED_METRICS if m in many):
+        out.loc[pooled, metric] = out.loc[pooled, "run_key"].map(many_by[metric].median())
+    if "samples_s" in many:
+        samples = many_by["samples_s"].agg(lambda v: [x for s in v if isinstance(s, list) for x in s])
+        out.loc[pooled, "samples_s"] = out.loc[pooled, "run_key"].map(samples)
+    if "contended" in many:
+        every = many_by["contended"].agg(lambda v: float(v.fillna(0).astype(bool).all()))
+        out.loc[pooled, "contended"] = out.loc[pooled, "run_key"].map(every)
+    return out

@@ -38,6 +38,7 @@ from paradnn.analysis.observations import (
     inconclusive,
     judged,
     median_part,
+    speedup_part,
 )
 from paradnn.analysis.results import Results
 
@@ -231,8 +232,9 @@ def _repeatability(results: pd.DataFrame) -> tuple[str, Part | None]:
     within = f"CV {cv.median():.1%} ({len(cv)} rows)" if len(cv) else "no samples"
     if reruns.empty:
         return f"{within}; no reruns (no run identity measured twice)", None
-    median = float(reruns["difference"].median())
-    value = f"{within}; rerun difference {median:.1%} ({len(reruns)} run identities measured more than once)"
+    median, raw = float(reruns["difference"].median()), float(reruns["raw_difference"].median())
+    value = (f"{within}; rerun difference {median:.1%} over the measurements pooled ({len(reruns)} run identities "
+             f"measured more than once); {raw:.1%} over every measurement, contended ones included")  # fmt: skip
     rule = Rule("median rerun difference", RERUN_TOLERANCE, "<=", min_n=MIN_RERUNS)
     return value, median_part("reruns", reruns["difference"], rule)
 
@@ -505,7 +507,7 @@ def framework_speed(results: pd.DataFrame, baseline: str = "tensorflow", target:
         result = Results(group).matched("framework", baseline, target, family=family)
         if not result.n:
             continue
-        low, high = bootstrap(result.table["speedup"], statistic=np.mean, log=True)
+        low, high = bootstrap(result.table["speedup"], statistic=np.mean, log=True, replicates=result.table["replicates"])
         ok = Results(group).ok().frame
         compile_s = ok.groupby("framework")["compile_time_s"].median()
         paired = Results(result.rows).where(framework=baseline).frame  # the XLA setting its pairs ran
@@ -555,7 +557,7 @@ def claims(results: pd.DataFrame) -> list:
     performance = ("ASICs lead in computing performance", "ASICs rate High and GPUs Moderate in computing performance")
     if speed is not None and speed.n:
         faster = Rule("median speedup of the TPU v2-8 over the V100", 1.0, ">", min_n=3)
-        verdicts.append(judged(*performance, median_part("speedup", speed.table["speedup"], faster, log=True),
+        verdicts.append(judged(*performance, speedup_part("speedup", speed.table, faster),
                                f"the TPU v2-8's FC throughput over the V100's on the {speed.n} configurations both "
                                f"finished; {(speed.table['speedup'] > 1).mean():.0%} favour the TPU",
                                {k: v for k, v in speed.summary().items() if k != "sides"}, platform=pair,
@@ -564,7 +566,7 @@ def claims(results: pd.DataFrame) -> list:
         batch = int(small["batch"].iloc[0])
         quicker = Rule(f"median speedup at batch {batch}", 1.0, ">", min_n=3)
         verdicts.append(judged("ASICs have the lower latency", "ASICs rate High and GPUs Low in low latency",
-                               median_part("speedup", small["speedup"], quicker, log=True),
+                               speedup_part("speedup", small, quicker),
                                f"at the smallest batch both ran ({batch}), the TPU v2-8's FC step against the V100's "
                                f"({len(small)} configurations)", {"batch": batch, "n": len(small)}, platform=pair,
                                held_fixed=comparison_held(speed)))  # fmt: skip

@@ -20,10 +20,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from paradnn.analysis.rows import MISSING, comparison_key, held_fixed
+from paradnn.analysis.rows import MISSING, comparison_key, held_fixed, quiet_first
 from paradnn.store import hyperparameter_names
 
-VALUE_COLUMNS = ("baseline", "target", "speedup")
+# ``rounds``: the interleaved rounds a pair's speedup is the median of (0: its sides' pooled medians
+# divided); ``replicates``: the speedups a two-level bootstrap resamples within the pair (per round,
+# else every target measurement over every baseline one).
+VALUE_COLUMNS = ("baseline", "target", "speedup", "rounds", "replicates")
 # Model sizes carried from the store into every table (analysis never recomputes them from labels);
 # bytes_estimate (for the roofline intensity) is the baseline's.
 SIZE_COLUMNS = ("params", "flops_model", "bytes_estimate")
@@ -78,10 +81,16 @@ class SpeedupResult:
     def max(self) -> float:
         return self._stat(np.max)
 
+    @property
+    def interleaved(self) -> int:
+        """Pairs whose speedup is the median over rounds in which both sides were timed one after the other."""
+        return int((self.table["rounds"] > 0).sum()) if self.n else 0
+
     def summary(self) -> dict:
         """The figures as a plain dict (NaN statistics when nothing matched)."""
         return {
             "n": self.n,
+            "interleaved": self.interleaved,
             "min": self.min,
             "median": self.median,
             "geomean": self.geomean,
@@ -118,6 +127,42 @@ def _medians(rows: pd.DataFrame, key: list[str], metric: str) -> pd.Series:
     return rows.groupby(key, sort=True)[metric].median()
 
 
+def round_ids(rows: pd.DataFrame) -> pd.Series:
+    """Each row's round as ``sweep:round`` (None for rows no sweep timed in rounds): rows of one
+    round of one sweep were timed one after another, alternatives interleaved."""
+    if "extra" not in rows:
+        return pd.Series([None] * len(rows), index=rows.index, dtype=object)
+    return rows["extra"].map(lambda e: f"{e['sweep']}:{e['round']}" if isinstance(e, dict) and "round" in e
+                             and "sweep" in e else None)  # fmt: skip
+
+
+def _by_rounds(paired: pd.DataFrame, base_rows: pd.DataFrame, targ_rows: pd.DataFrame, key: list[str],
+               metric: str) -> pd.DataFrame:  # fmt: skip
+    """``paired`` with each pair's speedup the median over the rounds both sides were timed in
+    (the per-round ratio, so a slow spell moves both sides of a round alike), where there are such
+    rounds, and the replicates a bootstrap resamples within the pair."""
+    def per_round(rows: pd.DataFrame) -> pd.Series:
+        rows = rows.assign(_round=round_ids(rows)).dropna(subset=["_round"])
+        return rows.groupby([*key, "_round"], sort=True)[metric].median()
+
+    ratios = pd.concat([per_round(base_rows).rename("b"), per_round(targ_rows).rename("t")], axis=1, join="inner")
+    ratios = (ratios["t"] / ratios["b"]).groupby(level=key).agg(list) if len(ratios) else pd.Series(dtype=object)
+    sides = [rows.groupby(key, sort=True)[metric].agg(list) for rows in (base_rows, targ_rows)]
+    rounds, replicates = [], []
+    for index in paired.index:
+        interleaved = ratios.get(index) if len(ratios) else None
+        if interleaved:
+            rounds.append(len(interleaved))
+            replicates.append([float(r) for r in interleaved])
+        else:
+            rounds.append(0)
+            replicates.append([float(t / b) for b in sides[0][index] for t in sides[1][index]])
+    paired["rounds"], paired["replicates"] = rounds, replicates
+    interleaved = paired["rounds"] > 0
+    paired.loc[interleaved, "speedup"] = [float(np.median(r)) for r in paired.loc[interleaved, "replicates"]]
+    return paired
+
+
 def _keyed(rows: pd.DataFrame, key: list[str]) -> pd.DataFrame:
     """``rows`` with missing values of the key columns made comparable (NaN never equals NaN)."""
     filled = {c: rows[c].astype(object).where(rows[c].notna(), MISSING) for c in key}
@@ -148,14 +193,16 @@ def compare(
     if _same(baseline, target):
         raise ValueError(f"baseline and target are both {baseline!r}; compare two different values of {by}")
     key = comparison_key(df, by, free) + list(within)
-    rows = df[(df["state"] == "ok") & (pd.to_numeric(df[metric], errors="coerce") > 0)]
+    rows = quiet_first(df[(df["state"] == "ok") & (pd.to_numeric(df[metric], errors="coerce") > 0)])
     if family is not None:
         rows = rows[rows["family"] == family]
     rows = _keyed(rows.assign(**{metric: pd.to_numeric(rows[metric])}), key)
-    base = _medians(rows[side_rows(rows, by, baseline)], key, metric).rename("baseline")
-    targ = _medians(rows[side_rows(rows, by, target)], key, metric).rename("target")
+    base_rows, targ_rows = rows[side_rows(rows, by, baseline)], rows[side_rows(rows, by, target)]
+    base = _medians(base_rows, key, metric).rename("baseline")
+    targ = _medians(targ_rows, key, metric).rename("target")
     paired = pd.concat([base, targ], axis=1, join="inner")
     paired["speedup"] = paired["target"] / paired["baseline"]
+    paired = _by_rounds(paired, base_rows, targ_rows, key, metric)
     # Sizes as the baseline has them (bytes_estimate depends on the dtype): its rows come first.
     ordered = pd.concat([rows[side_rows(rows, by, baseline)], rows[~side_rows(rows, by, baseline)]])
     table = _with_hyperparameters(paired.reset_index(), ordered, key)

@@ -14,6 +14,12 @@
    compile never runs beside them.
 6. Stop adaptively: once the median's 95% confidence half-width is within
    ``target_precision`` of it (after ``min_samples``), or when ``max_seconds`` is spent.
+7. Refuse a contended window: warm-up and timed calls are one window, bracketed by readings
+   of what else used the machine (:mod:`paradnn.engine.contention`). A window in which other
+   processes and the hypervisor's steal took more than ``max_contention`` cores is timed
+   again once the machine is quiet (waiting at most ``quiet_wait_s``), up to
+   ``contention_retries`` times; the record keeps the standing window's contention, every
+   refused window, and ``contended`` when none was quiet.
 
 A non-finite loss makes timings unrepresentative (denormals and NaNs run at other
 speeds); it is reported as state ``error`` with the numbers kept, never hidden.
@@ -31,7 +37,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from paradnn.config import ConfigError
-from paradnn.engine import frameworks
+from paradnn.engine import contention, frameworks
+from paradnn.engine.contention import Usage
 from paradnn.engine.gate import gate
 from paradnn.platform import Target
 from paradnn.settings import ENGINE_DEFAULTS, STEP_FIELDS
@@ -64,6 +71,9 @@ class RunSettings:
     max_warmup_calls: int = 10
     warmup_tolerance: float = 0.05
     target_precision: float = 0.01
+    max_contention: float = field(default_factory=contention.declared_limit)  # cores others may use in a window
+    contention_retries: int = 2  # contended windows timed again, at most
+    quiet_wait_s: float = 5.0  # the longest wait for a quiet machine before a window is timed again
 
     def __post_init__(self) -> None:
         for name, value in parse_settings({k: getattr(self, k) for k in STEP_FIELDS}, defaults=False).items():
@@ -177,6 +187,15 @@ class Measurement:
     # Energy per step over the timed calls, where the device has a readable counter (paradnn.engine.energy).
     energy_per_step_j: float | None = None
     energy_source: str = ""
+    # What else used the machine in the standing window (None: not readable here), and every refused window's.
+    contention: Usage | None = None
+    refused: list[dict] = field(default_factory=list)
+    max_contention: float = math.inf
+
+    @property
+    def contended(self) -> bool | None:
+        """Whether the standing window was contended (no quiet one was had); None where not readable."""
+        return None if self.contention is None else not self.contention.quiet(self.max_contention)
 
     def _against_reference(self) -> dict:
         """The reference's step time and what the step spends beyond it.
@@ -210,7 +229,12 @@ class Measurement:
             "peak_memory_bytes": self.peak_memory_bytes,
             "samples_s": list(self.samples),
             "warmup_s": list(self.warmup_s),
-            "extra": {"phases": dict(self.phases), **({"spans": dict(self.spans)} if self.spans else {})},
+            "extra": {"phases": dict(self.phases), **({"spans": dict(self.spans)} if self.spans else {}),
+                      **({"refused": list(self.refused)} if self.refused else {})},
+            "contention_cores": self.contention.others if self.contention else None,
+            "steal_cores": self.contention.steal if self.contention else None,
+            "refused_windows": len(self.refused),
+            "contended": self.contended,
             "energy_per_step_j": self.energy_per_step_j,
             **self._against_reference(),
             "energy_source": self.energy_source or None,
@@ -299,7 +323,7 @@ def sample(calls: _Calls, k: int, settings: RunSettings, budget_end: float,
 def run_protocol(run: Callable[[int], float], settings: RunSettings, meter: Meter | None = None,
                  reference: Callable[[int], float] | None = None,
                  announce: tuple[Callable[[int], None], Callable[[int], None]] | None = None,
-                 began: float | None = None) -> Measurement:  # fmt: skip
+                 began: float | None = None, partners: tuple[int, ...] = ()) -> Measurement:  # fmt: skip
     """Apply the protocol to ``run(k)``, a function that executes k steps and syncs.
 
     Phases: compile (the first call, one step), :func:`calibrate`, :func:`warm_up`,
@@ -310,7 +334,8 @@ def run_protocol(run: Callable[[int], float], settings: RunSettings, meter: Mete
     call (:func:`sample`).
     ``announce``: untimed hooks called before each call of ``run`` and of ``reference``.
     ``began``: when (epoch seconds) building the step began, where the caller built it; the
-    start of the ``prepared`` span (else this call's start).
+    start of the ``prepared`` span (else this call's start). ``partners``: the other processes
+    that run the step (a data-parallel run's replicas): their CPU is the step's, not contention.
     """
     m = Measurement(state="ok")
     start = time.perf_counter()
@@ -343,7 +368,7 @@ def run_protocol(run: Callable[[int], float], settings: RunSettings, meter: Mete
             m.steps_per_call, per_step = calibrate(calls, settings)
             k = m.steps_per_call
             m.phases["calibration_s"] = time.perf_counter() - calibrated
-            _timed_calls(m, calls, k, per_step, settings, meter, ref)
+            _quiet_window(m, calls, k, per_step, settings, meter, ref, partners)
             m.spans["timed"][1] = time.time()
     except NonFiniteLoss as exc:
         m.state, m.error = "error", str(exc)
@@ -355,6 +380,21 @@ def run_protocol(run: Callable[[int], float], settings: RunSettings, meter: Mete
         m.stats = Stats.of(m.samples)
         m.unstable = m.stats.cv > UNSTABLE_CV
     return m
+
+
+def _quiet_window(m: Measurement, calls: _Calls, k: int, per_step: float, settings: RunSettings, meter: Meter | None,
+                  ref: _Calls | None, partners: tuple[int, ...] = ()) -> None:  # fmt: skip
+    """Warm-up and timed calls in a window the others left quiet (see the module docstring, step 7)."""
+    m.max_contention = settings.max_contention
+    for attempt in range(settings.contention_retries + 1):
+        began, start = time.perf_counter(), contention.read(partners)
+        _timed_calls(m, calls, k, per_step, settings, meter, ref)
+        m.contention = contention.between(start, contention.read(partners))
+        if not m.contended or attempt == settings.contention_retries:
+            return
+        m.refused.append(m.contention.as_dict())
+        contention.wait_for_quiet(settings.max_contention, settings.quiet_wait_s)
+        m.phases["refused_s"] = m.phases.get("refused_s", 0.0) + time.perf_counter() - began
 
 
 def _timed_calls(m: Measurement, calls: _Calls, k: int, per_step: float, settings: RunSettings, meter: Meter | None,

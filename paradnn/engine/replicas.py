@@ -37,6 +37,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from paradnn.config import ConfigError
+from paradnn.engine.contention import Usage
 from paradnn.engine.protocol import Measurement, RunSettings, Stats, run_protocol
 from paradnn.families import Config, parse_label
 
@@ -160,11 +161,13 @@ class Replicated:
     def run_reference(self, k: int) -> float:
         return self.reference.run(k)
 
-    def measure(self, settings: RunSettings, count_graph: bool, leads_others: bool) -> Measurement:
+    def measure(self, settings: RunSettings, count_graph: bool, leads_others: bool,
+                partners: tuple[int, ...] = ()) -> Measurement:  # fmt: skip
         """The protocol on the parallel step against the reference, then the profiled all-reduce share.
 
         ``leads_others``: other processes follow this one (:meth:`follow`), told what to run
-        before every call and to stop at the end.
+        before every call and to stop at the end; ``partners``: their process ids (their CPU is
+        the step's own, not contention).
         """
         from paradnn.engine.graphcount import GraphCount, count_graph_flops
         from paradnn.engine.protocol import host_rss
@@ -173,7 +176,8 @@ class Replicated:
         announce = (lambda k: self.announce(PARALLEL, k), lambda k: self.announce(REFERENCE, k)) if leads_others else None
         try:
             graph = count_graph_flops(self.reference.trace().graph) if count_graph else None
-            m = run_protocol(self.run_parallel, settings, reference=self.run_reference, announce=announce)
+            m = run_protocol(self.run_parallel, settings, reference=self.run_reference, announce=announce,
+                             partners=partners)  # fmt: skip
             if m.state == "ok":
                 m.allreduce_share = self.profile(m.steps_per_call, announce)
         except tf.errors.ResourceExhaustedError as exc:
@@ -311,7 +315,8 @@ class ReplicaGroup:
         for the next job if it succeeded and stopped otherwise."""
         self.jobs += 1
         result = Path(self.tmp.name) / f"result-{self.jobs}.json"
-        line = (json.dumps({**job, "result": str(result)}) + "\n").encode()
+        partners = [process.pid for process, _ in self.processes]  # the leader counts their CPU as the step's own
+        line = (json.dumps({**job, "result": str(result), "partners": partners}) + "\n").encode()
         for process, _ in self.processes:
             try:
                 process.stdin.write(line)
@@ -384,8 +389,9 @@ def _measurement(data: dict) -> Measurement:
     """A Measurement from the leader's JSON (``dataclasses.asdict`` of one)."""
     from paradnn.engine.graphcount import GraphCount
 
-    stats, graph = data.pop("stats"), data.pop("graph")
+    stats, graph, usage = data.pop("stats"), data.pop("graph"), data.pop("contention")
     m = Measurement(**data)
+    m.contention = Usage(**usage) if usage else None
     m.stats = Stats(**stats) if stats else None
     m.graph = GraphCount(**graph) if graph else None
     return m
@@ -417,7 +423,7 @@ def _replica(job: dict) -> None:
         if job["index"] != 0:
             replicated.follow()
             continue
-        m = replicated.measure(settings, task["count_graph"], leads_others=True)
+        m = replicated.measure(settings, task["count_graph"], leads_others=True, partners=tuple(task["partners"]))
         partial = Path(task["result"] + ".part")
         partial.write_text(json.dumps(asdict(m)))
         partial.rename(task["result"])  # whole or absent

@@ -142,7 +142,8 @@ def op_breakdown_section(df: pd.DataFrame, ceilings: Ceilings | None, points: pd
 
 def measure_precision(store: str | Path, families: list[str], dtype: str, low_precision: str, xla: object,
                       **sweep: object) -> list[str]:  # fmt: skip
-    """Measure ``families`` in ``low_precision`` at the XLA setting ``dtype`` ran with, so the
+    """Measure ``families`` in ``dtype`` and ``low_precision`` side by side (interleaved rounds, so
+    the comparison's two sides meet the same machine) at the XLA setting ``dtype`` ran with, so the
     precision comparison changes one thing: with ``xla`` auto, per family the setting
     ``--xla auto`` chose for ``dtype`` on this platform (the low precision's own choice may
     differ). Returns the sweeps' summary lines. ``sweep``: :func:`ensure_measured`'s keywords."""
@@ -155,7 +156,8 @@ def measure_precision(store: str | Path, families: list[str], dtype: str, low_pr
     for family in families:
         held = on_off_auto(xla)
         held = choices.get(f"{family}|{dtype}", held) if held is None else held
-        lines += ensure_measured(store, [family], dtype=low_precision, xla="auto" if held is None else held, **sweep)
+        lines += ensure_measured(store, [family], xla="auto" if held is None else held,
+                                 variants=[{"dtype": dtype}, {"dtype": low_precision}], **sweep)  # fmt: skip
     return lines
 
 

@@ -327,7 +327,8 @@ def load(
     input: str | None = DEFAULTS["input"],
     devices: int | None = DEFAULTS["devices"],
 ) -> pd.DataFrame:
-    """Results as one row per configuration and run settings on each platform: the latest attempt.
+    """Results as one row per configuration and run settings on each platform: every measurement of
+    it pooled (:meth:`paradnn.analysis.results.Results.pooled`), so every report reads one estimate.
 
     Read through the results object (:class:`paradnn.analysis.results.Results`). ``xla``:
     None keeps every setting; True/False one; "auto" the setting ``--xla auto`` chose for
@@ -345,7 +346,7 @@ def load(
     results = results.for_settings(**{k: ANY if v is None else v for k, v in run.items()})
     if not all_versions:
         results = results.newest_stack()
-    return results.latest(per_stack=all_versions).frame
+    return results.pooled(per_stack=all_versions).frame
 
 
 def show(fig) -> None:

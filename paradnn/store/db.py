@@ -98,6 +98,10 @@ RESULT_COLUMNS: tuple[tuple[str, str], ...] = (
     ("step_time_cv", "REAL"),
     ("n_samples", "INTEGER"),
     ("unstable", "INTEGER"),
+    ("contention_cores", "REAL"),  # other processes' CPU in the standing timed window, in cores (paradnn.engine.contention)
+    ("steal_cores", "REAL"),  # the hypervisor's steal in that window, in cores
+    ("refused_windows", "INTEGER"),  # windows timed again because others took more than the limit
+    ("contended", "INTEGER"),  # 1: no quiet window was had (never pooled with quiet rows); NULL: not readable
     ("final_loss", "REAL"),
     ("examples_per_sec", "REAL"),
     ("flops_per_sec", "REAL"),

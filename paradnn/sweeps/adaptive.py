@@ -87,10 +87,10 @@ def grid_rows(configs: list[Config], dtype: str, xla: str) -> pd.DataFrame:
 
 def check_adaptive(options: SweepOptions, backend: Backend) -> None:
     """ConfigError for what adaptive rounds cannot take: they are plain sweeps of this machine,
-    one worker and one timing window each (the design and the fit assume one row per measurement)."""
+    one worker and one round each (the design and the fit assume one row per measurement)."""
     if type(backend) is not LocalBackend:
         raise ConfigError("--adaptive", backend.label, "a plain local sweep (adaptive rounds run on this machine)")
-    for name, value in (("--windows", options.windows), ("--workers", options.workers)):
+    for name, value in (("--rounds", options.rounds or 1), ("--workers", options.workers)):
         if value != 1:
             raise ConfigError(name, value, "1 with --adaptive (each round is one plain sweep)")
 

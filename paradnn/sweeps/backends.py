@@ -22,7 +22,17 @@ from paradnn.store import Store
 from paradnn.sweeps.loop import Backend, Job, Lane, sweep
 from paradnn.sweeps.messages import ChooseXLA, Result
 from paradnn.sweeps.plan import SweepOptions, SweepSummary
-from paradnn.sweeps.worker import WORKER_START_TIMEOUT_S, Worker, finish, register, reuse_or_start, run_one
+from paradnn.sweeps.worker import (
+    IDLE,
+    WORKER_START_TIMEOUT_S,
+    ProcessWorker,
+    Worker,
+    finish,
+    register,
+    reuse_or_start,
+    run_one,
+    worker_identity,
+)
 from paradnn.version import __version__
 
 
@@ -60,7 +70,7 @@ class LocalBackend:
 
     label = "a local sweep"
     where = ""
-    supports = frozenset({"workers", "windows", "runs", "devices"})
+    supports = frozenset({"workers", "runs", "devices"})
     together = False
     shares_machine = True
 
@@ -113,6 +123,7 @@ class LocalBackend:
 class StacksBackend(LocalBackend):
     """Several software stacks of this machine side by side: a slot per stack, one worker each,
     its environment built once by :func:`paradnn.sweeps.stacks.ensure`; one measures at a time.
+    Every stack's worker is an idle one of this process, or every one is fresh (:meth:`_idle_for_all`).
 
     A stack that cannot be built or started is skipped with its reason and the others go on;
     if none can, ConfigError. ``start_worker(target, python)`` starts a worker (default: an idle
@@ -126,7 +137,8 @@ class StacksBackend(LocalBackend):
                  start_worker: Callable[[Target, str], Worker] | None = None) -> None:  # fmt: skip
         super().__init__()
         self.stacks, self.echo = stacks, echo
-        self.start_stack = start_worker or (lambda target, python: reuse_or_start(target, python=python))
+        self.start_stack = start_worker or self._default_start
+        self.reuse = start_worker is None
         self.pythons: dict[str, str] = {}
 
     def open(self, store: Store, options: SweepOptions, configs: list[Config]) -> dict[str, dict]:
@@ -140,11 +152,19 @@ class StacksBackend(LocalBackend):
         for stack in self.stacks:
             try:
                 self.pythons[stack.name] = str(stk.ensure(stack, self.echo))
-                self.lanes.append(Lane(stack.name, stack.name, self._registered(stack.name)))
-                slots[stack.name] = self.lanes[-1].worker.info
             except (stk.StackFailed, RuntimeError, ConfigError) as exc:
                 self.skipped[stack.name] = str(exc)
                 self.echo(f"stack {stack.name}: skipped: {exc}")
+        idle = self._idle_for_all()
+        for name in self.pythons:
+            try:
+                worker = idle.get(name) or self.start(name)
+                register(self.store, self.target, worker)
+                self.lanes.append(Lane(name, name, worker))
+                slots[name] = worker.info
+            except (RuntimeError, ConfigError) as exc:
+                self.skipped[name] = str(exc)
+                self.echo(f"stack {name}: skipped: {exc}")
         self.where = f"x {len(slots)} stacks"
         if not slots:
             raise ConfigError("--stack", ", ".join(s.name for s in self.stacks),
@@ -153,6 +173,24 @@ class StacksBackend(LocalBackend):
 
     def start(self, slot: str) -> Worker:
         return self.start_stack(self.target, self.pythons[slot])
+
+    def _idle_for_all(self) -> dict[str, Worker]:
+        """Idle workers of this process for every stack, or none: a worker that measured before and a
+        fresh one never stand on opposite sides of a version comparison (one that has not yet run
+        a configuration is slower at first), so where one stack has no idle worker every stack
+        starts a fresh one. Only with the default way of starting workers."""
+        if not self.reuse:
+            return {}
+        taken = {name: IDLE.take(worker_identity(self.target, python=python)) for name, python in self.pythons.items()}
+        if all(taken.values()):
+            return taken
+        for worker in taken.values():
+            if worker is not None:
+                worker.stop()
+        return {}
+
+    def _default_start(self, target: Target, python: str) -> Worker:
+        return ProcessWorker(target, python=python)
 
 
 def known_platform(store: Store, target: Target, framework: str = frameworks.DEFAULT) -> dict | None:

@@ -2,7 +2,7 @@
 
 A sweep is a plan of jobs (one configuration under one run on one slot's workers) that
 :func:`sweep` runs. The loop alone owns the summary, the deadline, the progress bar, the
-claims, the timing windows and Ctrl-C; a backend (:mod:`paradnn.sweeps.backends`: this
+claims, the rounds and Ctrl-C; a backend (:mod:`paradnn.sweeps.backends`: this
 machine or its software stacks; :mod:`paradnn.sweeps.cluster`: a Ray cluster) only starts
 workers and measures one job on one, and declares what it supports
 (:class:`Backend`), which :func:`check_supported` checks once, before anything starts.
@@ -34,26 +34,25 @@ from paradnn.engine.protocol import RunSettings
 from paradnn.families import Config
 from paradnn.store import CLAIM_MARGIN_S, Store
 from paradnn.sweeps.plan import (
-    MAX_WINDOWS,
     SweepOptions,
     SweepSummary,
     check_devices_present,
     check_settings,
     default_memory_budget,
     identity_record,
-    merge_windows,
     ordered,
+    round_options,
+    round_order,
+    rounds_of,
     run_key_of,
     skip_states,
-    wants_window,
-    window_options,
 )
 from paradnn.sweeps.worker import POLL_S, Worker, register
 
 RETRIES = 1  # a job whose lane was lost (a Ray node died) is tried once more on another lane of its slot
 
 # What a backend may support beyond one plain run, and the option that asks for it.
-FEATURES = {"workers": "--workers", "windows": "--windows", "runs": "variants", "devices": "--devices"}
+FEATURES = {"workers": "--workers", "runs": "variants", "devices": "--devices"}
 
 
 @dataclass
@@ -67,12 +66,16 @@ class Lane:
 
 @dataclass
 class Job:
-    """One configuration under one run on one slot; ``alone``: measured while no other lane runs."""
+    """One configuration under one run on one slot in one round; ``turn``: the configuration's place
+    in the sweep's order; ``alone``: measured while no other lane runs."""
 
     config: Config
     key: str
     slot: str
     options: SweepOptions
+    turn: int = 0
+    round: int = 1
+    position: int = 0  # its place among the configuration's alternatives in this round
     alone: bool = False
     attempts: int = 0
 
@@ -126,8 +129,7 @@ class Backend(Protocol):
 def check_supported(backend: Backend, plans: Sequence[SweepOptions]) -> None:
     """ConfigError when the sweep asks ``backend`` for a feature it does not declare."""
     first = plans[0]
-    asked = {"workers": first.workers, "windows": first.windows, "runs": len(plans),
-             "devices": max(p.settings.devices for p in plans)}  # fmt: skip
+    asked = {"workers": first.workers, "runs": len(plans), "devices": max(p.settings.devices for p in plans)}
     for feature, value in asked.items():
         if value != 1 and feature not in backend.supports:
             raise ConfigError(FEATURES[feature], value, f"1 with {backend.label} (a plain local sweep only)")
@@ -140,14 +142,19 @@ def sweep(configs: list[Config], store: Store, options: SweepOptions, backend: B
     """Measure every configuration ``store`` lacks of ``configs`` on ``backend``: the one sweep loop.
 
     ``runs``: several run settings measured in this one sweep (default: ``options.settings``
-    alone), each configuration under every run in turn, on the same workers. Each run is
-    declared whole and keys its own rows; what they share is the sweep: its workers, its
-    budget (``max_minutes`` for all of them) and its order. A worker times only while no other
-    prepares (:mod:`paradnn.engine.gate`), so two workers gain most when they prepare models of
-    one size at once, and one configuration under two runs is that pair.
+    alone), on the same workers. Each run is declared whole and keys its own rows; what they
+    share is the sweep: its workers, its budget (``max_minutes`` for all of them) and its order.
+    A worker times only while no other prepares (:mod:`paradnn.engine.gate`), so two workers gain
+    most when they prepare models of one size at once, and one configuration under two runs is that pair.
 
-    With ``options.windows`` > 1 each configuration is timed again a whole pass later (the
-    machine has moved on) and the windows make one row (:func:`paradnn.sweeps.plan.merge_windows`).
+    Rounds: the sweep times its jobs in ``options.rounds`` passes over the grid (by default one,
+    or :data:`~paradnn.sweeps.plan.COMPARE_ROUNDS` where it compares several runs or slots), each
+    round with its share of ``max_seconds``. Within a round a configuration's alternatives are
+    timed one after another in a shuffled order (:func:`~paradnn.sweeps.plan.round_order`); a
+    configuration missing under one alternative is measured again under every one. Every round
+    is a row of its own, stamped with its sweep, round and place (``extra``), so a comparison
+    pairs the alternatives round by round (:func:`paradnn.analysis.speedup.compare`) and the
+    rows pool (:meth:`paradnn.analysis.results.Results.pooled`).
     """
     from tqdm import tqdm
 
@@ -163,12 +170,13 @@ def sweep(configs: list[Config], store: Store, options: SweepOptions, backend: B
     try:
         slots = backend.open(store, options, configs)
         summary.skipped_stacks = dict(backend.skipped)
-        todo = _plan(configs, slots, plans, backend, store)
+        rounds = rounds_of(options, len(plans) * len(slots))
+        todo = _plan(configs, slots, plans, backend, store, rounds)
         summary.planned = len(configs) * len(plans) * len(slots)
         summary.already_done, summary.left = summary.planned - len(todo), len(todo)
-        bar = (progress or tqdm)(total=len(todo) * options.windows, unit="config", desc=_words(options, backend, plans),
+        bar = (progress or tqdm)(total=len(todo) * rounds, unit="config", desc=_words(options, backend, plans, rounds),
                                  dynamic_ncols=True)  # fmt: skip
-        _run_windows(todo, _Pass(store, summary, bar, backend, slots, budget, deadline), options.windows)
+        _run_rounds(todo, _Pass(store, summary, bar, backend, slots, budget, deadline), rounds, options.seed)
         clean = True
     except KeyboardInterrupt:
         summary.interrupted = True
@@ -179,20 +187,20 @@ def sweep(configs: list[Config], store: Store, options: SweepOptions, backend: B
     return summary
 
 
-def _words(options: SweepOptions, backend: Backend, plans: list[SweepOptions]) -> str:
+def _words(options: SweepOptions, backend: Backend, plans: list[SweepOptions], rounds: int) -> str:
     """The progress bar's description: the target, the backend and what the sweep repeats."""
     words = [f"sweep {options.target.id}" + (f" {backend.where}" if backend.where else "")]
     words += [f"{len(plans)} runs"] if len(plans) > 1 else []
-    words += [f"{options.windows} windows each"] if options.windows > 1 else []
+    words += [f"{rounds} rounds"] if rounds > 1 else []
     words += [f"{options.workers} workers"] if options.workers > 1 else []
     return ", ".join(words)
 
 
 def _plan(configs: list[Config], slots: dict[str, dict], plans: list[SweepOptions], backend: Backend,
-          store: Store) -> list[Job]:  # fmt: skip
-    """The jobs the store lacks: each configuration under every run on every slot in turn, the
-    turn's order reversed every round, so the rows of one configuration are timed side by side
-    and the machine's drift reaches every run and slot alike."""
+          store: Store, rounds: int) -> list[Job]:  # fmt: skip
+    """The first round's jobs: each configuration the store lacks under every run on every slot,
+    its alternatives in the round's shuffled order. A configuration missing under one alternative
+    is measured again under every one (side by side: no comparison rests on rows measured apart)."""
     pairs = []
     for slot, info in slots.items():
         for plan in plans:
@@ -200,14 +208,24 @@ def _plan(configs: list[Config], slots: dict[str, dict], plans: list[SweepOption
             pairs.append((slot, _with_xla(plan, configs, info, backend, slot)))
     done = store.run_keys(skip_states(plans[0]))
     jobs = []
-    for round_no, config in enumerate(ordered(configs, plans[0].seed)):
-        turn = [(slot, plan, run_key_of(config, plan, slots[slot])) for slot, plan in pairs]
-        missing = [(slot, plan, key) for slot, plan, key in turn if key not in done]
-        if backend.together and missing:  # missing under one slot: measured again under every slot, side by side
-            missing = [(slot, replace(plan, force=True), key) for slot, plan, key in turn]
-        for slot, plan, key in missing[::-1] if round_no % 2 else missing:
-            jobs.append(Job(config, key, slot, window_options(plan)))
+    for turn, config in enumerate(ordered(configs, plans[0].seed)):
+        alternatives = [(slot, plan, run_key_of(config, plan, slots[slot])) for slot, plan in pairs]
+        missing = [(slot, plan, key) for slot, plan, key in alternatives if key not in done]
+        if missing and (backend.together or len(alternatives) > 1):
+            missing = [(slot, replace(plan, force=True), key) for slot, plan, key in alternatives]
+        mine = [Job(config, key, slot, round_options(plan, rounds), turn) for slot, plan, key in missing]
+        jobs += _in_round(mine, plans[0].seed, 1)
     return jobs
+
+
+def _in_round(jobs: list[Job], seed: int, round_no: int) -> list[Job]:
+    """``jobs`` as round ``round_no`` times them: each configuration's alternatives together, in the
+    round's shuffled order, each job knowing its round and place."""
+    out: list[Job] = []
+    for turn in dict.fromkeys(job.turn for job in jobs):
+        mine = round_order([job for job in jobs if job.turn == turn], seed, round_no, turn)
+        out += [replace(job, round=round_no, position=i, attempts=0) for i, job in enumerate(mine)]
+    return out
 
 
 def _with_xla(plan: SweepOptions, configs: list[Config], info: dict, backend: Backend, slot: str) -> SweepOptions:
@@ -226,20 +244,16 @@ def _with_xla(plan: SweepOptions, configs: list[Config], info: dict, backend: Ba
     return replace(plan, xla_choices=choices)
 
 
-def _run_windows(todo: list[Job], run: _Pass, windows: int) -> None:
-    """Every job once; then each further window a whole pass later. Past the windows asked for,
-    only configurations whose fastest window no other has confirmed are timed again."""
-    earlier = run.run(todo)
-    for n in range(2, (MAX_WINDOWS if windows > 1 else 1) + 1):
-        again = [job for job in todo if wants_window(earlier.get(job.key), n, windows)]
-        if run.summary.out_of_time or (n > windows and not again):
+def _run_rounds(todo: list[Job], run: _Pass, rounds: int, seed: int) -> None:
+    """Every job once; then each further round a whole pass later, for the jobs whose first round finished."""
+    first = run.run(todo)
+    again = [job for job in todo if (first.get(job.key) or {}).get("state") == "ok"]
+    for round_no in range(2, rounds + 1):
+        if run.summary.out_of_time or run.summary.interrupted:
             return
-        if n <= windows:
-            run.bar.update(len(todo) - len(again))  # nothing to time again for what failed
-        else:
-            run.bar.total += len(again)
-            run.bar.refresh()
-        earlier = {**earlier, **run.run(again, earlier)}
+        if round_no == 2:
+            run.bar.update((len(todo) - len(again)) * (rounds - 1))  # nothing to time again for what failed
+        run.run(_in_round(again, seed, round_no), later=True)
 
 
 @dataclass
@@ -262,15 +276,15 @@ class _Pass:
     slots: dict[str, dict]
     budget: float | None
     deadline: float | None
-    earlier: dict[str, dict] | None = None  # records by key of the passes before: this pass is a further window
+    later: bool = False  # a further round: its jobs' configurations are in the store already
     queue: deque = field(default_factory=deque)
     running: dict[Future, tuple[Job, Lane]] = field(default_factory=dict)
     claimed: set[str] = field(default_factory=set)
     stored: dict[str, dict] = field(default_factory=dict)
 
-    def run(self, jobs: list[Job], earlier: dict[str, dict] | None = None) -> dict[str, dict]:
-        """Measure ``jobs`` (a further window of ``earlier``'s records, if given); the records stored, by key."""
-        self.earlier, self.stored, self.claimed = earlier, {}, set()
+    def run(self, jobs: list[Job], later: bool = False) -> dict[str, dict]:
+        """Measure ``jobs`` (a further round, if ``later``); the records stored, by key."""
+        self.later, self.stored, self.claimed = later, {}, set()
         self.queue = deque(replace(job, alone=self._alone(job)) for job in jobs)
         cap = self.backend.cap
         pool = ThreadPoolExecutor(cap, thread_name_prefix="paradnn-lane") if cap > 1 else _Inline()
@@ -317,6 +331,8 @@ class _Pass:
             if lane.worker is not None and not lane.worker.alive():
                 lane.worker = None
             share = self.budget / self.backend.cap if self.budget and not job.alone else self.budget
+            if self.summary.machine_busy:  # the machine stays busy: time without waiting for it, rows flagged
+                job = replace(job, options=replace(job.options, settings=replace(job.options.settings, contention_retries=0)))
             self.running[pool.submit(self._on_lane, job, lane, ended, share)] = (job, lane)
 
     def _next(self) -> tuple[Job | None, Lane | None]:
@@ -381,11 +397,11 @@ class _Pass:
 
     def _claim(self, job: Job) -> bool:
         """Claim ``job`` in the store for measuring; False (counted) if it is done or being measured meanwhile."""
-        done_states = skip_states(job.options) if self.earlier is None else ()
+        done_states = () if self.later else skip_states(job.options)
         status = self.store.claim(job.key, job.config.label, done_states, job.options.timeout_s + CLAIM_MARGIN_S)
         if status == "claimed":
             return True
-        if self.earlier is None:  # finished or being measured by another sweep meanwhile
+        if not self.later:  # finished or being measured by another sweep meanwhile
             self.summary.already_done += status == "done"
             self.summary.busy += status == "busy"
             self.summary.left -= 1
@@ -393,18 +409,13 @@ class _Pass:
         return False
 
     def _settle(self, job: Job, record: dict) -> None:
-        """Store one job's record (merged with its earlier windows, if any); the claim ends either way."""
+        """Store one job's record, stamped with its sweep, round and place; the claim ends either way."""
         self.claimed.discard(job.key)
-        if self.earlier is not None:
-            if record["state"] != "ok":  # this window failed: the earlier row stands
-                self.store.release([job.key])
-                self.bar.update(1)
-                return
-            record = merge_windows(self.earlier[job.key], record, job.options.settings.max_seconds)
-        record = self.summary.stamp({**record, "run_key": job.key})
+        record = self.summary.stamp({**record, "run_key": job.key}, job.round, job.position)
+        self.summary.account(record)
         self.store.add_results([record], release=True)
         self.stored[job.key] = record
-        if self.earlier is None:
+        if not self.later:
             self.summary.states[record["state"]] += 1
             self.summary.left -= 1
         self.bar.update(1)

@@ -1,10 +1,10 @@
-"""A sweep's plan: its options, the run key of each configuration, the order and the timing windows.
+"""A sweep's plan: its options, the run key of each configuration, the order and the rounds.
 
 Everything here is decided before a worker starts and is the same whichever backend runs
 the sweep (:mod:`paradnn.sweeps.backends`): which configurations the store already has
 (:func:`run_key_of`, :func:`skip_states`), whether the run settings can serve the grid
-(:func:`check_settings`), the order (:func:`ordered`), and how a configuration's timing
-windows make one row (:func:`merge_windows`).
+(:func:`check_settings`), the order (:func:`ordered`), and the rounds that time each
+configuration's alternatives interleaved (:func:`rounds_of`, :func:`round_order`).
 
 Order: the grid is run in a fixed pseudo-random permutation (seed 0), so a sweep cut
 short by ``--max-minutes`` or Ctrl-C has covered a uniform sample of the grid, every axis
@@ -30,9 +30,10 @@ from paradnn.identity import fingerprint, run_key
 from paradnn.platform import Target
 from paradnn.store import STATES
 
-MAX_WINDOWS = 5  # timing windows per configuration (--windows), further ones included (see confirmed)
+MAX_ROUNDS = 5  # rounds per configuration (--rounds)
+COMPARE_ROUNDS = 3  # rounds of a sweep that compares alternatives (several runs or stacks), unless told otherwise
 MAX_WORKERS = 4  # worker processes of one local sweep (--workers)
-WINDOW_CONFIRM = 0.10  # another window this close to the fastest confirms it; a row never confirmed is unstable
+BUSY_ROWS = 3  # contended rows in a row after which a sweep stops refusing windows (SweepSummary.machine_busy)
 T = TypeVar("T")
 
 
@@ -49,11 +50,13 @@ class SweepOptions:
     force: bool = False
     seed: int = 0
     xla_choices: dict[str, bool] = field(default_factory=dict)  # per family, when settings.xla is None (auto)
-    windows: int = 1  # timing windows per configuration, one pass over the grid apart (see merge_windows)
+    rounds: int | None = None  # rounds per configuration, a pass apart (None: 1, or COMPARE_ROUNDS when comparing)
     workers: int = 1  # worker processes preparing side by side, timing one at a time (see paradnn.sweeps.loop)
 
     def __post_init__(self) -> None:  # every bound checked here, whichever front end made the options
-        for name, value, top in (("windows", self.windows, MAX_WINDOWS), ("workers", self.workers, MAX_WORKERS)):
+        for name, value, top in (("rounds", self.rounds, MAX_ROUNDS), ("workers", self.workers, MAX_WORKERS)):
+            if value is None and name == "rounds":
+                continue
             if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top:
                 raise ConfigError(name, value, f"a whole number from 1 to {top}")
         for name, value in (("max_minutes", self.max_minutes), ("timeout_s", self.timeout_s),
@@ -79,12 +82,52 @@ class SweepSummary:
     left: int = 0
     stranded: int = 0  # left because no worker of their platform is alive (a cluster that lost its nodes)
     skipped_stacks: dict[str, str] = field(default_factory=dict)  # software stacks that could not be built or started
+    # What else used the machine while this sweep timed (paradnn.engine.contention): windows refused and timed
+    # again, rows stored without a quiet window (flagged ``contended``), the most steal a window read, rows
+    # whose contention could not be read, and the contended rows stored one after another (see machine_busy).
+    refused: int = 0
+    contended: int = 0
+    steal: float = 0.0
+    unread: int = 0
+    contended_in_a_row: int = 0
     # Stamped on every row this sweep stores (``extra["sweep"]``): rows of one sweep were measured side by side.
     sweep_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
 
-    def stamp(self, record: dict) -> dict:
-        """``record`` marked as measured by this sweep."""
-        return {**record, "extra": {**(record.get("extra") or {}), "sweep": self.sweep_id}}
+    def stamp(self, record: dict, round_no: int = 1, position: int = 0) -> dict:
+        """``record`` marked as measured by this sweep, in round ``round_no`` at ``position`` among its alternatives."""
+        return {**record, "extra": {**(record.get("extra") or {}), "sweep": self.sweep_id, "round": round_no,
+                                    "position": position}}  # fmt: skip
+
+    def account(self, record: dict) -> None:
+        """Count what a stored row says of the machine's contention."""
+        if record.get("state") != "ok":
+            return
+        self.refused += int(record.get("refused_windows") or 0)
+        if record.get("contended") is None:
+            self.unread += 1
+            return
+        self.steal = max(self.steal, float(record.get("steal_cores") or 0.0))
+        self.contended += bool(record["contended"])
+        self.contended_in_a_row = self.contended_in_a_row + 1 if record["contended"] else 0
+
+    @property
+    def machine_busy(self) -> bool:
+        """Whether the machine stayed busy through :data:`BUSY_ROWS` rows in a row, each refused
+        as often as allowed: the sweep then records windows with their contention, without waiting."""
+        return self.contended_in_a_row >= BUSY_ROWS
+
+    def contention_line(self) -> str:
+        """What the sweep saw of the machine's contention, in words ('' when it saw none)."""
+        words = []
+        if self.refused:
+            words.append(f"{self.refused} timing window(s) refused for contention and timed again")
+        if self.contended:
+            words.append(f"{self.contended} row(s) never had a quiet window (flagged contended)")
+        if self.steal > 0:
+            words.append(f"steal up to {self.steal:.2f} cores")
+        if self.unread:
+            words.append("contention not readable on this system (no /proc/stat)")
+        return "; ".join(words)
 
     def line(self) -> str:
         done = ", ".join(f"{n} {s}" for s, n in sorted(self.states.items())) or "nothing measured"
@@ -96,7 +139,8 @@ class SweepSummary:
             text += f"; {why}, {self.left} left (rerun to resume)"
         elif self.stranded:
             text += f"; {self.stranded} left: no node of their platform is alive (rerun to resume)"
-        return text + "".join(f"; stack {name} skipped: {why}" for name, why in self.skipped_stacks.items())
+        text += "".join(f"; stack {name} skipped: {why}" for name, why in self.skipped_stacks.items())
+        return text + (f"; {self.contention_line()}" if self.contention_line() else "")
 
 
 class SilentProgress:
@@ -199,53 +243,23 @@ def check_devices_present(options: SweepOptions, info: dict) -> None:
         parallel.check_gpus(options.settings.devices, options.target.index, info.get("devices", {}).get("GPU", 0))
 
 
-def window_options(options: SweepOptions) -> SweepOptions:
-    """The options of one timing window: the configuration's ``max_seconds`` shared among the windows."""
-    if options.windows == 1:
+def rounds_of(options: SweepOptions, alternatives: int) -> int:
+    """How many rounds a sweep times: as asked, else :data:`COMPARE_ROUNDS` where it compares
+    ``alternatives`` (runs x slots) > 1, else one."""
+    return options.rounds or (COMPARE_ROUNDS if alternatives > 1 else 1)
+
+
+def round_options(options: SweepOptions, rounds: int) -> SweepOptions:
+    """The options of one round: the configuration's ``max_seconds`` shared among the rounds."""
+    if rounds == 1:
         return options
-    return replace(options, settings=replace(options.settings, max_seconds=options.settings.max_seconds / options.windows))
+    return replace(options, settings=replace(options.settings, max_seconds=options.settings.max_seconds / rounds))
 
 
-def merge_windows(first: dict, later: dict, window_seconds: float) -> dict:
-    """One record from a configuration's record so far (``first``, itself merged after a third
-    window) and its next timing window (``later``), taken a pass over the grid apart.
-
-    A shared machine's speed moves for seconds at a time (another tenant, a frequency
-    step), and it only ever makes a step slower; so the faster window's record stands,
-    as a ceiling is a maximum. ``extra["windows"]`` keeps every window's median and start;
-    ``window_spread`` is slow / fast - 1 over them all. A row whose fastest window no other
-    confirms (:func:`confirmed`) is marked unstable; ``max_seconds`` is the time all its windows had.
-    """
-    windows = (first.get("extra") or {}).get("windows") or [_window(first)]
-    windows = [*windows, _window(later)]
-    best = min((first, later), key=lambda r: r["step_time_s"])
-    steps = [w["step_time_s"] for w in windows]
-    extra = {**(best.get("extra") or {}), "windows": windows, "window_spread": max(steps) / min(steps) - 1}
-    merged = {**best, "extra": extra, "max_seconds": window_seconds * len(windows), "started_at": first["started_at"]}
-    own = bool(min(windows, key=lambda w: w["step_time_s"]).get("unstable"))  # the fastest window's own flag (its CV)
-    return {**merged, "unstable": own or not confirmed(merged)}
-
-
-def confirmed(record: dict) -> bool:
-    """Whether the record's fastest timing window has a second within :data:`WINDOW_CONFIRM` of it.
-
-    One window can land in a slow spell of the machine (two threads running at half speed for
-    seconds), and so can both windows of two; the faster of two windows that agree is one the
-    machine did not slow. A configuration whose windows disagree is timed again, up to
-    :data:`MAX_WINDOWS` in all (:func:`wants_window`)."""
-    steps = sorted(w["step_time_s"] for w in (record.get("extra") or {}).get("windows", []))
-    return len(steps) > 1 and steps[1] <= steps[0] * (1 + WINDOW_CONFIRM)
-
-
-def wants_window(record: dict | None, n: int, asked: int) -> bool:
-    """Whether a configuration gets an ``n``-th timing window: every one measured so far does up
-    to the ``asked`` windows; after them, one whose fastest window is not yet :func:`confirmed`."""
-    if record is None or record.get("state") != "ok":
-        return False
-    return n <= asked or not confirmed(record)
-
-
-def _window(record: dict) -> dict:
-    return {"step_time_s": record["step_time_s"], "started_at": record.get("started_at"),
-            "step_time_cv": record.get("step_time_cv"), "n_samples": record.get("n_samples"),
-            "unstable": bool(record.get("unstable"))}  # fmt: skip
+def round_order(turn: list[T], seed: int, round_no: int, position: int) -> list[T]:
+    """The order in which round ``round_no`` times the alternatives of the ``position``-th
+    configuration: a shuffle of its own (seeded, so a rerun of the plan repeats it), so no
+    alternative always goes first and a slow spell reaches every one alike."""
+    order = list(turn)
+    random.Random(f"{seed}:{round_no}:{position}").shuffle(order)
+    return order
