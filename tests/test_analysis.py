@@ -512,3 +512,17 @@ def test_speedup_part_reads_a_comparison_s_rounds():
     table = pd.DataFrame({"speedup": [1.3, 1.3], "replicates": [[1.0, 1.3, 1.7], [1.0, 1.3, 1.7]]})
     part = obs.speedup_part("speedup", table, obs.Rule("median speedup", 1.05, ">"))
     assert part.n == 2 and part.interval[0] < 1.05 < part.interval[1]
+
+
+def test_a_comparison_two_reports_judge_is_listed_once_as_the_later_judged_it(tmp_path):
+    from paradnn.analysis import registry
+
+    rule = obs.Rule("median speedup", 1.05, ">")
+    earlier = obs.judged("bf16 speeds up (XLA on)", "paper", obs.median_part("speedup", [1.1, 1.3], rule), "2 configs",
+                         id="O13", platform="cpu, XLA on")  # fmt: skip
+    later = obs.judged("bf16 speeds up (XLA on)", "paper", obs.median_part("speedup", [1.2, 1.3, 1.4], rule), "3 configs",
+                       id="O13", platform="cpu, XLA on")  # fmt: skip
+    registry.publish([earlier], tmp_path / "results.sqlite", "architecture")
+    registry.publish([later], tmp_path / "results.sqlite", "software_stack")
+    rows = [r for r in registry.merge(tmp_path, ["architecture", "software_stack"]) if r["id"] == "O13"]
+    assert len(rows) == 1 and rows[0]["evidence"] == "3 configs"

@@ -240,3 +240,24 @@ def _op_types(trainer) -> set[str]:
     graph_def = tf.function(trainer.step).get_concrete_function(*trainer.specs).graph.as_graph_def()
     nodes = [*graph_def.node, *(n for f in graph_def.library.function for n in f.node_def)]
     return {n.op for n in nodes}
+
+
+def test_a_later_round_times_the_kept_step_and_keeps_its_first_figures():
+    from paradnn.engine import training
+    from paradnn.tfimport import keras
+
+    training.COMPILED.clear()
+    config = parse_label("fc", "layer_1-node_16-input_32-output_10-bs_8")
+    other = parse_label("fc", "layer_1-node_32-input_32-output_10-bs_8")
+    settings = RunSettings(xla=True, max_seconds=0.2)
+    first = measure(config, settings)
+    keras.utils.clear_session(free_memory=False)  # as a sweep's worker does between configurations
+    measure(other, settings)
+    again = measure(config, settings)
+    assert first.state == again.state == "ok" and math.isfinite(again.final_loss)
+    assert not first.reused_step and again.reused_step and again.as_dict()["extra"]["reused_step"]
+    assert again.compile_time_s == first.compile_time_s and again.graph == first.graph
+    assert again.stats.n >= RunSettings().min_samples
+    host = measure(config, RunSettings(xla=True, max_seconds=0.2, input="host"))
+    assert not host.reused_step  # a host pipeline is built anew each time
+    training.COMPILED.clear()

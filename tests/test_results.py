@@ -286,3 +286,15 @@ def test_the_contention_line_counts_what_the_rows_say(tmp_path):
     assert results.contention_line() == ("3 measured rows: 4 timing window(s) refused for contention and timed again; "
                                          "1 row(s) never had a quiet window (kept apart, flagged contended); steal up to "
                                          "0.03 cores; 1 row(s) from before contention was read")  # fmt: skip
+
+
+def test_a_comparison_of_pooled_rows_still_pairs_round_by_round(tmp_path):
+    rounds = {False: [100.0, 50.0, 90.0], True: [200.0, 60.0, 100.0]}  # per round 2.0, 1.2, 1.11
+    rows = [row(speed=speed, xla=xla, extra={"sweep": "s", "round": r, "position": 0})
+            for xla, speeds in rounds.items() for r, speed in enumerate(speeds, start=1)]  # fmt: skip
+    results = _store(tmp_path, rows)
+    raw = results.matched("xla", False, True)
+    pooled = Results(results.pooled().frame).matched("xla", False, True)  # as a report reads it: one row per run
+    for result in (raw, pooled):
+        (pair,) = result.table.to_dict("records")
+        assert pair["rounds"] == 3 and pair["speedup"] == pytest.approx(1.2)

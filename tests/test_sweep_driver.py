@@ -614,3 +614,31 @@ def test_each_backend_supports_what_its_page_says_and_refuses_the_rest(tmp_path)
         assert said == [feature in b.supports for b in (LocalBackend, StacksBackend, RayBackend)], feature
     with Store(tmp_path / "r.sqlite") as store, pytest.raises(ConfigError, match="--workers: 2 .* 1 with --stack"):
         run_sweep(CONFIGS, store, SweepOptions(workers=2), stacks=[stk.parse("current")])
+
+
+def test_a_worker_started_in_a_lane_thread_outlives_the_thread():
+    """Workers die with their parent *thread* (PR_SET_PDEATHSIG); a lane's thread ends with its pass,
+    the worker must not. A process started plainly from such a thread is the control: it dies."""
+    import subprocess
+    import sys
+    import time
+
+    code = "from paradnn.engine.machine import die_with_parent\ndie_with_parent()\nimport time\ntime.sleep(30)"
+    started = {}
+
+    def start(name, how):
+        started[name] = how([sys.executable, "-c", code])
+        time.sleep(1.5)  # the thread ends once the child has asked to die with its parent thread
+
+    for name, how in (("spawned", sweep_worker.popen), ("plain", subprocess.Popen)):
+        thread = threading.Thread(target=start, args=(name, how))
+        thread.start()
+        thread.join()
+    time.sleep(0.5)
+    try:
+        assert started["spawned"].poll() is None
+        assert started["plain"].poll() == -signal.SIGKILL
+    finally:
+        for process in started.values():
+            process.kill()
+            process.wait()

@@ -82,14 +82,15 @@ class Rule:
             return HOLDS if high <= lower else FAILS if low > upper else INCONCLUSIVE
         return HOLDS if lower <= low and high <= upper else FAILS if high < lower or low > upper else INCONCLUSIVE
 
-    def words(self) -> str:
+    def words(self, level: float | None = None) -> str:
         """The rule in a few words: "median speedup > 1.05 over its whole 95% interval, n >= 2"."""
+        level = LEVEL if level is None else level
         if self.direction == "within":
             line = f"{self.statistic} within {self.threshold:g} ± {self.margin:g}"
         else:
             line = f"{self.statistic} {self.direction} {self.threshold:g}"
             line += f" (± {self.margin:g} is neither)" if self.margin else ""
-        return line + ("" if self.exact else f" over its whole {LEVEL:.0%} interval") + f", n >= {self.min_n}"
+        return line + ("" if self.exact else f" over its whole {_percent(level)} interval") + f", n >= {self.min_n}"
 
     def as_dict(self) -> dict:
         return {"statistic": self.statistic, "threshold": self.threshold, "direction": self.direction,
@@ -113,6 +114,7 @@ class Verdict:
     effect: float | None = None
     interval: tuple[float, float] | None = None
     rule: Rule | None = None
+    level: float = LEVEL  # the interval's confidence level (below 95% never; above it after several looks)
 
     def __post_init__(self) -> None:
         decided = self.verdict in (HOLDS, FAILS, PROJECTED_HOLDS, PROJECTED_FAILS)
@@ -129,8 +131,8 @@ class Verdict:
         if self.effect is None or self.rule is None:
             return ""
         low, high = self.interval or (math.nan, math.nan)
-        spread = "" if self.rule.exact else f" (95% interval {low:.3g} to {high:.3g})"
-        return f"{self.rule.statistic} {self.effect:.3g}{spread}, n {self.n}; rule: {self.rule.words()}"
+        spread = "" if self.rule.exact else f" ({_percent(self.level)} interval {low:.3g} to {high:.3g})"
+        return f"{self.rule.statistic} {self.effect:.3g}{spread}, n {self.n}; rule: {self.rule.words(self.level)}"
 
     @property
     def sentence(self) -> str:
@@ -151,7 +153,7 @@ class Verdict:
 
     def as_dict(self) -> dict:
         """The record as ``observations.json`` holds it (outcome, effect, interval, n, rule, held_fixed)."""
-        return {"outcome": self.verdict, "effect": self.effect,
+        return {"outcome": self.verdict, "effect": self.effect, "level": self.level,
                 "interval": list(self.interval) if self.interval is not None else None, "n": self.n,
                 "rule": self.rule.as_dict() if self.rule else None, "held_fixed": self.held_fixed or {}}  # fmt: skip
 
@@ -165,6 +167,7 @@ class Part:
     interval: tuple[float, float] | None
     n: int
     rule: Rule
+    level: float = LEVEL
 
     @property
     def outcome(self) -> str:
@@ -199,12 +202,22 @@ def judged(name: str, paper: str, parts: Part | Sequence[Part], evidence: str, n
                            for p in parts if p is not deciding)  # fmt: skip
         evidence += f"; also {others}" if others else ""
     return Verdict(name, paper, outcome, evidence, numbers, n=deciding.n, effect=deciding.effect,
-                   interval=deciding.interval, rule=deciding.rule, **about)  # fmt: skip
+                   interval=deciding.interval, rule=deciding.rule, level=deciding.level, **about)  # fmt: skip
 
 
 def inconclusive(name: str, paper: str, why: str, **about: object) -> Verdict:
     """A verdict with too little to judge: says why (the minimum it needs)."""
     return Verdict(name, paper, INCONCLUSIVE, why, **about)
+
+
+def _percent(level: float) -> str:
+    """A confidence level as the pages print it: 95%, 97.5%."""
+    return f"{level * 100:.3g}%"
+
+
+def level_after(looks: int) -> float:
+    """The confidence level of each of ``looks`` looks at one comparison: 95% split over them (Bonferroni)."""
+    return 1 - (1 - LEVEL) / max(1, looks)
 
 
 def _num(value: float | None) -> str:
@@ -257,22 +270,23 @@ def _inner_draws(values: np.ndarray, keep: np.ndarray, replicates: Sequence[Sequ
 
 
 def median_part(name: str, values: Sequence[float] | np.ndarray | pd.Series, rule: Rule, log: bool = False,
-                replicates: Sequence[Sequence[float]] | pd.Series | None = None) -> Part:  # fmt: skip
+                replicates: Sequence[Sequence[float]] | pd.Series | None = None, level: float = LEVEL) -> Part:  # fmt: skip
     """A part whose effect is the median of ``values`` (one per configuration), bootstrapped (over
-    the values, and within each over its ``replicates`` where given: :func:`bootstrap`)."""
+    the values, and within each over its ``replicates`` where given: :func:`bootstrap`) at ``level``."""
     a = np.asarray(values, dtype=float)
     reps = list(replicates) if replicates is not None else None
     keep = np.isfinite(a) & ((a > 0) if log else True)
     effect = float(np.median(a[keep])) if keep.any() else None
-    interval = bootstrap(a, log=log, replicates=reps) if keep.any() else None
-    return Part(name, effect, interval, int(keep.sum()), rule)
+    interval = bootstrap(a, log=log, replicates=reps, level=level) if keep.any() else None
+    return Part(name, effect, interval, int(keep.sum()), rule, level)
 
 
-def speedup_part(name: str, table: pd.DataFrame, rule: Rule) -> Part:
+def speedup_part(name: str, table: pd.DataFrame, rule: Rule, looks: int = 1) -> Part:
     """A part whose effect is the median speedup of a comparison's pairs (``SpeedupResult.table`` or
-    a subset of it), its interval resampling the pairs and, within each, its rounds or reruns."""
+    a subset of it), its interval resampling the pairs and, within each, its rounds or reruns, at
+    the level :func:`level_after` its ``looks`` leave."""
     replicates = table["replicates"] if "replicates" in table else None
-    return median_part(name, table["speedup"], rule, log=True, replicates=replicates)
+    return median_part(name, table["speedup"], rule, log=True, replicates=replicates, level=level_after(looks))
 
 
 def coefficient_part(name: str, reg: RegressionResult, axis: str, rule: Rule) -> Part:
@@ -858,10 +872,32 @@ def stack_speedup(result: SpeedupResult, name: str, paper: str, margin: float = 
         why = f": {result.why}" if result.why and not result.n else ""
         return inconclusive(name, paper, f"{len(t)} configurations{scope} measured both ways (need 2){why}", id=id,
                             platform=platform, held_fixed=held, n=len(t))  # fmt: skip
-    part = speedup_part("speedup", t, Rule("median speedup", 1 + margin, ">", min_n=2))
+    part = speedup_part("speedup", t, Rule("median speedup", 1 + margin, ">", min_n=2), result.looks)
     evidence = f"over {len(t)} configurations{scope} (range {t['speedup'].min():.2f}x-{t['speedup'].max():.2f}x)"
     return judged(name, paper, part, evidence, {"median": part.effect, "n": len(t)}, id=id, platform=platform,
                   held_fixed=held)  # fmt: skip
+
+
+def xla_speedup(results: Results, platform: str) -> tuple[SpeedupResult, Verdict]:
+    """XLA on against off in float32: the package's own check (not a paper finding)."""
+    result = results.for_settings(dtype="float32").matched("xla", False, True)
+    return result, stack_speedup(result, "XLA speeds up training (the package's own check, not a paper finding)",
+                                 "compiling with XLA speeds up the step", platform=platform)  # fmt: skip
+
+
+def precision_speedups(results: Results, platform: str, dtype: str, low_precision: str, ridge: float | None,
+                       settings: Sequence[bool] = (True, False)) -> list[tuple[str, SpeedupResult, Verdict]]:  # fmt: skip
+    """``dtype`` against ``low_precision`` at each XLA setting of ``settings`` (O13 each, on models right of
+    the ridge): the setting in words, the comparison and its verdict. One definition for every report that
+    judges it, so one comparison reads the same everywhere."""
+    out = []
+    for setting in settings:
+        words = "XLA on" if setting else "XLA off"
+        result = results.for_settings(xla=setting).matched("dtype", dtype, low_precision)
+        out.append((words, result, stack_speedup(result, f"{low_precision} speeds up models right of the ridge ({words})",
+                                                 "16-bit arithmetic speeds up compute-bound models", ridge=ridge, id="O13",
+                                                 platform=f"{platform}, {words}")))  # fmt: skip
+    return out
 
 
 def version_chain(df: pd.DataFrame, platform: str = "") -> tuple[Verdict, list[SpeedupResult]]:
@@ -893,7 +929,8 @@ def version_chain(df: pd.DataFrame, platform: str = "") -> tuple[Verdict, list[S
         return inconclusive(name, paper, "no configuration measured under two versions side by side with the same settings",
                             id=oid, platform=platform, held_fixed={"platform": platform}, n=0), []  # fmt: skip
     parts = [speedup_part(f"{r.baseline}->{r.target}", r.table,
-                          Rule(f"median speedup of {r.target} over {r.baseline}", 1 + STACK_MARGIN, ">", min_n=2))
+                          Rule(f"median speedup of {r.target} over {r.baseline}", 1 + STACK_MARGIN, ">", min_n=2),
+                          r.looks)
              for r in results]  # fmt: skip
     numbers = {f"{r.baseline}->{r.target}": r.median for r in results}
     held = {k: v for k, v in results[0].held_fixed.items()} | {"platform": platform, "measured": "side by side"}

@@ -136,13 +136,15 @@ def publish(verdicts: list[Verdict], store: str | Path, report: str) -> pd.DataF
 
 def merge(folder: Path, reports: list[str]) -> list[dict]:
     """Every report's entries of the paper's observations in ``folder``, and a ``needs`` entry
-    for each observation none judged."""
+    for each observation none judged. A comparison two reports judge (the same observation, platform
+    and check) is listed once, as the later report in ``reports`` judged it: it read every
+    measurement the earlier one did, pooled with any taken since."""
     rows: list[dict] = []
     for report in reports:
         path = folder / f"observations-{report}.json"
         if path.exists():
             rows += [r for r in json.loads(path.read_text()) if r["id"]]  # the package's own checks stay in their report
-    unique = {(r["id"], r.get("platform", ""), r.get("check", ""), r["evidence"]): r for r in rows}  # judged twice: once
+    unique = {(r["id"], r.get("platform", ""), r.get("check", "")): r for r in rows}  # judged twice: the later stands
     rows = list(unique.values())
     judged = {r["id"] for r in rows}
     rows += [_needs(o, f"no report of this pipeline judges it ({o.report})") for o in OBSERVATIONS if o.id not in judged]

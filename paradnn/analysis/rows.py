@@ -125,8 +125,10 @@ def pool(df: pd.DataFrame, key: list[str]) -> pd.DataFrame:
     measurements pooled with it are the finished rows of its run identity (``run_key``: rows of an
     older software stack or paradnn version are not), quiet ones first (:func:`quiet_first`). Each
     of :data:`POOLED_METRICS` is the median over them; ``n_measurements`` counts them,
-    ``measured_values`` lists their step times, ``rerun_spread`` is slowest / fastest - 1, and
-    ``samples_s`` holds every one's samples. ``contended`` is set only when every pooled row was."""
+    ``measured_values`` lists their step times, ``rerun_spread`` is slowest / fastest - 1,
+    ``samples_s`` holds every one's samples and ``measurements`` each one's figures and round
+    (:func:`unpool` turns them back into rows, so a comparison pairs pooled rows round by round).
+    ``contended`` is set only when every pooled row was."""
     df = df.sort_values("id") if "id" in df else df
     standing = pd.concat([df, df[df["state"] == "ok"]]).drop_duplicates(key, keep="last")  # the latest ok, else the latest
     out = standing.reset_index(drop=True)
@@ -136,6 +138,7 @@ def pool(df: pd.DataFrame, key: list[str]) -> pd.DataFrame:
     steps = by["step_time_s"].agg(lambda v: [float(x) for x in v if pd.notna(x)])
     out["measured_values"] = out["run_key"].map(steps).map(lambda v: v if isinstance(v, list) else [])
     out["rerun_spread"] = [max(v) / min(v) - 1 if v and min(v) > 0 else math.nan for v in out["measured_values"]]
+    out["measurements"] = out["run_key"].map(_measurements(ok)).map(lambda v: v if isinstance(v, list) else [])
     pooled = out["n_measurements"] > 1
     if not pooled.any():
         return out
@@ -150,3 +153,46 @@ def pool(df: pd.DataFrame, key: list[str]) -> pd.DataFrame:
         every = many_by["contended"].agg(lambda v: float(v.fillna(0).astype(bool).all()))
         out.loc[pooled, "contended"] = out.loc[pooled, "run_key"].map(every)
     return out
+
+
+def round_ids(rows: pd.DataFrame) -> pd.Series:
+    """Each row's round as ``sweep:round`` (None for rows no sweep timed in rounds): rows of one
+    round of one sweep were timed one after another, alternatives interleaved."""
+    if "round_id" in rows:
+        return rows["round_id"]
+    if "extra" not in rows:
+        return pd.Series([None] * len(rows), index=rows.index, dtype=object)
+    return rows["extra"].map(lambda e: f"{e['sweep']}:{e['round']}" if isinstance(e, dict) and "round" in e
+                             and "sweep" in e else None)  # fmt: skip
+
+
+def looks_of(rows: pd.DataFrame) -> pd.Series:
+    """The how-many-th look at its comparison each row was measured in (1 unless a report looked again)."""
+    if "look" in rows:
+        return rows["look"].fillna(1).astype(int)
+    if "extra" not in rows:
+        return pd.Series(1, index=rows.index, dtype=int)
+    return rows["extra"].map(lambda e: int(e.get("look", 1)) if isinstance(e, dict) else 1)
+
+
+def _measurements(ok: pd.DataFrame) -> pd.Series:
+    """Per run key, each pooled measurement's figures (:data:`POOLED_METRICS`) and round."""
+    metrics = [m for m in POOLED_METRICS if m in ok]
+    records = ok[metrics].astype(object).where(ok[metrics].notna(), None).to_dict("records")
+    for record, round_id, look in zip(records, round_ids(ok), looks_of(ok)):
+        record["round_id"], record["look"] = round_id, look
+    return pd.Series(records, index=ok.index, dtype=object).groupby(ok["run_key"], sort=False).agg(list)
+
+
+def unpool(df: pd.DataFrame) -> pd.DataFrame:
+    """Pooled rows (:func:`pool`) back as one row per measurement, each with its own figures and
+    round (``round_id``); rows that were never pooled, or hold no measurement, as they are."""
+    if "measurements" not in df or df.empty:
+        return df
+    measured = df["measurements"].map(lambda m: isinstance(m, list) and len(m) > 0)
+    if not measured.any():
+        return df
+    rows = df[measured].explode("measurements")
+    figures = pd.DataFrame(list(rows["measurements"]), index=rows.index)
+    rows = rows.drop(columns=[c for c in figures.columns if c in rows] + ["measurements"]).join(figures)
+    return pd.concat([df[~measured].drop(columns=["measurements"]), rows], ignore_index=True)

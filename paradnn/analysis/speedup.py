@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from paradnn.analysis.rows import MISSING, comparison_key, held_fixed, quiet_first
+from paradnn.analysis.rows import MISSING, comparison_key, held_fixed, looks_of, quiet_first, round_ids, unpool
 from paradnn.store import hyperparameter_names
 
 # ``rounds``: the interleaved rounds a pair's speedup is the median of (0: its sides' pooled medians
@@ -56,6 +56,7 @@ class SpeedupResult:
     sides: dict = field(default_factory=dict)
     rows: pd.DataFrame | None = None  # the rows the pairs were made from (for intervals)
     why: str = ""  # when nothing paired: what differs between the sides and how to free it
+    looks: int = 1  # looks at this comparison its rows were measured in: its intervals' level is split over them
 
     @property
     def n(self) -> int:
@@ -91,6 +92,7 @@ class SpeedupResult:
         return {
             "n": self.n,
             "interleaved": self.interleaved,
+            "looks": self.looks,
             "min": self.min,
             "median": self.median,
             "geomean": self.geomean,
@@ -125,15 +127,6 @@ def _check_columns(df: pd.DataFrame, needed: list[str]) -> None:
 def _medians(rows: pd.DataFrame, key: list[str], metric: str) -> pd.Series:
     """The median ``metric`` per key: repeated runs of one identity count once."""
     return rows.groupby(key, sort=True)[metric].median()
-
-
-def round_ids(rows: pd.DataFrame) -> pd.Series:
-    """Each row's round as ``sweep:round`` (None for rows no sweep timed in rounds): rows of one
-    round of one sweep were timed one after another, alternatives interleaved."""
-    if "extra" not in rows:
-        return pd.Series([None] * len(rows), index=rows.index, dtype=object)
-    return rows["extra"].map(lambda e: f"{e['sweep']}:{e['round']}" if isinstance(e, dict) and "round" in e
-                             and "sweep" in e else None)  # fmt: skip
 
 
 def _by_rounds(paired: pd.DataFrame, base_rows: pd.DataFrame, targ_rows: pd.DataFrame, key: list[str],
@@ -193,6 +186,7 @@ def compare(
     if _same(baseline, target):
         raise ValueError(f"baseline and target are both {baseline!r}; compare two different values of {by}")
     key = comparison_key(df, by, free) + list(within)
+    df = unpool(df)  # pooled rows pair measurement by measurement, round by round
     rows = quiet_first(df[(df["state"] == "ok") & (pd.to_numeric(df[metric], errors="coerce") > 0)])
     if family is not None:
         rows = rows[rows["family"] == family]
@@ -214,7 +208,8 @@ def compare(
     held = held_fixed(table.replace({MISSING: None}), key)
     table = table.replace({MISSING: None})
     carry = tuple(c for c in carry if c in table)
-    return SpeedupResult(table, baseline, target, by, family, metric, carry, tuple(key), held, tuple(free))
+    looks = int(looks_of(pd.concat([base_rows, targ_rows])).max()) if len(paired) else 1
+    return SpeedupResult(table, baseline, target, by, family, metric, carry, tuple(key), held, tuple(free), looks=looks)
 
 
 def _same(a: object, b: object) -> bool:
@@ -238,20 +233,26 @@ def _with_hyperparameters(paired: pd.DataFrame, rows: pd.DataFrame, key: list[st
 
 def bootstrap_interval(df: pd.DataFrame, result: SpeedupResult, n_boot: int = 2000, seed: int = 0,
                        level: float = 0.95) -> tuple[float, float]:  # fmt: skip
-    """Interval of ``result``'s geometric-mean speedup from the samples behind it.
+    """Interval of ``result``'s geometric-mean speedup from the measurements behind it.
 
-    Each bootstrap draw resamples the configurations, and within each configuration the
-    per-step timing samples (``samples_s``) of both sides, so the interval holds both the
-    spread between configurations and each measurement's own noise. Rows without samples
-    (imported ones) contribute their median only. NaNs when nothing matched.
+    Each bootstrap draw resamples the configurations, and within each configuration its
+    replicates (the per-round speedups of an interleaved pair, or every target measurement
+    over every baseline one) where it has two or more; a configuration measured once a side
+    resamples the per-step timing samples (``samples_s``) of both sides. So the interval
+    holds the spread between configurations, between reruns and within each measurement.
+    Rows without samples (imported ones) contribute their median only. NaNs when nothing matched.
     """
     if not result.n:
         return math.nan, math.nan
     rng = np.random.default_rng(seed)
     key = list(result.key)
-    rows = _keyed(df[df["state"] == "ok"], key)
+    rows = _keyed(unpool(df)[lambda d: d["state"] == "ok"], key)
     logs = []
     for _, pair in result.table.iterrows():
+        replicates = np.asarray(pair.get("replicates") or [], dtype=float)
+        if len(replicates) > 1:
+            logs.append(np.log(np.median(replicates[rng.integers(0, len(replicates), (n_boot, len(replicates)))], axis=1)))
+            continue
         same = np.logical_and.reduce([rows[k] == (MISSING if pair[k] is None else pair[k]) for k in key])
         sides = [_boot_medians(rows[same & side_rows(rows, result.by, v)], rng, n_boot) for v in (result.baseline, result.target)]
         logs.append(np.log(sides[0] / sides[1]))  # step time baseline / target = speedup

@@ -191,6 +191,7 @@ class Measurement:
     contention: Usage | None = None
     refused: list[dict] = field(default_factory=list)
     max_contention: float = math.inf
+    reused_step: bool = False  # the step was built and compiled for an earlier round (paradnn.engine.training)
 
     @property
     def contended(self) -> bool | None:
@@ -230,7 +231,8 @@ class Measurement:
             "samples_s": list(self.samples),
             "warmup_s": list(self.warmup_s),
             "extra": {"phases": dict(self.phases), **({"spans": dict(self.spans)} if self.spans else {}),
-                      **({"refused": list(self.refused)} if self.refused else {})},
+                      **({"refused": list(self.refused)} if self.refused else {}),
+                      **({"reused_step": True} if self.reused_step else {})},
             "contention_cores": self.contention.others if self.contention else None,
             "steal_cores": self.contention.steal if self.contention else None,
             "refused_windows": len(self.refused),

@@ -8,6 +8,7 @@ TPUEstimator's iterations per loop, so Python overhead vanishes from the timings
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -186,16 +187,70 @@ class Trainer:
         return float(loss.numpy())  # copies to the host, so the device has finished
 
 
+@dataclass
+class Compiled:
+    """A built and compiled step kept for the configuration's next round, with what building it measured."""
+
+    trainer: Trainer
+    graph: Any
+    compile_time_s: float
+    peak_memory_bytes: int
+    size: int  # the configuration's predicted memory (bytes): what keeping it costs
+
+
+COMPILED: OrderedDict[tuple, Compiled] = OrderedDict()  # the steps kept, least recently used first
+KEEP_SHARE = 0.1  # of the RAM: the predicted memory of the steps one process keeps (and twice that of its RSS)
+
+
+def _kept_key(config: Config, settings: RunSettings) -> tuple:
+    return config.family, config.label, settings.dtype, settings.xla, settings.device
+
+
+def _keep(key: tuple, compiled: Compiled) -> None:
+    """Keep a compiled step for a later round of its configuration, within :data:`KEEP_SHARE` of the RAM."""
+    import psutil
+
+    limit = KEEP_SHARE * psutil.virtual_memory().total
+    if host_rss() > 2 * limit:  # the process holds more than the predictions say: keep nothing
+        COMPILED.clear()
+        return
+    if compiled.size > limit:
+        return
+    COMPILED[key] = compiled
+    while sum(c.size for c in COMPILED.values()) > limit:
+        COMPILED.popitem(last=False)
+
+
+def _rerun(kept: Compiled, settings: RunSettings, start: float, began: float) -> Measurement:
+    """Another round of a kept step: the protocol again on the compiled step (its weights trained on,
+    which changes no timing), with the compile time, graph count and memory its building measured."""
+    m = run_protocol(kept.trainer.run, settings, meter_for(settings.device), began=began)
+    m.graph, m.compile_time_s, m.peak_memory_bytes = kept.graph, kept.compile_time_s, kept.peak_memory_bytes
+    m.reused_step = True  # built and compiled in an earlier round: no build, trace or count this time
+    m.wall_time_s = time.perf_counter() - start
+    return m
+
+
 def measure(config: Config, settings: RunSettings, count_graph: bool = True) -> Measurement:
     """Build ``config`` on ``settings.device`` under TensorFlow, count its graph FLOPs and time its step.
 
     Out-of-memory is a result (state ``oom``), not a crash. One device, one process: the
     JAX and data-parallel backends are :mod:`paradnn.engine.jaxstep` and
     :mod:`paradnn.engine.replicas`; :func:`paradnn.engine.record.measure` picks one.
+
+    A device-resident step is kept after timing (:data:`COMPILED`, least recently used dropped
+    past :data:`KEEP_SHARE` of the RAM), so a sweep's later rounds of the configuration time the
+    compiled step again instead of building and compiling it anew (about half of an XLA round's
+    wall time for a small FC); such a row keeps the compile time, FLOP count and memory its
+    first round measured, and says so (``extra.reused_step``).
     """
     if settings.xla is None:
         raise ValueError("settings.xla is None (auto): resolve it with paradnn.engine.ceilings.xla_choice first")
     stop_finished()  # the last configuration's pipeline, where no sweep worker has stopped it yet
+    key = _kept_key(config, settings)
+    if settings.input == "device" and key in COMPILED:
+        COMPILED.move_to_end(key)
+        return _rerun(COMPILED[key], settings, time.perf_counter(), time.time())
     start, began = time.perf_counter(), time.time()
     rss_before = host_rss()
     gpu = settings.device.upper().startswith("/GPU")
@@ -227,4 +282,8 @@ def measure(config: Config, settings: RunSettings, count_graph: bool = True) -> 
     else:
         m.peak_memory_bytes = max(0, host_rss() - rss_before)
     m.wall_time_s = time.perf_counter() - start
+    if m.state == "ok" and settings.input == "device":
+        from paradnn.counting import memory_estimate
+
+        _keep(key, Compiled(trainer, graph, m.compile_time_s, m.peak_memory_bytes, memory_estimate(config, settings.dtype)))
     return m

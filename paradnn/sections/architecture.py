@@ -162,25 +162,25 @@ def measure_precision(store: str | Path, families: list[str], dtype: str, low_pr
 
 
 def precision_section(store: str | Path, platform: str, families: list[str], dtype: str, low_precision: str,
-                      ceilings: Ceilings | None) -> Verdict:  # fmt: skip
+                      ceilings: Ceilings | None) -> list[Verdict]:  # fmt: skip
     """``dtype`` against a lower-precision policy on the same configurations at the same XLA
     setting (the results object pairs nothing else): paired utilisation scatter (each against
     its own dtype's peak); returns O13's verdict on the speedup in examples/s of models right
-    of the ridge, with what it held fixed."""
+    of the ridge at each XLA setting measured both ways, with what it held fixed, judged as the
+    software-stack report judges it (:func:`paradnn.analysis.observations.precision_speedups`)."""
     from paradnn.analysis import observations as obs
     from paradnn.analysis import plots
     both = Results(load(store, platform=platform, families=families))  # every XLA setting; pairs hold it
     util = both.matched("dtype", dtype, low_precision, metric="utilization")
-    speed = both.matched("dtype", dtype, low_precision)
     if util.n:
         show(plots.paired_scatter(util.table, f"{dtype} utilisation (% of float32 peak)",
                                   f"{low_precision} utilisation (% of bfloat16 peak)",
                                   f"Utilisation in {dtype} and {low_precision} on {platform}"))  # fmt: skip
-    verdict = obs.stack_speedup(speed, f"{low_precision} speeds up models right of the ridge",
-                                "16-bit arithmetic speeds up compute-bound models",
-                                ridge=ceilings.ridge if ceilings else None, id="O13", platform=platform)  # fmt: skip
-    caption(verdict.sentence + f" Held fixed: {held_words(speed.held_fixed)}.")
-    return verdict
+    judged = obs.precision_speedups(both, platform, dtype, low_precision, ceilings.ridge if ceilings else None)
+    shown = [(result, verdict) for _, result, verdict in judged if result.n] or [judged[0][1:]]
+    for result, verdict in shown:
+        caption(verdict.sentence + f" Held fixed: {held_words(result.held_fixed)}.")
+    return [verdict for _, verdict in shown]
 
 
 def reference_utilisation_section(tpu: pd.DataFrame, form: str) -> list[Verdict]:
@@ -324,7 +324,7 @@ def traced_infeed_section(traces: pd.DataFrame) -> Verdict:
                          "TPU v2-8: share of step time waiting for infeed, FC (original traces)")  # fmt: skip
 
 
-def low_precision_part(p: SimpleNamespace, ceilings: Ceilings | None) -> Verdict | None:
+def low_precision_part(p: SimpleNamespace, ceilings: Ceilings | None) -> list[Verdict] | None:
     """float32 against ``p.low_precision`` on ``p.low_precision_families``, measured first where the
     store lacks it (with each family's XLA setting of the main run); None when ``low_precision`` is ""."""
     if not p.low_precision:

@@ -26,6 +26,7 @@ from paradnn.store import Store
 
 if TYPE_CHECKING:
     from paradnn.analysis.observations import Verdict
+    from paradnn.analysis.speedup import SpeedupResult
 
 
 
@@ -153,6 +154,8 @@ def ensure_measured(
     max_seconds: float = 2.0,
     variants: list[dict] | None = None,
     configs: list | None = None,
+    rounds: int | None = None,
+    look: int = 1,
     **run: object,
 ) -> list[str]:
     """Measure what the store lacks for ``families`` on a local platform; returns a summary line.
@@ -168,7 +171,10 @@ def ensure_measured(
     notebook's ``workers``); every other sweep runs one.
 
     ``configs``: these configurations instead of the preset's grid of ``families`` (the original
-    study's, from :func:`paradnn.store.legacy.overlap_configs`, say).
+    study's, from :func:`paradnn.store.legacy.overlap_configs`, say). ``rounds``: the sweep's rounds
+    (default: three where it compares variants or stacks, else one; :mod:`paradnn.sweeps.loop`).
+    ``look`` > 1: a further look at an undecided comparison (:func:`look_again`): every configuration
+    measured again, in the order given, its rows stamped with the look.
 
     ``variants``: several runs, each ``run`` with some settings changed (``[{"dtype":
     "float32"}, {"dtype": "mixed_bfloat16"}]``), measured within ``budget_minutes`` in all. A
@@ -203,7 +209,8 @@ def ensure_measured(
     several_workers = "workers" in supports and target.kind == "cpu" and all(r["devices"] == 1 for r in runs)
     settings = [RunSettings.of(r, target, max_seconds=max_seconds) for r in runs]
     options = SweepOptions(settings=settings[0], target=target, max_minutes=budget_minutes,
-                           workers=SWEEP_WORKERS if several_workers else 1)  # fmt: skip
+                           workers=SWEEP_WORKERS if several_workers else 1, rounds=rounds, look=look, force=look > 1,
+                           keep_order=look > 1)  # fmt: skip
     if os.environ.get("PARADNN_PROGRESS_FILE"):  # run by `paradnn report`: it shows the progress
         progress = ProgressFile
     else:  # a notebook opened by hand: a progress bar in the notebook itself
@@ -224,6 +231,46 @@ def ensure_measured(
     if len(summaries) < len(lines):  # one sweep of several runs
         return [" | ".join(lines) + f": {summaries[0].line()}"]
     return [f"{line}: {summary.line()}" for line, summary in zip(lines, summaries, strict=True)]
+
+
+MIN_LOOK_MINUTES = 0.5  # a further look needs at least this much of a report's budget left
+
+
+def look_again(store: str | Path, comparisons: list[tuple[SpeedupResult, Verdict, list[dict]]], *, started: float,
+               budget_minutes: float, max_seconds: float, platform: str, **run: object) -> list[str]:  # fmt: skip
+    """Spend what is left of a report's budget on its undecided comparisons: each ``(result, verdict,
+    variants)`` whose verdict is inconclusive on two or more configurations, looked at fewer than
+    :data:`~paradnn.sweeps.plan.MAX_LOOKS` times, is measured once more (its two sides as ``variants``,
+    in fresh interleaved rounds), the configurations whose rounds disagree most first, within the
+    minutes left since ``started`` (a monotonic time). The rows carry the look, and every interval
+    drawn from them is at the level the looks leave (95% split over them), so looking again cannot
+    manufacture a verdict. Returns the sweeps' lines."""
+    from paradnn.analysis.observations import INCONCLUSIVE
+    from paradnn.families import parse_label
+    from paradnn.sweeps.plan import MAX_LOOKS
+
+    undecided = [(r, v, variants) for r, v, variants in comparisons
+                 if v.verdict == INCONCLUSIVE and (v.n or 0) >= 2 and r.looks < MAX_LOOKS]  # fmt: skip
+    left = budget_minutes - (time.monotonic() - started) / 60
+    if not undecided:
+        return []
+    if left < MIN_LOOK_MINUTES:
+        return [f"{len(undecided)} undecided comparison(s) not measured again: {max(left, 0):.1f} min of the budget left"]
+    lines = []
+    for result, verdict, variants in undecided:
+        table = result.table.assign(spread=result.table["replicates"].map(_spread)).sort_values("spread", ascending=False)
+        configs = [parse_label(f, label) for f, label in zip(table["family"], table["label"])]
+        found = ensure_measured(store, sorted(set(table["family"])), configs=configs, variants=variants, platform=platform,
+                                budget_minutes=left / len(undecided), max_seconds=max_seconds, look=result.looks + 1,
+                                **run)  # fmt: skip
+        lines += [f"look {result.looks + 1} at '{verdict.observation}' ({verdict.figure or verdict.evidence}): {line}"
+                  for line in found]  # fmt: skip
+    return lines
+
+
+def _spread(replicates: list[float]) -> float:
+    """How far a pair's rounds disagree: largest / smallest - 1 (0 for fewer than two)."""
+    return max(replicates) / min(replicates) - 1 if len(replicates) > 1 and min(replicates) > 0 else 0.0
 
 
 def rerun_sample(store: str | Path, platform: str = DEFAULTS["platform"], count: int = 4, *, measure_missing: bool = True,

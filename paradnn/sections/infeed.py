@@ -22,11 +22,13 @@ def measure_inputs(store: str | Path, families: list[str], inputs: list[str], *,
                    **run: object) -> list[str]:  # fmt: skip
     """Measure ``families`` fed by each host input pipeline in ``inputs`` on a local platform, the
     pipelines' runs in one sweep within ``budget_minutes`` (nothing, and no line, for an imported
-    platform or ``measure_missing`` off); ``run`` holds further run settings (``xla``, ``dtype``)."""
+    platform or ``measure_missing`` off); ``run`` holds further run settings (``xla``, ``dtype``).
+    One round: each host-fed measurement already times its device-resident reference call by
+    call beside it (the infeed share is their ratio), finer than rounds could."""
     if not measure_missing or not is_local(platform) or not families or not inputs:
         return []
     return ensure_measured(store, families, preset=preset, overrides=overrides, platform=platform,
-                           variants=[{"input": mode} for mode in inputs], budget_minutes=budget_minutes,
+                           variants=[{"input": mode} for mode in inputs], budget_minutes=budget_minutes, rounds=1,
                            max_seconds=max_seconds, **run)  # fmt: skip
 
 

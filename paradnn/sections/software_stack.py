@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import time
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
@@ -10,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from paradnn.analysis.results import Results
-from paradnn.sections.common import caption, ensure_measured, load, show, table
+from paradnn.sections.common import caption, ensure_measured, is_local, load, look_again, show, table
 
 if TYPE_CHECKING:
     from paradnn.analysis.observations import Verdict
@@ -42,6 +43,7 @@ def measure(p: SimpleNamespace) -> list[str]:
     """Measure what the store lacks: the families under XLA on and off, in float32 and
     ``p.low_precision``, in one sweep; then, with ``p.stacks``, every stack side by side (XLA
     on). Returns the sweeps' lines."""
+    started = time.monotonic()
     runs = [{"dtype": d, "xla": x} for x in (True, False) for d in ["float32"] + ([p.low_precision] if p.low_precision else [])]
     lines = ensure_measured(p.store, p.families, preset=p.preset, overrides=p.overrides, variants=runs, platform=p.platform,
                             measure_missing=p.measure_missing, budget_minutes=p.budget_minutes, max_seconds=p.max_seconds)
@@ -49,32 +51,54 @@ def measure(p: SimpleNamespace) -> list[str]:
         lines += ensure_measured(p.store, p.families, preset=p.preset, overrides=p.stack_overrides, xla=True,
                                  platform=p.platform, stacks=p.stacks, budget_minutes=p.budget_minutes / 2,
                                  max_seconds=p.max_seconds)  # fmt: skip
+    if p.measure_missing and is_local(p.platform):
+        lines += look_again(p.store, comparisons(p), started=started, budget_minutes=p.budget_minutes,
+                            max_seconds=p.max_seconds, platform=p.platform)  # fmt: skip
     return lines
+
+
+def comparisons(p: SimpleNamespace) -> list[tuple[SpeedupResult, Verdict, list[dict]]]:
+    """The report's comparisons on this machine as the store holds them now, each with its verdict and
+    the two runs that measure it (for :func:`paradnn.sections.common.look_again`)."""
+    from paradnn.analysis import observations as obs
+
+    results = Results(load(p.store, platform=p.platform, families=p.families))
+    result, verdict = obs.xla_speedup(results, p.platform)
+    out = [(result, verdict, [{"dtype": "float32", "xla": False}, {"dtype": "float32", "xla": True}])]
+    if p.low_precision:
+        ridge = getattr(_ceilings(p), "ridge", None)
+        for words, result, verdict in obs.precision_speedups(results, p.platform, "float32", p.low_precision, ridge):
+            xla = words == "XLA on"
+            out.append((result, verdict, [{"dtype": "float32", "xla": xla}, {"dtype": p.low_precision, "xla": xla}]))
+    return out
+
+
+def _ceilings(p: SimpleNamespace) -> Ceilings | None:
+    """The platform's float32 ceilings as the store holds them."""
+    from paradnn.analysis.roofline import ceilings_for
+    from paradnn.store import Store
+
+    with Store(p.store) as s:
+        return ceilings_for(s.platforms(), p.platform, "float32")
 
 
 def rows(p: SimpleNamespace) -> tuple[pd.DataFrame, pd.DataFrame, Ceilings | None]:
     """The platform's rows (the newest TensorFlow only), its rows of every TensorFlow version, and
     its float32 ceilings; prints how many rows and which versions."""
-    from paradnn.analysis.roofline import ceilings_for
-    from paradnn.store import Store
 
     df = load(p.store, platform=p.platform, families=p.families)
     versions_df = load(p.store, platform=p.platform, families=p.families, all_versions=True)
     print(f"{len(df)} rows of {p.platform}; TensorFlow versions in the store: "
           f"{sorted(versions_df['sw_tensorflow'].dropna().unique())}")  # fmt: skip
-    with Store(p.store) as s:
-        ceilings = ceilings_for(s.platforms(), p.platform, "float32")
-    return df, versions_df, ceilings
+    return df, versions_df, _ceilings(p)
 
 
 def xla_part(df: pd.DataFrame, p: SimpleNamespace) -> tuple[SpeedupResult, Verdict]:
     """XLA on against off in float32: a speedup map per family, and the package's own check."""
     from paradnn.analysis import observations as obs
 
-    result = Results(df).for_settings(dtype="float32").matched("xla", False, True)
+    result, verdict = obs.xla_speedup(Results(df), p.platform)
     speedup_maps(result, "XLA", p.platform, p.families)
-    verdict = obs.stack_speedup(result, "XLA speeds up training (the package's own check, not a paper finding)",
-                                "compiling with XLA speeds up the step", platform=p.platform)  # fmt: skip
     caption(verdict.sentence)
     return result, verdict
 
@@ -87,15 +111,12 @@ def precision_part(df: pd.DataFrame, p: SimpleNamespace, ceilings: Ceilings | No
     results, verdicts = {}, []
     if not p.low_precision:
         return results, verdicts
-    for setting in (True, False):
-        words = "XLA on" if setting else "XLA off"
-        results[words] = Results(df).for_settings(xla=setting).matched("dtype", "float32", p.low_precision)
-        speedup_maps(results[words], f"{p.low_precision} ({words})", p.platform, p.families)
-        verdicts.append(obs.stack_speedup(results[words], f"{p.low_precision} speeds up models right of the ridge ({words})",
-                                          "16-bit arithmetic speeds up compute-bound models",
-                                          ridge=ceilings.ridge if ceilings else None, id="O13",
-                                          platform=f"{p.platform}, {words}"))  # fmt: skip
-        caption(verdicts[-1].sentence)
+    ridge = ceilings.ridge if ceilings else None
+    for words, result, verdict in obs.precision_speedups(Results(df), p.platform, "float32", p.low_precision, ridge):
+        results[words] = result
+        speedup_maps(result, f"{p.low_precision} ({words})", p.platform, p.families)
+        verdicts.append(verdict)
+        caption(verdict.sentence)
     return results, verdicts
 
 

@@ -62,6 +62,7 @@ class Lane:
     slot: str
     name: str = ""
     worker: Worker | None = None
+    measured: set[str] = field(default_factory=set)  # run keys its worker measured: it may keep their compiled steps
 
 
 @dataclass
@@ -208,7 +209,7 @@ def _plan(configs: list[Config], slots: dict[str, dict], plans: list[SweepOption
             pairs.append((slot, _with_xla(plan, configs, info, backend, slot)))
     done = store.run_keys(skip_states(plans[0]))
     jobs = []
-    for turn, config in enumerate(ordered(configs, plans[0].seed)):
+    for turn, config in enumerate(configs if plans[0].keep_order else ordered(configs, plans[0].seed)):
         alternatives = [(slot, plan, run_key_of(config, plan, slots[slot])) for slot, plan in pairs]
         missing = [(slot, plan, key) for slot, plan, key in alternatives if key not in done]
         if missing and (backend.together or len(alternatives) > 1):
@@ -336,13 +337,14 @@ class _Pass:
             self.running[pool.submit(self._on_lane, job, lane, ended, share)] = (job, lane)
 
     def _next(self) -> tuple[Job | None, Lane | None]:
-        """The first queued job with a free lane of its slot, and that lane (one with a worker first)."""
+        """The first queued job with a free lane of its slot, and that lane: the one that measured it in an
+        earlier round (its worker keeps the compiled step), else one with a worker."""
         busy = {id(lane) for _, lane in self.running.values()}
         free = [lane for lane in self.backend.lanes if id(lane) not in busy]
         for job in self.queue:
             mine = [lane for lane in free if lane.slot == job.slot]
             if mine:
-                return job, min(mine, key=lambda lane: lane.worker is None)
+                return job, min(mine, key=lambda lane: (job.key not in lane.measured, lane.worker is None))
         return None, None
 
     def _on_lane(self, job: Job, lane: Lane, ended: threading.Event, budget: float | None) -> tuple[dict | None, bool, bool]:
@@ -370,6 +372,8 @@ class _Pass:
             return
         if fresh:
             register(self.store, job.options.target, lane.worker)
+            lane.measured.clear()
+        lane.measured.add(job.key)
         if not reusable:
             lane.worker.kill()
             lane.worker = None
@@ -411,7 +415,7 @@ class _Pass:
     def _settle(self, job: Job, record: dict) -> None:
         """Store one job's record, stamped with its sweep, round and place; the claim ends either way."""
         self.claimed.discard(job.key)
-        record = self.summary.stamp({**record, "run_key": job.key}, job.round, job.position)
+        record = self.summary.stamp({**record, "run_key": job.key}, job.round, job.position, job.options.look)
         self.summary.account(record)
         self.store.add_results([record], release=True)
         self.stored[job.key] = record

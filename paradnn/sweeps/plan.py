@@ -32,6 +32,9 @@ from paradnn.store import STATES
 
 MAX_ROUNDS = 5  # rounds per configuration (--rounds)
 COMPARE_ROUNDS = 3  # rounds of a sweep that compares alternatives (several runs or stacks), unless told otherwise
+# Looks at one comparison: a report measures an undecided comparison again at most once more, and its
+# interval's level is split over the looks (Bonferroni), so looking again cannot manufacture a verdict.
+MAX_LOOKS = 2
 MAX_WORKERS = 4  # worker processes of one local sweep (--workers)
 BUSY_ROWS = 3  # contended rows in a row after which a sweep stops refusing windows (SweepSummary.machine_busy)
 T = TypeVar("T")
@@ -51,10 +54,13 @@ class SweepOptions:
     seed: int = 0
     xla_choices: dict[str, bool] = field(default_factory=dict)  # per family, when settings.xla is None (auto)
     rounds: int | None = None  # rounds per configuration, a pass apart (None: 1, or COMPARE_ROUNDS when comparing)
+    look: int = 1  # the how-many-th look at an undecided comparison this sweep is (stamped on its rows; see MAX_LOOKS)
+    keep_order: bool = False  # measure the configurations in the order given (most informative first), not shuffled
     workers: int = 1  # worker processes preparing side by side, timing one at a time (see paradnn.sweeps.loop)
 
     def __post_init__(self) -> None:  # every bound checked here, whichever front end made the options
-        for name, value, top in (("rounds", self.rounds, MAX_ROUNDS), ("workers", self.workers, MAX_WORKERS)):
+        for name, value, top in (("rounds", self.rounds, MAX_ROUNDS), ("workers", self.workers, MAX_WORKERS),
+                                 ("look", self.look, MAX_LOOKS)):  # fmt: skip
             if value is None and name == "rounds":
                 continue
             if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top:
@@ -93,10 +99,11 @@ class SweepSummary:
     # Stamped on every row this sweep stores (``extra["sweep"]``): rows of one sweep were measured side by side.
     sweep_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
 
-    def stamp(self, record: dict, round_no: int = 1, position: int = 0) -> dict:
-        """``record`` marked as measured by this sweep, in round ``round_no`` at ``position`` among its alternatives."""
-        return {**record, "extra": {**(record.get("extra") or {}), "sweep": self.sweep_id, "round": round_no,
-                                    "position": position}}  # fmt: skip
+    def stamp(self, record: dict, round_no: int = 1, position: int = 0, look: int = 1) -> dict:
+        """``record`` marked as measured by this sweep, in round ``round_no`` at ``position`` among its
+        alternatives, in the ``look``-th look at its comparison."""
+        extra = {**(record.get("extra") or {}), "sweep": self.sweep_id, "round": round_no, "position": position}
+        return {**record, "extra": {**extra, **({"look": look} if look > 1 else {})}}
 
     def account(self, record: dict) -> None:
         """Count what a stored row says of the machine's contention."""

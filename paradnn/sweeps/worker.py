@@ -31,6 +31,7 @@ import tempfile
 import threading
 import time
 import traceback
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -181,8 +182,7 @@ class ProcessWorker:
         # TensorFlows log to stderr whatever TF_CPP_MIN_LOG_LEVEL says: their stderr goes to the
         # environment's worker.log, which a failed start names.
         log = open(Path(python).parents[1] / "worker.log", "ab") if python else None  # noqa: SIM115 - closed below
-        self.process = subprocess.Popen([python or sys.executable, "-c", code], pass_fds=[child.fileno()], env=env,
-                                        stderr=log)  # fmt: skip
+        self.process = popen([python or sys.executable, "-c", code], pass_fds=[child.fileno()], env=env, stderr=log)
         if log is not None:
             log.close()  # the child holds its own descriptor
         where = f"; its stderr is in {log.name}" if log is not None else ""
@@ -272,6 +272,17 @@ class ProcessWorker:
         except subprocess.TimeoutExpired:
             pass
         self.kill()
+
+
+_SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="paradnn-spawn")
+
+
+def popen(*args: object, **kwargs: object) -> subprocess.Popen:
+    """``subprocess.Popen`` from a thread that lives as long as this process. A worker asks Linux
+    to kill it when its parent dies (``die_with_parent``), and Linux means the parent *thread*: a
+    worker started in a sweep lane's thread was killed when that pass's threads ended (a sweep
+    in rounds lost its second lane's worker between rounds)."""
+    return _SPAWNER.submit(subprocess.Popen, *args, **kwargs).result()
 
 
 def worker_environment(framework: str, gated: bool = False) -> dict[str, str]:
