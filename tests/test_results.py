@@ -298,3 +298,15 @@ def test_a_comparison_of_pooled_rows_still_pairs_round_by_round(tmp_path):
     for result in (raw, pooled):
         (pair,) = result.table.to_dict("records")
         assert pair["rounds"] == 3 and pair["speedup"] == pytest.approx(1.2)
+
+
+def test_stacks_measured_side_by_side_still_pair_after_a_later_sweep_measured_one_of_them(tmp_path):
+    old = {"software": {"tensorflow": "2.16.2"}, "platform_fingerprint": "cpu|x|2|2.16.2"}
+    labels = [FC, "layer_1-node_16-input_4-output_2-bs_4"]
+    rows = [row(label, speed=speed, extra={"sweep": "stacks", "round": r}, **changes)
+            for label in labels for r in (1, 2, 3) for changes, speed in ((old, 100.0), ({}, 150.0))]  # fmt: skip
+    rows += [row(label, speed=160.0, extra={"sweep": "later", "round": 1}) for label in labels]  # the current stack again
+    results = Results(_store(tmp_path, rows).pooled(per_stack=True).frame)
+    pairs = results.side_by_side("sw_tensorflow").matched("sw_tensorflow", "2.16.2", "2.21.0", within=("sweep",))
+    assert pairs.n == 2 and set(pairs.table["sweep"]) == {"stacks"} and pairs.table["rounds"].eq(3).all()
+    assert pairs.median == pytest.approx(1.5)

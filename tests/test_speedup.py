@@ -14,7 +14,7 @@ from paradnn.store import Store
 from paradnn.store.legacy import import_files
 
 SUMMARY_KEYS = {"n", "min", "median", "geomean", "max", "baseline", "target", "by", "family", "metric", "held_fixed", "free",
-                "sides", "interleaved"}
+                "sides", "interleaved", "looks"}
 
 
 @pytest.fixture(scope="module")

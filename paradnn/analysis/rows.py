@@ -86,12 +86,14 @@ def version_key(version: str) -> tuple:
 def side_by_side(df: pd.DataFrame, column: str) -> pd.DataFrame:
     """Rows measured side by side with rows of another value of ``column``: those of a sweep
     (``extra["sweep"]``) that measured more than one value of it, with the sweep as a ``sweep``
-    column for comparisons to hold (``compare(..., within=("sweep",))``). Rows no sweep stamped
+    column for comparisons to hold (``compare(..., within=("sweep",))``). Pooled rows are taken
+    measurement by measurement (:func:`unpool`), each with its own sweep. Rows no sweep stamped
     (imported, measured before sweeps stamped their rows, or reused from another report's sweep)
     are never a side. A table without ``extra`` (built by hand) is taken as one sweep."""
-    if "extra" not in df:
+    df = unpool(df)
+    if "extra" not in df and "sweep_id" not in df:
         return df.assign(sweep=MISSING)
-    sweep = df["extra"].map(lambda e: e.get("sweep") if isinstance(e, dict) else None)
+    sweep = sweep_ids(df)
     stamped = df.assign(sweep=sweep)[sweep.notna()]
     several = stamped.groupby("sweep")[column].nunique()
     return stamped[stamped["sweep"].isin(several[several > 1].index)]
@@ -166,6 +168,15 @@ def round_ids(rows: pd.DataFrame) -> pd.Series:
                              and "sweep" in e else None)  # fmt: skip
 
 
+def sweep_ids(rows: pd.DataFrame) -> pd.Series:
+    """The sweep that measured each row (``extra["sweep"]``; a pooled measurement's own), None if none stamped it."""
+    if "sweep_id" in rows:
+        return rows["sweep_id"]
+    if "extra" not in rows:
+        return pd.Series([None] * len(rows), index=rows.index, dtype=object)
+    return rows["extra"].map(lambda e: e.get("sweep") if isinstance(e, dict) else None)
+
+
 def looks_of(rows: pd.DataFrame) -> pd.Series:
     """The how-many-th look at its comparison each row was measured in (1 unless a report looked again)."""
     if "look" in rows:
@@ -179,8 +190,8 @@ def _measurements(ok: pd.DataFrame) -> pd.Series:
     """Per run key, each pooled measurement's figures (:data:`POOLED_METRICS`) and round."""
     metrics = [m for m in POOLED_METRICS if m in ok]
     records = ok[metrics].astype(object).where(ok[metrics].notna(), None).to_dict("records")
-    for record, round_id, look in zip(records, round_ids(ok), looks_of(ok)):
-        record["round_id"], record["look"] = round_id, look
+    for record, round_id, sweep, look in zip(records, round_ids(ok), sweep_ids(ok), looks_of(ok)):
+        record["round_id"], record["sweep_id"], record["look"] = round_id, sweep, look
     return pd.Series(records, index=ok.index, dtype=object).groupby(ok["run_key"], sort=False).agg(list)
 
 

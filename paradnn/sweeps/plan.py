@@ -13,6 +13,7 @@ value in proportion, instead of only the first values of the first axes.
 
 from __future__ import annotations
 
+import math
 import random
 import uuid
 from collections import Counter
@@ -257,10 +258,14 @@ def rounds_of(options: SweepOptions, alternatives: int) -> int:
 
 
 def round_options(options: SweepOptions, rounds: int) -> SweepOptions:
-    """The options of one round: the configuration's ``max_seconds`` shared among the rounds."""
+    """The options of one round: the configuration's ``max_seconds`` and minimum of timed samples
+    shared among the rounds (at least two samples a round), so a slow step's rounds together take
+    about what one measurement of it would."""
     if rounds == 1:
         return options
-    return replace(options, settings=replace(options.settings, max_seconds=options.settings.max_seconds / rounds))
+    s = options.settings
+    return replace(options, settings=replace(s, max_seconds=s.max_seconds / rounds,
+                                             min_samples=max(2, math.ceil(s.min_samples / rounds))))  # fmt: skip
 
 
 def round_order(turn: list[T], seed: int, round_no: int, position: int) -> list[T]:
