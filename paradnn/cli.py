@@ -377,14 +377,13 @@ def sweep(family: str, preset: str, overrides: tuple[str, ...], store_path: str,
     model is least certain, and fill the rest of the grid by prediction (marked
     "predicted"); see `paradnn predict`.
     """
-    from paradnn.space import parse_override
     from paradnn.store.legacy import grid_of
     from paradnn.sweeps import stacks as stk
     from paradnn.sweeps.backends import backend_for
     from paradnn.sweeps.loop import check_supported, sweep
     from paradnn.sweeps.plan import SweepOptions, check_settings
 
-    configs = grid_of(_family(family), preset, dict(parse_override(family, o) for o in overrides))
+    configs = grid_of(_family(family), preset, _overrides(family, overrides))
     parsed, target, settings = _run_settings(run, platform_name, max_seconds=max_seconds)
     devices = settings.devices
     for name, value in (("--max-minutes", max_minutes), ("--timeout", timeout_s), ("--memory-budget", memory_gb)):
@@ -469,6 +468,19 @@ def _refused_leaves_nothing(path: str):
         raise
 
 
+def _overrides(family: str, texts: tuple[str, ...]) -> dict[str, list]:
+    """The ``--set AXIS=V1,V2`` options as axis -> values; ConfigError for an axis given twice."""
+    from paradnn.space import parse_override
+
+    out: dict[str, list] = {}
+    for text in texts:
+        name, values = parse_override(family, text)
+        if name in out:
+            raise ConfigError("--set", text, f"each axis once ({name} is given twice: list its values in one --set)")
+        out[name] = values
+    return out
+
+
 def _open_store(path: str, create: bool = True, readonly: bool = False):
     from paradnn.store import Store, StoreError
 
@@ -485,31 +497,80 @@ def _open_store(path: str, create: bool = True, readonly: bool = False):
 @click.option("--state", type=click.Choice(("ok", "oom", "error", "timeout", "skipped")))
 @click.option("--format", "fmt", type=click.Choice(("table", "csv", "json", "parquet")), default="table", show_default=True)
 @click.option("--output", type=click.Path(dir_okay=False), help="Write to this file instead of the terminal.")
-def results(
-    store_path: str, family: str | None, platform_id: str | None, state: str | None, fmt: str, output: str | None
-) -> None:
-    """Show or export the results in a store."""
+@click.option("--force", is_flag=True, help="Replace an existing --output file (never a store or any SQLite file).")
+def results(store_path: str, family: str | None, platform_id: str | None, state: str | None, fmt: str,
+            output: str | None, force: bool) -> None:  # fmt: skip
+    """Show or export the results in a store.
+
+    --output writes a new file (through a temporary file renamed into place); it refuses the
+    store itself, any SQLite file, a FIFO or device, and an existing file unless --force.
+    """
     from paradnn.store import export
 
     if fmt == "parquet" and not output:
         raise ConfigError("--output", None, "a file name for --format parquet")
-    if output and not Path(output).parent.is_dir():
-        raise ConfigError("--output", output, "a file in an existing folder")
+    if output:
+        _check_output(output, store_path, force)
     with _open_store(store_path, create=False, readonly=True) as store:
         df = store.results(family=family, platform=platform_id, state=state)
+        known = set(store.platforms()["platform"]) | set(store.results()["platform"]) if platform_id and df.empty else set()
+    if platform_id and df.empty and platform_id not in known:
+        raise ConfigError("--platform", platform_id, f"a platform of the store ({', '.join(sorted(known)) or 'none yet'})")
     try:
         if fmt == "table":
             text = _table(df.to_dict("records"))
             if output:
-                Path(output).write_text(text + "\n")
+                _write_new(output, lambda path: path.write_text(text + "\n"))
             else:
                 click.echo(text)
             return
-        text = export(df, fmt, output)
+        text = export(df, fmt, None) if output is None else None
+        if output:
+            _write_new(output, lambda path: export(df, fmt, path))
     except OSError as exc:  # a full disk, a read-only folder, ...
         raise ConfigError("--output", output, f"a file that can be written ({exc.strerror or exc})") from None
     if text is not None:
         click.echo(text)
+
+
+from paradnn.store.db import SQLITE_MAGIC  # noqa: E402
+
+
+def _check_output(output: str, store: str, force: bool) -> None:
+    """ConfigError unless ``output`` is a new file in an existing folder, or (with ``force``) an
+    existing regular file that is neither the store nor any SQLite database."""
+    path = Path(output)
+    if not path.parent.is_dir():
+        raise ConfigError("--output", output, "a file in an existing folder")
+    if not path.exists() and not path.is_symlink():
+        return
+    if not path.is_file():
+        raise ConfigError("--output", output, "a regular file or a new one (this is a folder, FIFO or device)")
+    for suffix in ("", "-wal", "-shm"):
+        other = Path(f"{store}{suffix}")
+        if other.exists() and path.samefile(other):
+            raise ConfigError("--output", output, "a file other than the store it exports (--store)")
+    with open(path, "rb") as f:
+        if f.read(16) == SQLITE_MAGIC:
+            raise ConfigError("--output", output, "a file that is not an SQLite database (an export never replaces one)")
+    if not force:
+        raise ConfigError("--output", output, "a new file, or --force to replace this one")
+
+
+def _write_new(output: str, write) -> None:
+    """Run ``write(path)`` on a temporary file beside ``output`` and rename it into place: a failed or
+    interrupted export leaves ``output`` as it was."""
+    import os
+    import tempfile
+
+    target = Path(output)
+    fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent)
+    os.close(fd)
+    try:
+        write(Path(name))
+        os.replace(name, target)
+    finally:
+        Path(name).unlink(missing_ok=True)
 
 
 @main.command("import-legacy", epilog=_epilog("import_legacy"))
@@ -602,6 +663,12 @@ def compare(baseline: str, target: str, by: str, free_text: str, hold_text: str,
     column = declared.column if declared else by
     free = _setting_columns(free_text, "--free")
     hold = _setting_columns(hold_text, "--hold")
+    both = sorted(set(free) & set(hold))
+    if both:
+        raise ConfigError("--hold", hold_text, f"settings not also given to --free ({', '.join(both)} in both)")
+    if column in free or column in hold:
+        option = "--free" if column in free else "--hold"
+        raise ConfigError(option, free_text if column in free else hold_text, f"settings other than --by {by} (it varies)")
     if declared and by != "platform":
         baseline, target = _compare_value(declared, "--baseline", baseline), _compare_value(declared, "--target", target)
     if baseline == target:
@@ -612,7 +679,7 @@ def compare(baseline: str, target: str, by: str, free_text: str, hold_text: str,
         if value not in present:
             shown = ", ".join(map(str, present)) or "nothing (no finished results)"
             raise ConfigError(option, value, f"a {by} with finished results in the store: {shown}")
-    freed = tuple(dict.fromkeys([*SIDE_OWNED.get(column, {}), *free]))
+    freed = tuple(f for f in dict.fromkeys([*SIDE_OWNED.get(column, {}), *free]) if f not in hold)  # --hold wins a default
     result = results.matched(column, baseline, target, family=family, free=freed, hold=hold,
                              carry=COMPARE_CARRY.get(column, ()))  # fmt: skip
     summary = result.summary()

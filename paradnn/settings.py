@@ -79,6 +79,8 @@ def stack_text(value: object) -> str:
         raise ConfigError("--stack", value, "current, or requirements such as tensorflow==2.16.2 (comma separated)")
     if parts == [CURRENT_STACK]:
         return CURRENT_STACK
+    if CURRENT_STACK in parts:
+        raise ConfigError("--stack", value, "current alone (this environment), or pip requirements without it")
     for part in parts:
         try:
             Requirement(part)

@@ -70,6 +70,19 @@ def _fastest(rows: pd.DataFrame, column: str, metric: str) -> object:
     return max(by_value, key=lambda v: float(np.mean(np.log(by_value[v][labels].to_numpy(dtype=float)))))
 
 
+def _names(option: str, names: object) -> tuple[str, ...] | None:
+    """Setting names given to ``matched``'s ``free``/``hold``: one name or several; ConfigError for anything else."""
+    if names is None:
+        return None
+    names = (names,) if isinstance(names, str) else names
+    if not isinstance(names, (tuple, list, set)) or not all(isinstance(n, str) for n in names):
+        raise ConfigError(option, names, "a setting name or a list of them (e.g. 'dtype' or ('dtype', 'xla'))")
+    unknown = [n for n in names if n not in settings.BY_NAME and n not in {s.column for s in settings.stored()}]
+    if unknown:
+        raise ConfigError(option, unknown[0], ", ".join(settings.BY_NAME))
+    return tuple(names)
+
+
 def explain_unpaired(base: pd.DataFrame, target: pd.DataFrame, key: list[str], vary: str, baseline: object,
                      target_value: object) -> str:  # fmt: skip
     """Why no pair formed, in one line: a side without rows, no configuration in common, or the
@@ -312,6 +325,10 @@ class Results:
         """
         column = _column_name(vary)
         owned = SIDE_OWNED.get(column, {})
+        free, hold = _names("free", free), _names("hold", hold) or ()
+        both = sorted(set(free or ()) & set(hold))
+        if both:
+            raise ConfigError("hold", hold, f"settings not also freed ({', '.join(both)} in both)")
         wanted = [_column_name(f) for f in (tuple(owned) if free is None else free)]
         held_on_purpose = {_column_name(h) for h in hold}
         frame = newest_rows(self.frame) if column == "platform" else self.frame

@@ -325,7 +325,8 @@ def sample(calls: _Calls, k: int, settings: RunSettings, budget_end: float,
 def run_protocol(run: Callable[[int], float], settings: RunSettings, meter: Meter | None = None,
                  reference: Callable[[int], float] | None = None,
                  announce: tuple[Callable[[int], None], Callable[[int], None]] | None = None,
-                 began: float | None = None, partners: tuple[int, ...] = ()) -> Measurement:  # fmt: skip
+                 began: float | None = None, partners: tuple[int, ...] = (),
+                 kept: tuple[int, float] | None = None) -> Measurement:  # fmt: skip
     """Apply the protocol to ``run(k)``, a function that executes k steps and syncs.
 
     Phases: compile (the first call, one step), :func:`calibrate`, :func:`warm_up`,
@@ -338,6 +339,8 @@ def run_protocol(run: Callable[[int], float], settings: RunSettings, meter: Mete
     ``began``: when (epoch seconds) building the step began, where the caller built it; the
     start of the ``prepared`` span (else this call's start). ``partners``: the other processes
     that run the step (a data-parallel run's replicas): their CPU is the step's, not contention.
+    ``kept``: a step compiled and calibrated in an earlier round, as (K, seconds per step):
+    no first call (``compile_time_s`` stays unset for the caller to fill) and no calibration.
     """
     m = Measurement(state="ok")
     start = time.perf_counter()
@@ -357,7 +360,8 @@ def run_protocol(run: Callable[[int], float], settings: RunSettings, meter: Mete
             gc.collect()
             gc.disable()
             m.phases["gc_s"] = time.perf_counter() - collecting
-            m.compile_time_s = calls(1)
+            if kept is None:
+                m.compile_time_s = calls(1)
             if ref is not None:
                 ref(1)  # compiles the reference too (not timed), beside other workers' preparations
         m.spans["prepared"] = [prepared, time.time()]
@@ -367,7 +371,7 @@ def run_protocol(run: Callable[[int], float], settings: RunSettings, meter: Mete
                 m.phases["gate_wait_s"] = time.perf_counter() - waiting
             m.spans["timed"] = [time.time(), math.nan]
             calibrated = time.perf_counter()
-            m.steps_per_call, per_step = calibrate(calls, settings)
+            m.steps_per_call, per_step = kept or calibrate(calls, settings)
             k = m.steps_per_call
             m.phases["calibration_s"] = time.perf_counter() - calibrated
             _quiet_window(m, calls, k, per_step, settings, meter, ref, partners)

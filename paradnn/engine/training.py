@@ -195,6 +195,7 @@ class Compiled:
     graph: Any
     compile_time_s: float
     peak_memory_bytes: int
+    calibrated: tuple[int, float]  # steps per call and seconds per step, as the first round calibrated them
     size: int  # the configuration's predicted memory (bytes): what keeping it costs
 
 
@@ -224,7 +225,7 @@ def _keep(key: tuple, compiled: Compiled) -> None:
 def _rerun(kept: Compiled, settings: RunSettings, start: float, began: float) -> Measurement:
     """Another round of a kept step: the protocol again on the compiled step (its weights trained on,
     which changes no timing), with the compile time, graph count and memory its building measured."""
-    m = run_protocol(kept.trainer.run, settings, meter_for(settings.device), began=began)
+    m = run_protocol(kept.trainer.run, settings, meter_for(settings.device), began=began, kept=kept.calibrated)
     m.graph, m.compile_time_s, m.peak_memory_bytes = kept.graph, kept.compile_time_s, kept.peak_memory_bytes
     m.reused_step = True  # built and compiled in an earlier round: no build, trace or count this time
     m.wall_time_s = time.perf_counter() - start
@@ -285,5 +286,6 @@ def measure(config: Config, settings: RunSettings, count_graph: bool = True) -> 
     if m.state == "ok" and settings.input == "device":
         from paradnn.counting import memory_estimate
 
-        _keep(key, Compiled(trainer, graph, m.compile_time_s, m.peak_memory_bytes, memory_estimate(config, settings.dtype)))
+        _keep(key, Compiled(trainer, graph, m.compile_time_s, m.peak_memory_bytes, (m.steps_per_call, m.stats.median),
+                            memory_estimate(config, settings.dtype)))  # fmt: skip
     return m

@@ -169,13 +169,16 @@ def _read_json(path: Path) -> dict:
 def resolve_platform(path: Path, platform: str | None = None) -> LegacyPlatform:
     """The platform of ``path``: ``platform`` if given, else from the file name."""
     known = " or ".join(PLATFORMS)
+    named = next((name for prefix, name in NAME_PLATFORMS if path.name.startswith(prefix)), None)
     if platform is not None:
         if platform not in PLATFORMS:
             raise LegacyError(f"platform {platform!r} is not a platform of the original study; expected {known}")
+        if named is not None and platform != named:  # a file is only ever filed under its own device
+            raise LegacyError(f"{path.name}: --platform {platform!r} is not this file's device; expected {named} "
+                              "(the name says which device measured it)")  # fmt: skip
         return PLATFORMS[platform]
-    for prefix, name in NAME_PLATFORMS:
-        if path.name.startswith(prefix):
-            return PLATFORMS[name]
+    if named is not None:
+        return PLATFORMS[named]
     prefixes = ", ".join(f"'{p}...' ({n})" for p, n in NAME_PLATFORMS)
     raise _fail(
         path, "the file name does not say which platform it is from", f"a name starting with {prefixes}, or a platform ({known})"
@@ -320,8 +323,9 @@ def _sweep(path: Path, data: dict, plat: LegacyPlatform) -> LegacyFile:
     for i in range(n):
         config = _fc_config(path, "labels", i, lists["labels"][i])
         values = {k: _number(path, k, i, lists[k][i]) for k in SWEEP_NUMBERS}
-        if values["step_per_sec"] <= 0:
-            raise _fail(path, f"step_per_sec[{i}] is {values['step_per_sec']!r}", "a positive rate")
+        for rate in ("step_per_sec", "example_per_sec"):
+            if values[rate] <= 0:
+                raise _fail(path, f"{rate}[{i}] is {values[rate]!r}", "a positive rate")
         records.append(_ok_record(config, values, plat, source))
     failed = []
     for i, (label, text) in enumerate(zip(lists["err_jobs"], lists["states"])):
