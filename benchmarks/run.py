@@ -437,6 +437,11 @@ def bench_repeat(tiny: bool, work: Path) -> None:
         row("repeat", case, "median |diff| pooled examples/s", median, "<= 0.05" if checked else "",
             median <= 0.05 if checked else None)  # fmt: skip
         row("repeat", case, "p90 |diff| pooled examples/s", p90, "<= 0.15" if checked else "", p90 <= 0.15 if checked else None)
+        for x, y in pairs:  # the machine's speed drifting between sweeps moves every configuration alike
+            ratio = (runs[y]["examples_per_sec"] / runs[x]["examples_per_sec"]).dropna()
+            drift = float(ratio.median())
+            row("repeat", case, f"sweeps {x}->{y}: common drift (median ratio)", drift)
+            row("repeat", case, f"sweeps {x}->{y}: median |diff| after the drift", float((ratio / drift - 1).abs().median()))
         middle = runs["b"]
         row("repeat", case, "middle sweep: windows refused", float(middle["refused_windows"].fillna(0).sum()))
         row("repeat", case, "middle sweep: rows contended", float(middle["contended"].fillna(0).astype(bool).sum()))
