@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup quick test chromium bench clean gpu lab
+.PHONY: setup quick test check durations chromium bench clean gpu lab
 
 setup: $(STAMP)
 
@@ -43,6 +43,17 @@ chromium:
 test: $(STAMP) chromium
 	$(BIN)/ruff check paradnn tests benchmarks notebooks
 	$(BIN)/python -m pytest
+
+# The edit-test loop: every test that neither measures nor renders (those that took over 2 s in the
+# run recorded in tests/durations.json are left out), in about 3 minutes.
+check: $(STAMP)
+	$(BIN)/ruff check paradnn tests benchmarks notebooks
+	PARADNN_TIER=check $(BIN)/python -m pytest -q
+
+# Records each test's time in tests/durations.json (the suite's order and the check tier read it);
+# rerun after adding slow tests.
+durations: $(STAMP) chromium
+	PARADNN_RECORD_DURATIONS=1 $(BIN)/python -m pytest
 
 # Performance evidence for the harness itself: a table of ratios (about 30 minutes).
 bench: $(STAMP)

@@ -388,7 +388,7 @@ def provenance(store: Path, params: dict, observations: Path | None = None) -> s
     from paradnn.analysis.results import Results
     from paradnn.store import Store
 
-    platform, software, others, timing = "not measured yet", {}, [], ""
+    platform, software, others, timing, shown_for = "not measured yet", {}, [], "", {}
     try:
         timing = f"  \n**timing** {literal(Results.load(store).contention_line())}"
         with Store(store, create=False, readonly=True) as s:
@@ -398,15 +398,15 @@ def provenance(store: Path, params: dict, observations: Path | None = None) -> s
         if named:  # the newest record of the store (this machine, when it measured last) heads the header
             info = json.loads(measured.iloc[-1]["info"])
             platform = f"{_machine(info)}; measured as {', '.join(named)}"
-            software = info.get("software", {})
+            software, shown_for = info.get("software", {}), info
         if len(named) > 1:  # several platforms (a merged study): each one's machine and software stack
-            others = [f"{name}: {_machine(i)}; {_software(i.get('software', {}))}" for name, i in named.items()]
+            others = [f"{name}: {_machine(i)}; {_software(i.get('software', {}), i)}" for name, i in named.items()]
     except Exception:  # noqa: BLE001 - provenance must never break a report
         pass
     if others:  # a merged study: every platform's machine and software stack
         platform = "; ".join(others)
         software = {}
-    sw = _software(software) if software else "per platform, above" if others else "unknown"
+    sw = _software(software, shown_for) if software else "per platform, above" if others else "unknown"
     shown = ", ".join(f"<code>{literal(k)}={literal(repr(v))}</code>" for k, v in params.items())
     return (
         f"**Report generated** {dt.datetime.now().astimezone():%Y-%m-%d %H:%M %Z} · **store** <code>{literal(store)}</code>  \n"
@@ -420,8 +420,10 @@ def _machine(info: dict) -> str:
     return f"{info.get('name')} on {info.get('host')} ({info.get('cores')} cores, {memory:.0f} GiB)"
 
 
-def _software(software: dict) -> str:
-    return ", ".join(f"{k} {v}" for k, v in software.items() if v) or "unknown"
+def _software(software: dict, info: dict | None = None) -> str:
+    """The stack in words; TensorFlow's CUDA build only on a machine that had a GPU to use it."""
+    gpu = (info or {}).get("devices", {}).get("GPU", 1)
+    return ", ".join(f"{k} {v}" for k, v in software.items() if v and (gpu or k not in ("cuda", "cudnn"))) or "unknown"
 
 
 def _verdict_summary(path: Path | None) -> str:
@@ -563,11 +565,26 @@ def observations_table(observations: list[dict]) -> str:
                             f"{': ' + html.escape(words) if words else ''}"
                             f"<details><summary><small>evidence</small></summary><small>{html.escape(registry.said(r))}"
                             f"{link}</small></details></div>")  # fmt: skip
+        overall = f"<div><i>{html.escape(standing(mine))}</i></div>" if mine else ""
         rows.append(f"<tr><td>{line['id']}</td><td>{html.escape(line['claim'])}<br><small>section {line['section']}, "
-                    f"{html.escape(line['figure'])}</small></td><td>{''.join(verdicts)}</td></tr>")  # fmt: skip
+                    f"{html.escape(line['figure'])}</small></td><td>{overall}{''.join(verdicts)}</td></tr>")  # fmt: skip
     return ("<h2>The paper's 14 observations</h2><p>Numbered as in Table 1 of the published paper (MLSys 2020); "
             "<code>observations.json</code> in this folder has every verdict with its figures.</p>"
             "<table class=\"obs\"><tr><th>#</th><th>claim</th><th>verdicts</th></tr>" + "".join(rows) + "</table>")  # fmt: skip
+
+
+def standing(verdicts: list[dict]) -> str:
+    """Where one observation stands over all its verdicts, counted: every decided verdict agrees,
+    they disagree, or none decided."""
+    decided = [v["verdict"] for v in verdicts if v["verdict"] in ("holds", "does not hold")]
+    if not decided:
+        return f"overall: undecided (none of its {len(verdicts)} verdict(s) decided)"
+    counts = {kind: decided.count(kind) for kind in ("holds", "does not hold") if kind in decided}
+    counted = ", ".join(f"{n} {kind}" for kind, n in counts.items())
+    if len(counts) == 1:
+        return f"overall: {decided[0]} ({counted} of {len(verdicts)} verdict(s); the others undecided)" \
+            if len(decided) < len(verdicts) else f"overall: {decided[0]} (all {len(verdicts)} verdict(s))"
+    return f"overall: mixed ({counted}, of {len(verdicts)} verdict(s))"
 
 
 def platform_lines(store: str | Path) -> list[str]:
@@ -588,7 +605,7 @@ def platform_lines(store: str | Path) -> list[str]:
         if len(records) and records.iloc[-1]["source"] == "legacy":
             where = f"the original study (2019), {info.get('name', name)}"
         elif info:
-            where = f"{_machine(info)}; {_software(info.get('software', {}))}"
+            where = f"{_machine(info)}; {_software(info.get('software', {}), info)}"
         else:
             where = "no platform record"
         lines.append(f"<b>{html.escape(name)}</b>: {html.escape(where)}; {ok or 0} of {rows} rows ok")

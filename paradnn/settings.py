@@ -158,6 +158,9 @@ TEXTS: dict[str, str] = {s.name: s.text for s in SETTINGS}  # the defaults as a 
 STEP_FIELDS: tuple[str, ...] = tuple(s.name for s in SETTINGS if s.scope == "step")
 ENGINE_DEFAULTS: dict[str, object] = {s.name: s.default if s.engine_default is None else s.engine_default
                                       for s in SETTINGS if s.scope == "step"}  # fmt: skip
+# The input mode of the original study's rows: it fed its chips from the host (tf.data into the
+# GPU, the TPU's infeed), so they are never stored as device-resident (paradnn.store.bounds).
+ORIGINAL_INPUT = "host"
 # What every column of a run setting held before the setting existed (older store rows).
 LEGACY: dict[str, object] = {s.column: s.default for s in SETTINGS if s.identity and s.schema > 1}
 

@@ -7,11 +7,13 @@ pipeline runs once), the longest files first; what two files must not do at once
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,20 +23,89 @@ ROOT = Path(__file__).resolve().parents[1]
 ORACLE = Path(os.environ.get("PARADNN_REFERENCE", ROOT.parent / "shared" / "reference" / "paradnn-2019"))
 
 
-# Test files in descending order of their time in a fresh-clone run (2026-12-03, 2 vCPU AMD EPYC: the smoke pipeline
-# 550 s, benchmarks 300 s, sweep 244 s); the rest follow in file order. xdist hands out files in this order, so the
-# last to start is a short one. The smoke pipeline's file holds nothing else, so the other worker takes the rest
-# meanwhile; the two files that start Ray clusters come next, one after the other on that worker, never waiting
-# for each other's lock.
-LONGEST_FIRST = ("test_reports", "test_benchmarks", "test_cluster", "test_report_runs", "test_sweep", "test_predict",
-                 "test_merge", "test_stacks", "test_families", "test_harness", "test_cli", "test_parallel",
-                 "test_frameworks", "test_inputs", "test_workloads")  # fmt: skip
+# The suite's order and its quick tier come from measured durations (tests/durations.json, written by
+# `make durations` from a full run): xdist hands out files longest first, so the last to start is a short one;
+# `make check` (PARADNN_TIER=check) leaves out every test that took longer than CHECK_SECONDS, its own call or
+# a fixture it uses (the smoke pipeline, a docs walk-through, a Ray cluster).
+DURATIONS = ROOT / "tests" / "durations.json"
+DURATIONS_ENV = "PARADNN_RECORD_DURATIONS"
+TIER_ENV = "PARADNN_TIER"
+CHECK_SECONDS = 2.0
+
+
+def _recorded() -> dict:
+    return json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {"files": {}, "calls": {}, "fixtures": {}}
+
+
+def _too_slow_for_check(item: pytest.Item, recorded: dict) -> bool:
+    """A test whose call, or one of whose fixtures, took longer than CHECK_SECONDS in the recorded run;
+    a test not recorded yet counts as slow only when marked so."""
+    if item.get_closest_marker("slow"):
+        return True
+    fixtures = recorded["fixtures"]
+    heavy_fixture = any(fixtures.get(name, 0.0) > CHECK_SECONDS for name in getattr(item, "fixturenames", ()))
+    return heavy_fixture or recorded["calls"].get(item.nodeid, 0.0) > CHECK_SECONDS
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Put the longest files first (a stable sort: the order within a file is kept)."""
-    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.stem, len(rank)))
+    """Put the longest files first (a stable sort keeps the order within a file); in the check tier,
+    leave out what the recorded run found slow."""
+    recorded = _recorded()
+    files = recorded["files"]
+    items.sort(key=lambda item: -files.get(item.path.name, 0.0))
+    if os.environ.get(TIER_ENV) == "check":
+        slow = [item for item in items if _too_slow_for_check(item, recorded)]
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [item for item in items if item not in set(slow)]
+
+
+_fixture_seconds: dict[str, float] = {}
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_fixture_setup(fixturedef, request):
+    """Time every fixture's set-up, to find the heavy ones (their first user pays for them)."""
+    started = time.perf_counter()
+    yield
+    name = fixturedef.argname
+    _fixture_seconds[name] = max(_fixture_seconds.get(name, 0.0), time.perf_counter() - started)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item: pytest.Item):
+    """Hand the fixtures timed during this set-up to the report (xdist sends it to the controller)."""
+    _fixture_seconds.clear()
+    yield
+    item.user_properties.append(("fixture_seconds", dict(_fixture_seconds)))
+
+
+_calls: dict[str, float] = {}
+_fixtures: dict[str, float] = {}
+_files: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Collect each test's call time, its fixtures' set-up times and each file's total."""
+    path = report.nodeid.split("::")[0].rsplit("/", 1)[-1]
+    _files[path] = _files.get(path, 0.0) + report.duration
+    if report.when == "call":
+        _calls[report.nodeid] = round(report.duration, 2)
+    for key, value in report.user_properties:
+        if key == "fixture_seconds":
+            for name, seconds in value.items():
+                _fixtures[name] = round(max(_fixtures.get(name, 0.0), seconds), 2)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """With PARADNN_RECORD_DURATIONS=1 (`make durations`), write what this run measured for the next runs."""
+    if os.environ.get(DURATIONS_ENV) != "1" or hasattr(session.config, "workerinput") or not _calls:
+        return
+    from paradnn.engine.machine import _cpu_name
+
+    record = {"machine": f"{_cpu_name()}, {os.cpu_count()} cores", "date": time.strftime("%Y-%m-%d"),
+              "files": {k: round(v, 1) for k, v in sorted(_files.items(), key=lambda kv: -kv[1])},
+              "fixtures": dict(sorted(_fixtures.items())), "calls": dict(sorted(_calls.items()))}  # fmt: skip
+    DURATIONS.write_text(json.dumps(record, indent=1) + "\n")
 
 
 @pytest.fixture(scope="session")

@@ -299,12 +299,11 @@ def test_the_original_grid_as_a_preset_is_cheapest_first_and_on_both_platforms()
     from paradnn.config import ConfigError
     from paradnn.store.legacy import overlap_configs
 
-    both = overlap_configs()
-    assert len(both) == 176 and len(overlap_configs(within="either")) == 1724
+    both = overlap_configs()  # both finished, and neither waited on its input (tests/test_bounds.py)
+    assert len(both) == 30 and len(overlap_configs(within="either")) == 1724
     eight = overlap_configs(8)
-    assert [c.layers for c in eight] == [4] * 8  # the fewest layers first
-    flops = [c.nodes * c.batch for c in eight]  # within 4 layers the cheaper step first (nodes 32 before 128 at one batch)
-    assert eight[0].label == "layer_4-node_32-input_2000-output_1000-bs_64" and flops[0] == min(flops)
+    flops = [c.layers * c.nodes**2 * c.batch for c in eight]  # the hidden layers' share of the step, cheapest first
+    assert eight[0].label == "layer_64-node_32-input_2000-output_1000-bs_64" and flops[0] == min(flops)
     assert {c.label for c in eight} <= {c.label for c in both}
     assert all(c.nodes in (32, 128) for c in overlap_configs(overrides={"nodes": [32, 128]}))
     with pytest.raises(ConfigError, match="within"):
@@ -317,10 +316,10 @@ def test_the_paper_overlap_preset_is_the_original_grid_both_platforms_finished()
     from paradnn.config import ConfigError
     from paradnn.store.legacy import grid_of, overlap_configs
 
-    configs = grid_of("fc", "paper-overlap", {"layers": [4], "nodes": [32]})
-    assert [c.label for c in configs][:2] == ["layer_4-node_32-input_2000-output_1000-bs_64",
-                                              "layer_4-node_32-input_2000-output_1000-bs_128"]  # fmt: skip
-    assert len(grid_of("fc", "paper-overlap")) == len(overlap_configs()) == 176  # the V100's 176 finished, all on the TPU too
+    configs = grid_of("fc", "paper-overlap", {"layers": [128], "nodes": [128]})
+    assert [c.label for c in configs] == ["layer_128-node_128-input_2000-output_1000-bs_64",
+                                          "layer_128-node_128-input_2000-output_1000-bs_256"]  # fmt: skip
+    assert len(grid_of("fc", "paper-overlap")) == len(overlap_configs()) == 30  # of the V100's 176, where neither was input-bound
     with pytest.raises(ConfigError, match="fc family only"):
         grid_of("cnn", "paper-overlap")
     assert [c.label for c in grid_of("fc", "smoke")] == [c.label for c in grid_of("fc", "smoke", None)]

@@ -53,7 +53,10 @@ def test_a_users_own_copy_of_the_original_data_still_works(tmp_path, reference, 
                         "    parameters: {measure_missing: false}\n")  # fmt: skip
     result = report(str(pipeline), "--outputs", str(tmp_path), "--reference", str(mine))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "tpu-v2-8 over v100: median speedup 3.79x" in (tmp_path / "legacy_only" / "platform_comparison.html").read_text()
+    page = (tmp_path / "legacy_only" / "platform_comparison.html").read_text()
+    # Without the traces the TPU's bound comes from its rates alone: 29 pairs where neither chip waited on its input
+    # (30 with the traces, tests/test_bounds.py)
+    assert "tpu-v2-8 over v100: median speedup 0.33x (geometric mean" in page and "over 29 configurations" in page
     with Store(tmp_path / "legacy_only" / "results.sqlite") as s:
         assert s.traces().empty  # the user's folder had no traces, and nothing else was imported
 

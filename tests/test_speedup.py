@@ -30,7 +30,7 @@ def test_tpu_over_v100_matches_the_study(legacy_results):
     assert compare(legacy_results, "v100", "tpu-v2-8").n == 0
     result = compare(legacy_results, "v100", "tpu-v2-8", free=("dtype", "xla"))
     assert result.free == ("dtype", "xla")
-    assert result.held_fixed == {"framework": "tensorflow", "input_mode": "device", "devices": 1}
+    assert result.held_fixed == {"framework": "tensorflow", "input_mode": "host", "devices": 1}  # as the study fed both
     assert result.n == 176
     assert round(result.median, 2) == 3.79
     assert round(result.min, 2) == 0.21

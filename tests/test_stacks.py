@@ -22,7 +22,11 @@ from paradnn.sweeps.plan import COMPARE_ROUNDS, SweepOptions
 def cache(tmp_path, monkeypatch):
     monkeypatch.setenv("PARADNN_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(stacks, "_check_imports", lambda python: None)  # the fake environments hold no Python
+    monkeypatch.setattr(stacks, "release_time", lambda name, version: RELEASED)  # no index asked
     return tmp_path / "cache" / "stacks"
+
+
+RELEASED = "2024-06-28T18:53:41Z"
 
 
 def fake_uv(calls: list, fail_on: str = ""):
@@ -47,6 +51,7 @@ def test_a_stack_is_built_once_and_then_reused(cache, monkeypatch):
     assert python == cache / stack.key / "bin" / "python" and (cache / stack.key / ".complete").exists()
     assert [c[:2] for c in calls] == [("venv", "--quiet"), ("pip", "install"), ("pip", "install")]
     assert "tensorflow==2.16.2" in calls[1] and "-e" in calls[2]
+    assert calls[1][calls[1].index("--exclude-newer") + 1] == RELEASED  # the rest resolved as of its release
     assert stacks.ensure(stack) == python and len(calls) == 3  # reused: uv not called again
     assert stacks.ensure(stacks.parse("current")) == stacks.Path(sys.executable)
 
@@ -184,7 +189,10 @@ def test_the_oldest_and_the_newest_tensorflow_fill_one_store(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     with sqlite3.connect(store) as db:
         versions = db.execute("SELECT sw_tensorflow, COUNT(*) FROM results WHERE state = 'ok' GROUP BY 1").fetchall()
+        kerases = dict(db.execute("SELECT DISTINCT sw_tensorflow, sw_keras FROM results").fetchall())
     assert dict(versions) == {"2.16.2": 2 * COMPARE_ROUNDS, metadata.version("tensorflow"): 2 * COMPARE_ROUNDS}
+    # TensorFlow 2.16.2 (released 2024-06-28) ran with the Keras 3 of its day, not this environment's
+    assert kerases["2.16.2"] == "3.4.1" and kerases[metadata.version("tensorflow")] == metadata.version("keras")
 
 
 def _version_rows(version: str, scale: float, noise: float, seed: int) -> list[dict]:
@@ -230,3 +238,21 @@ def test_a_worker_that_dies_while_starting_reports_its_own_exit_code_and_error(t
         ProcessWorker(Target(), python=str(python))
     assert "died while starting (exit code 3): ModuleNotFoundError: No module named 'keras'" in str(info.value)
     assert str(tmp_path / "env" / "worker.log") in str(info.value)
+
+
+def test_a_stack_of_its_own_era_takes_its_pins_as_written(cache):
+    assert stacks.era_options(stacks.parse("tensorflow==2.16.2")) == ["--exclude-newer", RELEASED]
+    assert stacks.era_options(stacks.parse("tensorflow==2.16.2,keras==3.15.1")) == [
+        "--exclude-newer", RELEASED, "--exclude-newer-package", f"keras={stacks.NO_LIMIT}"]  # fmt: skip
+    assert stacks.era_options(stacks.parse("tensorflow>=2.16")) == []  # nothing pinned: no era to take
+
+
+def test_a_release_time_is_the_last_upload_of_that_version():
+    files = [{"filename": "tensorflow-2.16.2-cp311-cp311-manylinux_2_17_x86_64.whl", "upload-time": "2024-06-28T18:53:41Z"},
+             {"filename": "tensorflow-2.16.2-cp312-cp312-macosx_12_0_arm64.whl", "upload-time": "2024-06-28T18:40:00Z"},
+             {"filename": "tensorflow-2.16.1-cp311-cp311-manylinux_2_17_x86_64.whl", "upload-time": "2024-03-08T00:00:00Z"},
+             {"filename": "tensorflow_cpu-2.16.2-cp311-cp311-manylinux_2_17_x86_64.whl",
+              "upload-time": "2025-01-01T00:00:00Z"}]  # another project's wheel of that version
+    assert stacks.release_of(files, "tensorflow", "2.16.2", "index") == "2024-06-28T18:53:41Z"
+    with pytest.raises(stacks.StackFailed, match="lists no upload time for tensorflow 2.99.0"):
+        stacks.release_of(files, "tensorflow", "2.99.0", "index")

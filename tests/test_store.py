@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import shutil
 import sqlite3
 from pathlib import Path
@@ -104,17 +105,24 @@ def test_a_v1_store_migrates_and_keeps_every_row(tmp_path):
         assert len(s.traces()) == traces and len(s.platforms()) == platforms and s.claims().empty
         assert "op_size" in s.traces().columns  # schema 3: a profile's matrix-product size per category
     after = df.set_index("id")
-    for row in before:  # every old value is still there, unchanged
+    for row in before:  # every old value is still there, unchanged, but what schema 4 corrected
         new = after.loc[row["id"]]
+        original = row["source"].startswith("legacy:")  # schema 4: the 2019 rows were fed through the host
         for column, value in row.items():
             if column in ("id", "xla") or column in ("uncounted_ops", "samples_s", "extra"):
+                continue
+            if original and column in ("input_mode", "run_key"):
+                plain = {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in new.to_dict().items()}
+                assert new[column] == ("host" if column == "input_mode" else run_key(plain))
                 continue
             assert (pd.isna(value) and pd.isna(new[column])) or new[column] == value, (row["id"], column)
     assert (after["family_version"] == 1).all()  # every v1 row was made by version-1 families
     assert after["warmup_s"].isna().all()  # a new metric: empty for old rows
     # Run identity is stable: an old row's key is what today's definition gives it.
     for row in before:
-        assert run_key({**row, "family_version": 1}) == row["run_key"]
+        if not row["source"].startswith("legacy:"):
+            assert run_key({**row, "family_version": 1}) == row["run_key"]
+    assert sum(r["source"].startswith("legacy:") for r in before) > 0  # the fixture holds 2019 rows to correct
     with Store(path) as s:  # a second open migrates nothing more
         assert len(s.results()) == 275
 

@@ -529,10 +529,11 @@ def bandwidth_wall(tpu: pd.DataFrame, traces: pd.DataFrame, busy: float = 50.0) 
                                                        ">", min_n=3))  # fmt: skip
     bandwidth = whole.groupby("nodes")["memory_bandwidth"].median()
     if plateau is None:
-        evidence = f"utilisation keeps rising with nodes (medians by nodes: {_fmt(by_nodes, '.0%')})"
+        evidence = f"FLOPS utilisation keeps rising with nodes (its medians by nodes: {_fmt(by_nodes, '.0%')})"
     else:
-        evidence = (f"utilisation is flat from {plateau:g} nodes on; memory-bandwidth utilisation there is "
-                    f"{at_wall.median():.0f}% of peak (medians by nodes: {_fmt(by_nodes, '.0%')})")  # fmt: skip
+        evidence = (f"FLOPS utilisation is flat from {plateau:g} nodes on (its medians by nodes: {_fmt(by_nodes, '.0%')}); "
+                    f"memory-bandwidth utilisation there is {at_wall.median():.0f}% of peak (its medians by nodes: "
+                    f"{', '.join(f'{k}: {v:.0f}%' for k, v in bandwidth.items())})")  # fmt: skip
     numbers = {"plateau_from": plateau, "utilization_by_nodes": by_nodes,
                "bandwidth_by_nodes": {_json_key(k): float(v) for k, v in bandwidth.items()}}  # fmt: skip
     return judged(name, paper, [wall, busy_part], evidence, numbers, id="O2", platform="tpu-v2-8")

@@ -197,7 +197,7 @@ def roofline(points: pd.DataFrame, ceilings: Ceilings, title: str, hue: str = "f
     ax.set_ylabel("performance (GFLOP/s)")
     roofs = f"peak {ceilings.peak_flops / 1e9:.0f} GFLOP/s, {ceilings.bandwidth / 1e9:.0f} GB/s ({ceilings.source})"
     ax.set_title(f"{title}\n{roofs}")
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="lower right", title=hue, title_fontsize=8)  # the colours' key, named
     fig.tight_layout()
     return fig
 

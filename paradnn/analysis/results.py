@@ -27,10 +27,11 @@ import numpy as np
 import pandas as pd
 
 from paradnn import settings
-from paradnn.analysis.rows import ANY, MISSING, SIDE_OWNED, newest_rows, pool, quiet_first, side_by_side
+from paradnn.analysis.rows import ANY, MISSING, NEVER_SHARED, SIDE_OWNED, newest_rows, pool, quiet_first, side_by_side
 from paradnn.analysis.speedup import SpeedupResult, compare, side_rows
 from paradnn.config import ConfigError
 from paradnn.identity import run_key
+from paradnn.store.bounds import CHIP, INPUT, row_bounds
 
 # The run settings a dominant run names (the platform is chosen by the caller).
 RUN_NAMES = tuple(s.name for s in settings.SETTINGS if s.identity and s.name != "platform")
@@ -108,6 +109,26 @@ def explain_unpaired(base: pd.DataFrame, target: pd.DataFrame, key: list[str], v
             "in every held column")
 
 
+def _original(rows: pd.DataFrame) -> bool:
+    """Rows all of the original study (imported, not measured here)."""
+    return "source" in rows and bool(len(rows)) and bool(rows["source"].fillna("").str.startswith("legacy").all())
+
+
+def _bound_of(rows: pd.DataFrame) -> dict[tuple[str, str], str]:
+    """(family, label) -> what bound its step on this side: input where any of its rows was input-bound."""
+    known = rows[rows["bound"].notna()]
+    return {key: (INPUT if (group["bound"] == INPUT).any() else CHIP) for key, group in known.groupby(["family", "label"])}
+
+
+def _with_bounds(table: pd.DataFrame, base: pd.DataFrame, targ: pd.DataFrame) -> pd.DataFrame:
+    """A pairs table with each side's bound (``baseline_bound``, ``target_bound``) where the rows carry one."""
+    if table.empty or "bound" not in base or "bound" not in targ:
+        return table
+    keys = list(zip(table["family"], table["label"]))
+    sides = {"baseline_bound": _bound_of(base), "target_bound": _bound_of(targ)}
+    return table.assign(**{name: [bounds.get(k) for k in keys] for name, bounds in sides.items()})
+
+
 def _column(df: pd.DataFrame, declared: settings.Setting) -> pd.Series:
     """A run setting's column of ``df``; rows (or tables) from before the setting existed hold its default."""
     if declared.column not in df:
@@ -146,7 +167,8 @@ class Results:
         with Store(store, create=False, readonly=True) as s:
             frame = s.results()
             choices = {p: s.xla_choices(p) for p in frame["platform"].unique()}
-        return cls(frame, choices)
+            traces = s.traces()
+        return cls(frame.join(row_bounds(frame, traces)), choices)
 
     def __len__(self) -> int:
         return len(self.frame)
@@ -166,8 +188,9 @@ class Results:
     def for_settings(self, **run: object) -> Results:
         """Rows run with these settings (declared names: ``dtype``, ``xla``, ``platform``,
         ``framework``, ``input``, ``devices``; each value parsed by its declaration; ``ANY``
-        keeps every value). ``xla="auto"`` keeps, per platform, family and dtype, the setting
-        ``--xla auto`` chose there (platforms without a probe keep every row)."""
+        keeps every value; the original study's rows, all fed through the host, pass any
+        ``input``). ``xla="auto"`` keeps, per platform, family and dtype, the setting ``--xla
+        auto`` chose there (platforms without a probe keep every row)."""
         df = self.frame
         for name, value in run.items():
             if isinstance(value, str) and value == ANY:
@@ -179,7 +202,10 @@ class Results:
             if name == "xla" and (value is None or str(value).lower() == "auto"):
                 df = df[self._auto_xla(df)]
                 continue
-            df = df[_column(df, declared) == declared.parse(value)]
+            keep = _column(df, declared) == declared.parse(value)
+            if name == "input" and "source" in df:  # the original study's rows were all fed through the host
+                keep |= df["source"].fillna("").str.startswith("legacy")
+            df = df[keep]
         return self._with(df)
 
     def _auto_xla(self, df: pd.DataFrame) -> pd.Series:
@@ -339,7 +365,8 @@ class Results:
         for c in (c for c in wanted if c not in held_on_purpose and c in rows):
             why = owned.get(c, "freed on request")
             shared = _values(base[c]) & _values(targ[c])
-            if shared:  # like with like where both sides have it
+            apart = c in NEVER_SHARED.get(column, ()) and _original(base) != _original(targ)  # a 2019 chip against one here
+            if shared and not apart:  # like with like where both sides have it
                 base, targ = base[_keys(base[c]).isin(shared)], targ[_keys(targ[c]).isin(shared)]
                 sides[c] = {"why": why, "held": True, "values": _shown(shared)}
                 continue
@@ -351,7 +378,7 @@ class Results:
         result = compare(paired, baseline, target, by=column, family=family, metric=metric, carry=carry, free=tuple(own),
                          within=within)  # fmt: skip
         why = "" if result.n else explain_unpaired(base, targ, list(result.key), column, baseline, target)
-        return replace(result, sides=sides, rows=paired, why=why)
+        return replace(result, table=_with_bounds(result.table, base, targ), sides=sides, rows=paired, why=why)
 
     def _own(self, rows: pd.DataFrame, column: str, metric: str) -> pd.DataFrame:
         """One side's rows at its own value of ``column``, one value per family: a platform's

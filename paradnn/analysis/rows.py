@@ -32,10 +32,16 @@ COVARY: dict[str, tuple[str, ...]] = {
 SIDE_OWNED: dict[str, dict[str, str]] = {
     "platform": {"dtype": "each platform at its own precision, as the paper ran the TPU in bfloat16 and the V100 in "
                           "float16",
-                 "xla": "each platform at its own XLA setting (its automatic choice where it made one)"},
+                 "xla": "each platform at its own XLA setting (its automatic choice where it made one)",
+                 "input_mode": "each platform fed as it was measured: the 2019 study through the host's input pipeline, "
+                               "this machine from device-resident data unless swept with --input host"},
     "sw_tensorflow": {"xla": "each software stack at its automatically chosen XLA setting"},
     "framework": {"xla": "each framework with its own compiler (JAX always compiles with XLA)"},
 }  # fmt: skip
+# Side-owned settings each side keeps at its own value where one side is the original study's, even
+# where both have a value in common: a chip measured here is compared with a 2019 chip in the mode
+# where it, not its input pipeline, is the bound (paradnn.store.bounds).
+NEVER_SHARED: dict[str, tuple[str, ...]] = {"platform": ("input_mode",)}
 ANY = "any"  # for_settings: keep every value of this setting
 MISSING = "<none>"  # stands for a missing value while pairing (NaN never equals NaN)
 

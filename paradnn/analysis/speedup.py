@@ -15,7 +15,7 @@ stray slow run. Analyses reach this through :meth:`paradnn.analysis.results.Resu
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -86,6 +86,17 @@ class SpeedupResult:
     def interleaved(self) -> int:
         """Pairs whose speedup is the median over rounds in which both sides were timed one after the other."""
         return int((self.table["rounds"] > 0).sum()) if self.n else 0
+
+    def input_bound(self) -> pd.Series:
+        """Pairs where either side's step waited on its input (``baseline_bound``/``target_bound``,
+        see :mod:`paradnn.store.bounds`); all False where the table carries no bounds."""
+        if not self.n or "baseline_bound" not in self.table:
+            return pd.Series(False, index=self.table.index)
+        return (self.table["baseline_bound"] == "input") | (self.table["target_bound"] == "input")
+
+    def chips_only(self) -> SpeedupResult:
+        """The pairs where neither side was input-bound: what a claim about the chips may rest on."""
+        return replace(self, table=self.table[~self.input_bound()])
 
     def summary(self) -> dict:
         """The figures as a plain dict (NaN statistics when nothing matched)."""

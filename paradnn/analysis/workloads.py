@@ -89,6 +89,8 @@ def pair_speedups(results: Results | pd.DataFrame) -> pd.DataFrame:
     common set of configurations (:func:`chain`), so that their geometric means chain
     (A over C = A over B times B over C); ``chained`` is True for those, False for a pair
     whose platforms share no configuration with the chain (its own set, never drawn beside it).
+    Pairs where a side waited on its input (:mod:`paradnn.store.bounds`) are left out: these are
+    comparisons of chips.
     """
     results = results if isinstance(results, Results) else Results(results)
     platforms = sorted(results.ok().frame["platform"].unique(), key=lambda p: (platform_rank(p), p))
@@ -96,7 +98,7 @@ def pair_speedups(results: Results | pd.DataFrame) -> pd.DataFrame:
     for family in sorted(results.frame["family"].unique(), key=_order):
         pairs = {}
         for baseline, target in itertools.combinations(platforms, 2):
-            result = results.matched("platform", baseline, target, family=family)
+            result = results.matched("platform", baseline, target, family=family).chips_only()
             if result.n:
                 pairs[(baseline, target)] = result
         members, common = chain(pairs)

@@ -405,13 +405,20 @@ def show(fig) -> None:
     plt.close(fig)
 
 
+def styled(df: pd.DataFrame, digits: int = 3):
+    """A table as the reports show it: missing values as "not measured", numbers to ``digits``
+    decimals, and no row numbers (an unnamed whole-number index, a filtered frame's included, is
+    hidden; a meaningful index, such as a pivot's, is kept)."""
+    styler = df.style.format(precision=digits, na_rep="not measured", escape="html")  # values users typed stay text
+    numbers = df.index.name is None and df.index.nlevels == 1 and pd.api.types.is_integer_dtype(df.index)
+    return styler.hide(axis="index") if numbers else styler
+
+
 def table(df: pd.DataFrame, digits: int = 3) -> None:
-    """Display a table as the reports show them: missing values as "not measured", numbers to
-    ``digits`` decimals, and no row numbers (a meaningful index, such as a pivot's, is kept)."""
+    """Display ``df`` as :func:`styled` shows it."""
     from IPython.display import display
 
-    styler = df.style.format(precision=digits, na_rep="not measured", escape="html")  # values users typed stay text
-    display(styler.hide(axis="index") if isinstance(df.index, pd.RangeIndex) else styler)
+    display(styled(df, digits))
 
 
 def figure_title(fig) -> str:

@@ -4,6 +4,7 @@ study's platforms beside this machine, Fig. 7, Table 3 and projection onto hardw
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
@@ -36,8 +37,8 @@ def projection_section(store: str | Path, source: str = "tpu-v2-8", target: str 
     show(plots.projected_speedups(same, doubled, summary, f"FC speedup of {target} over {source}, projected (Fig. 6b)"))
     verdict = generation_verdict(same, doubled, summary)
     caption(f"{verdict.sentence} Projected from the {summary['profiles']} TPU v2 op traces: every operation keeps its "
-            "FLOPs and bytes, infeed and untraced time are kept as measured; Fig. 6a and 6c need CNN and RNN traces, "
-            "which the original data does not have.")  # fmt: skip
+            "FLOPs and bytes, infeed and untraced time are kept as measured; Fig. 6a (the real workloads) and 6c (CNNs and "
+            "RNNs) need TPU traces of those models, which the original data does not have.")  # fmt: skip
     bounds = same.assign(bound=dominant_bound(same)).groupby("bound")["speedup"].describe()[["count", "min", "50%", "max"]]
     table(bounds.rename(columns={"50%": "median"}), 2)
     limit = max(summary["peak_ratio"], summary["bandwidth_ratio"])
@@ -179,11 +180,17 @@ def what_if_section(store: str | Path, platform: str, onto: str, labels: list[st
     floor = (f"{summary['floored']} of the projected steps were held at the floor of {summary['floor_s'] * 1e3:.2f} ms "
              f"({summary['floor_source']}): a step's fixed cost is not divided by a peak ratio. " if summary["floored"]
              else "")  # fmt: skip
-    caption(f"Projected, not measured: {len(rows)} FC configurations of {platform} onto {onto}'s datasheet "
-            f"({to['flops'] / 1e12:.1f} TFLOP/s {to['dtype']}, {to['bandwidth'] / 1e12:.2f} TB/s), each operation "
-            f"category scaled by the ratio of peaks and the time its profile did not cover kept as on {platform}; "
-            f"median projected speedup {summary['median_speedup']:.0f}x (bracket {low:.0f}-{high:.0f}x, every scaled "
-            f"category at the smaller and at the larger ratio). {beyond}{floor}{checked[0].upper() + checked[1:]}.")  # fmt: skip
+    how = (f"Projected, not measured: {len(rows)} FC configurations of {platform} onto {onto}'s datasheet "
+           f"({to['flops'] / 1e12:.1f} TFLOP/s {to['dtype']}, {to['bandwidth'] / 1e12:.2f} TB/s), each operation "
+           f"category scaled by the ratio of peaks and the time its profile did not cover kept as on {platform}; ")
+    if summary["n"] and summary["floored"] == summary["n"]:
+        caption(how + f"not projectable from this source: every projected step fell below the floor of "
+                f"{summary['floor_s'] * 1e3:.2f} ms ({summary['floor_source']}), so the table shows the floor, not "
+                f"{platform}'s steps scaled. {checked[0].upper() + checked[1:]}.")  # fmt: skip
+    else:
+        caption(how + f"median projected speedup {summary['median_speedup']:.3g}x (bracket {low:.3g}-{high:.3g}x, every "
+                f"scaled category at the smaller and at the larger ratio). {beyond}{floor}"
+                f"{checked[0].upper() + checked[1:]}.")  # fmt: skip
     table(shown, 6)
 
 
@@ -226,9 +233,11 @@ def platform_section(df: pd.DataFrame, baseline: str, target: str, families: lis
         # Each platform at its own precision and XLA setting where the two share none (as the paper ran
         # its TPU and V100), held like with like where they share one; the caption says which.
         result = Results(df).matched("platform", baseline, target, family=family)
+        fed = int(result.input_bound().sum())
+        result = result.chips_only()  # a claim about chips rests on pairs where neither waited on its input
         summaries.append({"family": family, **{k: v for k, v in result.summary().items() if k != "sides"}})
         if not result.n:
-            print(f"{title}: nothing pairs {target} with {baseline}: {result.why}.")
+            print(f"{title}: nothing pairs {target} with {baseline}: {result.why or f'all {fed} pairs had an input-bound side'}.")
             continue
         pairs = result.table.assign(state="ok", log2_speedup=np.log2(result.table["speedup"]))
         show(plots.heatmaps(pairs, family, "speedup", f"{title} speedup of {target} over {baseline}",
@@ -246,7 +255,9 @@ def platform_section(df: pd.DataFrame, baseline: str, target: str, families: lis
         where_base_wins = int((pairs["speedup"] < 1).sum())
         caption(f"{target} over {baseline}: median speedup {result.median:.2f}x (geometric mean {result.geomean:.2f}x, "
                 f"{result.min:.2f}x to {result.max:.2f}x over {result.n} configurations; {sides_words(result)}); "
-                f"{baseline} wins on {where_base_wins}. " + " ".join(v.sentence for v in found))  # fmt: skip
+                f"{baseline} wins on {where_base_wins}"
+                + (f"; {fed} pair(s) where a side was input-bound are left out" if fed else "") + ". "
+                + " ".join(v.sentence for v in found))  # fmt: skip
         show(plots.speedup_scatter(pairs, f"{title}: speedup against model size", baseline, target))
         reg = regress(pairs, "log2_speedup", family=family)
         show(plots.coefficients({family: reg}, f"{title}: regression of log2 speedup on hyperparameters",
@@ -296,14 +307,21 @@ def original_beside_section(store: str | Path, target: str) -> list:
         print(f"This machine beside the original study needs {target}'s FC rows on the study's grid (overlap_count) and "
               "the original sweeps in the store: skipped.")  # fmt: skip
         return []
-    results = Results(pd.concat([here, theirs], ignore_index=True))
+    chips, fed = split_by_bound(Results(here).ok().frame, theirs)
+    if len(fed):
+        table(fed, 3)
+        caption(f"{len(fed)} configuration(s) measured here were input-bound on a 2019 platform (its step waited on the "
+                "host's input pipeline, not on the chip): listed, not compared.")  # fmt: skip
+    if not chips:
+        print("No configuration measured here was compute-bound on both 2019 platforms: the comparison of chips is skipped "
+              "(measure the overlap preset, which picks such configurations).")  # fmt: skip
+        return []
+    results = Results(pd.concat([here, theirs], ignore_index=True)).where(label=sorted(chips))
     chained = wl.pair_speedups(results)
-    common = set.intersection(*(set(Results(results.frame).where(platform=p).ok().frame["label"])
-                                for p in (target, *REFERENCE_PAIR)))  # fmt: skip
+    common = set.intersection(*(set(results.where(platform=p).ok().frame["label"]) for p in (target, *REFERENCE_PAIR)))
     table(chained, 3)
-    caption(f"{len(common)} FC configurations were measured here and by both of the original study's platforms; the "
-            "geometric means above are taken over the configurations each family's chain of platforms shares, so they "
-            "multiply (V100 over this machine times TPU v2-8 over V100 is TPU v2-8 over this machine).")  # fmt: skip
+    caption(f"{len(common)} FC configurations were measured here and by both of the original study's platforms, and "
+            f"neither 2019 platform was input-bound on them. {chain_words(chained, target)}")  # fmt: skip
     verdicts: list = []
     pairs = ((target, "v100", "the V100 over this machine (Fig. 9)"), (target, "tpu-v2-8", "the TPU v2-8 over this machine"),
              ("v100", "tpu-v2-8", "the TPU v2-8 over the V100 (Fig. 8)"))  # fmt: skip
@@ -313,13 +331,14 @@ def original_beside_section(store: str | Path, target: str) -> list:
             print(f"{what}: nothing pairs: {result.why}.")
             continue
         found = result.table.assign(state="ok", log2_speedup=np.log2(result.table["speedup"]))
-        show(plots.heatmaps(found, "fc", "speedup", f"FC speedup of {other} over {baseline}",
-                            "speedup (x; red: target faster, blue: baseline faster)", fmt="{:.2f}", center=1.0,
-                            cmap="RdBu_r"))  # fmt: skip
-        show(plots.speedup_scatter(found, f"FC: {what}, against model size", baseline, other))
-        reg = regress(found, "log2_speedup", family="fc")
-        show(plots.coefficients({"fc": reg}, f"FC: regression of log2 speedup of {other} over {baseline}",
-                                "Δ log2 speedup per s.d. of log2 value"))  # fmt: skip
+        if baseline not in REFERENCE_PAIR:  # the 2019 pair's own maps are Fig. 8's, drawn above once
+            show(plots.heatmaps(found, "fc", "speedup", f"FC speedup of {other} over {baseline}",
+                                "speedup (x; red: target faster, blue: baseline faster)", fmt="{:.2f}", center=1.0,
+                                cmap="RdBu_r"))  # fmt: skip
+            show(plots.speedup_scatter(found, f"FC: {what}, against model size", baseline, other))
+            reg = regress(found, "log2_speedup", family="fc")
+            show(plots.coefficients({"fc": reg}, f"FC: regression of log2 speedup of {other} over {baseline}",
+                                    "Δ log2 speedup per s.d. of log2 value"))  # fmt: skip
         shape = obs.speedup_depends_on(found, "fc", platform=f"{other} vs {baseline}")
         verdicts.append(shape)
         at_float32 = results.matched("platform", baseline, other, family="fc", hold=("dtype",))
@@ -337,6 +356,31 @@ def original_beside_section(store: str | Path, target: str) -> list:
     caption("The paper found FC examples/s rises with batch and falls with width on every platform (Fig. 7-9); on the "
             "configurations all three measured: " + " ".join(v.sentence for v in verdicts[-7:]))  # fmt: skip
     return verdicts
+
+
+def split_by_bound(here: pd.DataFrame, theirs: pd.DataFrame) -> tuple[set[str], pd.DataFrame]:
+    """The labels measured ``here`` on which neither 2019 platform was input-bound, and a table of
+    the others: each 2019 platform's bound and its evidence (:mod:`paradnn.store.bounds`)."""
+    measured = set(here["label"])
+    old = theirs[theirs["label"].isin(measured) & theirs["bound"].notna()]
+    per_label = old.groupby("label")["bound"].agg(lambda b: "input" if (b == "input").any() else "chip")
+    both = old.groupby("label")["platform"].nunique() == len(REFERENCE_PAIR)
+    chips = {label for label, bound in per_label.items() if bound == "chip" and both[label]}
+    fed = old[old["label"].isin(set(per_label.index) - chips)]
+    return chips, fed[["label", "platform", "bound", "bound_why"]].sort_values(["label", "platform"]).reset_index(drop=True)
+
+
+def chain_words(chained: pd.DataFrame, target: str) -> str:
+    """Whether the chained geometric means multiply, computed: V100 over ``target`` times TPU v2-8
+    over V100 against TPU v2-8 over ``target`` (each pair on the one common set, or said)."""
+    rows = {(r.baseline, r.target): r for r in chained.itertuples() if r.chained}
+    legs = [rows.get((target, "v100")), rows.get(("v100", "tpu-v2-8")), rows.get((target, "tpu-v2-8"))]
+    if any(leg is None for leg in legs) or len({leg.n for leg in legs}) != 1:
+        return "The three pairs are not over one common set: their geometric means do not chain."
+    product, direct = legs[0].geomean * legs[1].geomean, legs[2].geomean
+    verb = "multiply" if math.isclose(product, direct, rel_tol=1e-3) else "do not multiply (a side's settings differ by pair)"
+    return (f"Over those {legs[0].n} the geometric means {verb}: V100 over {target} {legs[0].geomean:.3g}x times TPU v2-8 "
+            f"over V100 {legs[1].geomean:.3g}x is {product:.3g}x; TPU v2-8 over {target} {direct:.3g}x.")
 
 
 def platforms_section(store: str | Path) -> None:

@@ -39,6 +39,24 @@ def stack_summary(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def stack_differences(rows: pd.DataFrame, older: str, newer: str) -> str:
+    """What else differed between the stacks of TensorFlow ``older`` and ``newer``, from their rows'
+    package versions (each stack resolved as of its own release, paradnn.sweeps.stacks)."""
+    from paradnn.identity import SOFTWARE
+
+    versions = {}
+    for tf_version in (older, newer):
+        on = rows[rows["sw_tensorflow"] == tf_version]
+        versions[tf_version] = {k: ", ".join(sorted(on[f"sw_{k}"].dropna().astype(str).unique())) for k in SOFTWARE
+                                if k not in ("tensorflow", "git", "paradnn") and f"sw_{k}" in on}  # fmt: skip
+    differ = [f"{k} {versions[older][k] or 'unknown'} against {versions[newer][k] or 'unknown'}"
+              for k in versions[older] if versions[older][k] != versions[newer].get(k)]  # fmt: skip
+    same = [f"{k} {v}" for k, v in versions[older].items() if v and v == versions[newer].get(k)]
+    also = f" (the same: {', '.join(same)})" if same else ""
+    return (f"TensorFlow {older} against {newer}: besides TensorFlow, the stacks differ in "
+            f"{'; '.join(differ) if differ else 'nothing else recorded'}{also}.")
+
+
 def measure(p: SimpleNamespace) -> list[str]:
     """Measure what the store lacks: the families under XLA on and off, in float32 and
     ``p.low_precision``, in one sweep; then, with ``p.stacks``, every stack side by side (XLA
@@ -135,6 +153,7 @@ def versions_part(xla_result: SpeedupResult, precision_results: dict[str, Speedu
     for result in chain:
         tables[f"TF {result.target} / {result.baseline}"] = result.table
         speedup_maps(result, f"TensorFlow {result.target} over {result.baseline}", p.platform, p.families)
+        caption(stack_differences(versions_df, result.baseline, result.target))
     show(plots.speedup_distributions(tables, f"Software-stack speedups on {p.platform} (Fig. 12)"))
     caption(verdict.sentence)
     table(stack_summary(tables), 3)

@@ -42,7 +42,7 @@ import pandas as pd
 
 from paradnn.families import hyperparameter_columns
 from paradnn.identity import LATER_IDENTITY, SOFTWARE, run_key
-from paradnn.settings import stored
+from paradnn.settings import ORIGINAL_INPUT, stored
 from paradnn.store.errors import StoreError
 from paradnn.store.names import check_writes, machine, records, row_machine
 from paradnn.store.peaks import PEAK_COLUMNS, current_peaks, current_utilisation, platform_ceilings
@@ -53,7 +53,7 @@ APP = "paradnn"
 # Version 2: the ``claims`` table (leases on configurations being measured); version 3: the
 # traces' ``op_size`` (a profile's matrix-product size per category). Results columns are
 # not versioned: every column this paradnn knows is added to an older store when it opens.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 STATES = ("ok", "oom", "error", "timeout", "skipped")
 
 # (column, SQL type) of the results table, in order; the hyperparameter columns (one per
@@ -166,8 +166,26 @@ def _schema() -> list[str]:
     ]
 
 
-# Statements that bring a store from the version before to this version (columns aside).
-MIGRATIONS: dict[int, list[str]] = {2: [_CLAIMS], 3: ["ALTER TABLE traces ADD COLUMN op_size REAL"]}
+def fed_as_measured(row: dict) -> dict:
+    """``row`` with the input mode it was measured in: an original study's row written before
+    schema 4 said device-resident, where the study fed its chips through the host; its run key
+    follows. Other rows as they are."""
+    if not str(row.get("source") or "").startswith("legacy:") or row.get("input_mode") == ORIGINAL_INPUT:
+        return row
+    fixed = {**row, "input_mode": ORIGINAL_INPUT}
+    return {**fixed, "run_key": run_key(fixed)}
+
+
+def _original_input_mode(c: sqlite3.Connection) -> None:
+    """Version 4: the original study's rows read their input through the host (:func:`fed_as_measured`)."""
+    rows = [fed_as_measured(dict(r)) for r in c.execute("SELECT * FROM results WHERE source LIKE 'legacy:%'")]
+    c.executemany("UPDATE results SET input_mode = ?, run_key = ? WHERE id = ?",
+                  [(r["input_mode"], r["run_key"], r["id"]) for r in rows])  # fmt: skip
+
+
+# What brings a store from the version before to this version (columns aside): SQL statements,
+# or functions of the open transaction.
+MIGRATIONS: dict[int, list] = {2: [_CLAIMS], 3: ["ALTER TABLE traces ADD COLUMN op_size REAL"], 4: [_original_input_mode]}
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 # A claim on a configuration outlives its sweep's process by this much on another host
@@ -269,14 +287,14 @@ class Store:
         """Add what this paradnn knows and the store lacks; one transaction, nothing dropped."""
         with self.transaction() as c:  # re-read inside: a concurrent opener may have migrated already
             version = int(dict(c.execute("SELECT key, value FROM meta").fetchall())["schema_version"])
-            for step in range(version + 1, SCHEMA_VERSION + 1):
-                for statement in MIGRATIONS.get(step, []):
-                    c.execute(statement)
             for column, sql_type in self._missing_columns():
                 default = _ADDED_DEFAULTS.get(column)
                 sql_type = sql_type.replace(" NOT NULL", "")
                 suffix = f" DEFAULT {default!r}" if default is not None else ""
                 c.execute(f"ALTER TABLE results ADD COLUMN {column} {sql_type}{suffix}")
+            for step in range(version + 1, SCHEMA_VERSION + 1):
+                for statement in MIGRATIONS.get(step, []):
+                    statement(c) if callable(statement) else c.execute(statement)
             c.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(max(version, SCHEMA_VERSION)),))
 
     @property

@@ -40,6 +40,7 @@ from paradnn import counting, families
 from paradnn.config import ConfigError, compute_dtype
 from paradnn.families.fc import FCConfig
 from paradnn.platform import DATASHEETS
+from paradnn.settings import ORIGINAL_INPUT
 from paradnn.store import Store
 
 STUDY = "ParaDnn 2019"
@@ -270,6 +271,7 @@ def _base_record(config: FCConfig, plat: LegacyPlatform, source: str, state: str
         "dtype": plat.dtype,
         "compute_dtype": plat.compute_dtype,
         "xla": plat.xla,
+        "input_mode": ORIGINAL_INPUT,
         "platform": plat.name,
         "platform_fingerprint": plat.fingerprint,
         "device_name": plat.device_name,
@@ -447,33 +449,44 @@ OVERLAP_WITH = ("both", "either")
 
 
 @functools.lru_cache(maxsize=1)
-def _finished() -> dict[str, dict[str, float]]:
-    """Per original platform, the labels its bundled sweep finished and their model FLOPs per step."""
-    done: dict[str, dict[str, float]] = {}
-    for path in bundled_files():
-        loaded = load_file(path)
-        for row in loaded.results:
-            if row.get("state") == "ok":
-                done.setdefault(loaded.platform.name, {})[row["label"]] = float(row["flops_model"])
+def _finished() -> dict[str, dict[str, tuple[float, str]]]:
+    """Per original platform, the labels its bundled sweep finished: their model FLOPs per step and
+    what bound the step there (chip or input, :mod:`paradnn.store.bounds`, from the bundled traces
+    and rates)."""
+    import pandas as pd
+
+    from paradnn.store.bounds import row_bounds
+
+    loaded = [load_file(path) for path in bundled_files()]
+    rows = pd.DataFrame([row for f in loaded for row in f.results if row.get("state") == "ok"])
+    traces = pd.DataFrame([row for f in loaded for row in f.traces])
+    rows = rows.join(row_bounds(rows, traces))
+    done: dict[str, dict[str, tuple[float, str]]] = {}
+    for platform, label, flops, bound in zip(rows["platform"], rows["label"], rows["flops_model"], rows["bound"]):
+        done.setdefault(platform, {})[label] = (float(flops), bound)
     return done
 
 
 def overlap_configs(count: int | None = None, overrides: dict | None = None, within: str = "both") -> list[FCConfig]:
-    """FC configurations the original study finished on its TPU v2-8 and V100 (``within="both"``)
-    or on either, cheapest first, at most ``count``: what this machine can measure to stand beside
-    both platforms on their own grid. Cheapest is fewest layers (building and compiling grows with
-    depth), then fewest model FLOPs per step. ``overrides`` keep only
-    the configurations whose axis values are listed (``{"layers": [4, 8]}``)."""
+    """FC configurations the original study finished on its TPU v2-8 and V100 (``within="both"``,
+    and where neither platform's step waited on its input: the chips were the bound) or on either
+    (any bound), cheapest first (fewest model FLOPs per step), at most ``count``: what this machine
+    can measure to stand beside both platforms on their own grid. ``overrides`` keep only the
+    configurations whose axis values are listed (``{"layers": [4, 8]}``)."""
     from paradnn.families import parse_label
+    from paradnn.store.bounds import CHIP
 
     if within not in OVERLAP_WITH:
         raise ConfigError("within", within, ", ".join(OVERLAP_WITH))
     if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 0):
         raise ConfigError("count", count, "a whole number of configurations, 0 or more")
     sweeps = list(_finished().values())
-    labels = set.intersection(*map(set, sweeps)) if within == "both" else set.union(*map(set, sweeps))
-    flops = {label: f for sweep in sweeps for label, f in sweep.items()}
-    configs = sorted((parse_label("fc", label) for label in labels), key=lambda c: (c.layers, flops[c.label], c.label))
+    if within == "both":
+        labels = {label for label in set.intersection(*map(set, sweeps)) if all(s[label][1] == CHIP for s in sweeps)}
+    else:
+        labels = set.union(*map(set, sweeps))
+    flops = {label: f for sweep in sweeps for label, (f, _) in sweep.items()}
+    configs = sorted((parse_label("fc", label) for label in labels), key=lambda c: (flops[c.label], c.layers, c.label))
     for name, values in (overrides or {}).items():
         if name not in FCConfig.axes():
             raise ConfigError("overrides", name, "an FC axis: " + ", ".join(FCConfig.axes()))

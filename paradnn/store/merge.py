@@ -45,7 +45,7 @@ import psutil
 
 from paradnn.identity import LATER_IDENTITY, PROFILE_SOURCE, run_key
 from paradnn.platform import platform_name
-from paradnn.store.db import TRACE_COLUMNS, Store, StoreError
+from paradnn.store.db import TRACE_COLUMNS, Store, StoreError, fed_as_measured
 from paradnn.store.names import Machine, check_writes, machine, name_problem
 
 __all__ = ["BATCH", "MergeError", "MergeSummary", "merge", "parse_rename"]
@@ -344,7 +344,7 @@ def _write(conn: sqlite3.Connection, read: list[_Source], renames: Mapping[str, 
             values = []
             for row in batch:
                 row.pop("id", None)
-                row = _renamed(row, renames)
+                row = fed_as_measured(_renamed(row, renames))  # an older store's 2019 rows as schema 4 has them
                 key = row.get("run_key") or run_key(row)
                 if not seen.add(row, key, summary):
                     continue

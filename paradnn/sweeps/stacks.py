@@ -3,7 +3,11 @@
 A stack is a list of pip requirements (``tensorflow==2.16.2``, optionally more, comma
 separated) or ``current`` (the environment paradnn runs in). Each is built once with
 ``uv`` into ``<cache>/stacks/<key>``, with this paradnn installed editable without its
-dependencies plus what a sweep worker imports, and reused whenever it is complete; a build
+dependencies plus what a sweep worker imports, and reused whenever it is complete. A stack is
+of its own era: everything its requirements leave open (Keras, numpy, ...) is resolved as of
+the day its first pinned requirement (``tensorflow==X``) was released on the index (uv's
+``--exclude-newer``), so TensorFlow 2.16.2 runs with the Keras and numpy of its day, as its
+users ran it; what a requirement pins itself is taken as written. A build
 that fails leaves nothing behind (it is built in a scratch folder and renamed into place
 only when complete) and is reported with the installer's reason, so the other stacks can
 go on. :class:`paradnn.sweeps.backends.StacksBackend` runs one worker per stack and measures each
@@ -26,6 +30,9 @@ from paradnn.config import cache_dir
 from paradnn.settings import CURRENT_STACK
 from paradnn.version import __version__
 
+# How a stack's open requirements are resolved; part of its environment's key.
+RESOLUTION = "era"  # as of its first pin's release (see the module docstring)
+DEFAULT_INDEX = "https://pypi.org/simple"  # uv's, unless UV_DEFAULT_INDEX or UV_INDEX_URL says otherwise
 # What a sweep worker imports besides TensorFlow (and the Keras it brings).
 WORKER_REQUIREMENTS = ("numpy", "pandas", "psutil", "PyYAML")
 SOURCE = Path(__file__).resolve().parents[2]  # the paradnn checkout installed into every stack
@@ -43,9 +50,16 @@ class Stack:
 
     @property
     def key(self) -> str:
-        """The environment's folder name: changes with the requirements, Python and paradnn's version."""
-        text = "|".join([*sorted(self.requirements), pyplatform.python_version(), __version__])
+        """The environment's folder name: changes with the requirements, Python, paradnn's version
+        and how the rest is resolved (:data:`RESOLUTION`)."""
+        text = "|".join([*sorted(self.requirements), pyplatform.python_version(), __version__, RESOLUTION])
         return hashlib.sha1(text.encode()).hexdigest()[:16]
+
+    @property
+    def pinned(self) -> dict[str, str]:
+        """Requirements pinned to one version (``name==version``): name -> version, in order."""
+        pins = (r.split("==", 1) for r in self.requirements if "==" in r and not any(c in r for c in "<>!~,;"))
+        return {name.strip().lower(): version.strip() for name, version in pins}
 
 
 class StackFailed(RuntimeError):
@@ -93,8 +107,8 @@ def ensure(stack: Stack, echo=lambda line: None) -> Path:
         _uv("venv", "--quiet", "--allow-existing", "--python", sys.executable, str(scratch))
         # Compiled now, as pip does: where PYTHONDONTWRITEBYTECODE is set, every worker would otherwise
         # compile TensorFlow's sources as it imports them (12 s instead of 5 s on a 2-core CPU).
-        _uv("pip", "install", "--quiet", "--compile-bytecode", "--python", str(python), *stack.requirements,
-            *WORKER_REQUIREMENTS)
+        _uv("pip", "install", "--quiet", "--compile-bytecode", "--python", str(python), *era_options(stack),
+            *stack.requirements, *WORKER_REQUIREMENTS)
         _uv("pip", "install", "--quiet", "--python", str(python), "--no-deps", "-e", str(SOURCE))
         _check_imports(python)
         (scratch / ".complete").write_text(stack.name + "\n")
@@ -108,6 +122,64 @@ def ensure(stack: Stack, echo=lambda line: None) -> Path:
     except BaseException:
         shutil.rmtree(scratch, ignore_errors=True)
         raise
+
+
+def index_url() -> str:
+    return (os.environ.get("UV_DEFAULT_INDEX") or os.environ.get("UV_INDEX_URL") or DEFAULT_INDEX).rstrip("/")
+
+
+def release_time(name: str, version: str) -> str:
+    """When ``name==version`` was uploaded to the index (its last file, RFC 3339), from the index's
+    JSON simple API (PEP 691); StackFailed where the index does not say."""
+    import json
+    import urllib.request
+
+    url = f"{index_url()}/{name}/"
+    request = urllib.request.Request(url, headers={"Accept": "application/vnd.pypi.simple.v1+json"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            files = json.load(response).get("files", [])
+    except (OSError, ValueError) as exc:
+        raise StackFailed(f"cannot read when {name} {version} was released from {url}: {exc}") from None
+    return release_of(files, name, version, url)
+
+
+def release_of(files: list[dict], name: str, version: str, url: str) -> str:
+    """The latest upload time among ``files`` (a PEP 691 listing) that are ``version`` of ``name``."""
+    stem = _normal(name)
+    times = [f["upload-time"] for f in files if f.get("upload-time") and _version_of(f.get("filename", ""), stem) == version]
+    if not times:
+        raise StackFailed(f"{url} lists no upload time for {name} {version}: the stack's era is unknown")
+    return max(times)
+
+
+def _version_of(filename: str, stem: str) -> str | None:
+    """The version in a wheel or sdist name (``tensorflow-2.16.2-cp311-...whl`` -> ``2.16.2``)."""
+    for ending in (".whl", ".tar.gz", ".zip"):
+        if filename.lower().endswith(ending):
+            parts = filename[: -len(ending)].split("-")
+            return parts[1] if len(parts) > 1 and _normal(parts[0]) == stem else None
+    return None
+
+
+def _normal(name: str) -> str:
+    return name.replace("-", "_").replace(".", "_").lower()
+
+
+def era_options(stack: Stack) -> list[str]:
+    """uv's options that resolve ``stack``'s open requirements as of its first pin's release; the
+    other pins are taken as written. None for a stack without a pin."""
+    pins = stack.pinned
+    if not pins:
+        return []
+    first, version = next(iter(pins.items()))
+    options = ["--exclude-newer", release_time(first, version)]
+    for name in list(pins)[1:]:  # pinned on purpose, whatever their date
+        options += ["--exclude-newer-package", f"{name}={NO_LIMIT}"]
+    return options
+
+
+NO_LIMIT = "2100-01-01T00:00:00Z"  # an --exclude-newer date that excludes nothing
 
 
 def _check_imports(python: Path) -> None:
