@@ -32,8 +32,9 @@ GiB = 2**30
 DATASHEETS: dict[str, Datasheet] = {
     d.name: d
     for d in [
-        Datasheet("tpu-v2-8", {"bfloat16": 180 * T, "float32": 180 * T}, 2400e9, "board of 8 cores; bf16 matmul", 64 * GiB),
-        Datasheet("tpu-v3-8", {"bfloat16": 420 * T, "float32": 420 * T}, 3600e9, "board of 8 cores; bf16 matmul", 128 * GiB),
+        # The TPUs' matrix units multiply in bfloat16; their datasheets state no float32 rate.
+        Datasheet("tpu-v2-8", {"bfloat16": 180 * T}, 2400e9, "board of 8 cores; bf16 matmul", 64 * GiB),
+        Datasheet("tpu-v3-8", {"bfloat16": 420 * T}, 3600e9, "board of 8 cores; bf16 matmul", 128 * GiB),
         Datasheet("v100", {"float32": 15.7 * T, "float16": 125 * T}, 900e9, "SXM2; float16 on Tensor Cores", 16 * GiB),
         Datasheet("a100", {"float32": 19.5 * T, "tf32": 156 * T, "bfloat16": 312 * T, "float16": 312 * T}, 2039e9, "SXM 80 GB",
                   80 * GiB),

@@ -244,3 +244,30 @@ def test_a_table_shows_what_users_typed_as_text(monkeypatch):
     common.table(pd.DataFrame({"platform": ["<script>alert(1)</script>"]}))
     page = shown[0].to_html()
     assert "<script>" not in page and "&lt;script&gt;" in page
+
+
+def test_this_machine_beside_the_2019_chips_uses_only_pairs_where_they_were_the_bound(shown, tmp_path):
+    from paradnn.families import parse_label
+    from paradnn.store import Store
+    from paradnn.store.legacy import import_bundled, overlap_configs
+
+    chips = [c.label for c in overlap_configs(2)]  # neither 2019 platform waited on its input
+    fed = "layer_4-node_32-input_2000-output_1000-bs_64"  # the V100 at 0.93 of its input ceiling
+    path = tmp_path / "s.sqlite"
+    with Store(path) as s:
+        import_bundled(s)
+        s.add_results([{"family": "fc", "label": label, **parse_label("fc", label).hyperparameters(), "dtype": "float32",
+                        "xla": True, "platform": "cpu", "state": "ok", "examples_per_sec": 1000.0, "step_time_s": 0.064,
+                        "software": {"tensorflow": "2.21.0", "keras": "3.15"}, "platform_fingerprint": "cpu|x|2|2.21.0"}
+                       for label in [*chips, fed]])  # fmt: skip
+    platform_comparison.original_beside_section(path, "cpu")
+    listed = shown["tables"][0].data
+    assert set(listed["label"]) == {fed} and "input" in set(listed["bound"])  # listed, not compared
+    assert shown["captions"][0].startswith("1 configuration(s) measured here were input-bound on a 2019 platform")
+    assert shown["captions"][1].startswith("2 FC configurations were measured here and by both")
+    assert "geometric means multiply" in shown["captions"][1] or "do not multiply" in shown["captions"][1]
+    bounds = [t.data for t in shown["tables"] if any(str(c).endswith(" bound") for c in t.data.columns)]
+    assert len(bounds) == 3 and all(set(b["label"]) == set(chips) for b in bounds)  # every pair's bound shown
+    assert all(set(b.iloc[:, -1]) == set(b.iloc[:, -2]) == {"chip"} for b in bounds)
+    figures = " ".join(shown["figures"])
+    assert "FC speedup of v100 over cpu" in figures and "FC speedup of tpu-v2-8 over v100" not in figures  # Fig. 8 once

@@ -70,7 +70,10 @@ def test_the_principle_audit_reads_numbers_from_the_store():
                    "1 machine(s)")  # fmt: skip
     assert audit.loc["scalability", "this store"] == scalability and audit.loc["scalability", "pass"] is False
     assert audit.loc["transparency", "this store"] == "50% of 2 rows" and audit.loc["transparency", "pass"] is False
-    assert audit.loc["representativeness", "pass"] is False  # one size of model (imported rows excluded)
+    # no row reports throughput or utilisation (imported rows excluded): the accepted metrics are missing
+    assert audit.loc["representativeness", "pass"] is False
+    assert audit.loc["representativeness", "this store"] == ("0 of 2 rows report all three (none reports throughput "
+                                                             "(examples/s), FLOPS utilisation (% of peak))")  # fmt: skip
     assert audit.loc["relevance", "pass"] is False  # no real workload
     assert audit.loc["cost-effectiveness", "pass"] is False  # half an hour per configuration
     assert audit.loc["equity", "pass"] is True  # one measured platform: one dtype set, XLA recorded
@@ -82,7 +85,8 @@ def test_every_principle_can_pass():
 
     rows = pd.DataFrame([
         {"family": family, "label": label, "platform": platform, "dtype": "float32", "xla": False, "state": "ok",
-         "params": params, "step_time_s": step, "step_time_cv": 0.01, "wall_time_s": 3.0, "source": "measured",
+         "params": params, "step_time_s": step, "examples_per_sec": 64 / step, "utilization": 0.3, "step_time_cv": 0.01,
+         "wall_time_s": 3.0, "source": "measured",
          "devices": 1, **{c: "x" for c in scorecard.PROVENANCE}, "host": host}
         for family, label, params in (("fc", "small", 1e4), ("resnet50", "image_32-bs_2", 2.5e7))
         for platform, host in (("cpu", "vm-1"), ("xeon-lab", "lab-2")) for step in (1.0, 1.02)
@@ -216,14 +220,19 @@ def test_the_framework_bars_draw_one_configuration_whose_geomean_misses_it_by_a_
 
 
 def test_the_headline_hardware_claims_are_judged_on_the_original_sweeps(tmp_path):
+    from paradnn.analysis.results import Results
     from paradnn.store import Store, legacy
 
     with Store(tmp_path / "r.sqlite") as store:
         legacy.import_bundled(store)
-        verdicts = {v.observation: v for v in scorecard.claims(store.results())}
+    verdicts = {v.observation: v for v in scorecard.claims(Results.load(tmp_path / "r.sqlite").frame)}
     performance = verdicts["ASICs lead in computing performance"]
-    assert performance.verdict == "holds" and performance.numbers["n"] == 176 and performance.numbers["median"] > 1
-    assert performance.interval[0] > 1 and performance.held_fixed["free"] == ["dtype", "xla"]
+    # Of the 176 configurations both finished, the 30 where neither chip waited on its input (tests/test_bounds.py):
+    # deep and wide models at small batches, where the V100 is the faster chip.
+    assert performance.numbers["n"] == 30 and performance.numbers["median"] == pytest.approx(0.35, abs=0.005)
+    assert performance.verdict == "does not hold" and performance.interval[1] < 1
+    assert "where neither waited on its input" in performance.evidence
+    assert performance.held_fixed["free"] == ["dtype", "xla"]
     latency = verdicts["ASICs have the lower latency"]
     assert latency.numbers["batch"] == 64 and latency.rule.threshold == 1.0
     assert latency.verdict == latency.rule.judge(latency.effect, latency.interval, latency.n)

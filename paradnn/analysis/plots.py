@@ -406,8 +406,9 @@ def share_by_batch(rows: pd.DataFrame, value: str, title: str, ylabel: str, hue:
     order = sorted(data["batch"].unique())
     colour = {"hue": hue} if hue else {"color": sns.color_palette()[0]}
     sns.boxplot(data=data, x="batch", y=value, order=order, ax=ax, fliersize=0, **colour)
-    sns.stripplot(data=data, x="batch", y=value, order=order, ax=ax, color="black", size=2.5, alpha=0.6,
-                  **({"hue": hue, "dodge": True, "palette": ["black"] * data[hue].nunique(), "legend": False} if hue else {}))
+    # Each point in its box's colour (a box of one sample is a line: its point says whose it is), outlined.
+    sns.stripplot(data=data, x="batch", y=value, order=order, ax=ax, size=3.5, alpha=0.9, linewidth=0.6, edgecolor="black",
+                  **({"hue": hue, "dodge": True, "legend": False} if hue else {"color": sns.color_palette()[0]}))
     if hue:
         fig.set_size_inches(8.5, 3.8)
         ax.legend(title=hue, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)

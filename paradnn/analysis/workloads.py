@@ -72,8 +72,38 @@ def platform_table(df: pd.DataFrame, dtype: str | None = None) -> pd.DataFrame:
     if dtype is not None:
         imported = ok.frame.drop(ok.measured().frame.index)
         ok = Results(pd.concat([ok.measured().for_settings(dtype=dtype).frame, imported]))
-    table = ok.frame.pivot_table(index="family", columns="platform", values="utilization", aggfunc="median")
+    frame = on_common_sets(ok.frame)
+    table = frame.pivot_table(index="family", columns="platform", values="utilization", aggfunc="median")
+    table.attrs["n"] = frame.groupby("family")["label"].nunique().to_dict()  # configurations per family's medians
     return table.reindex(sorted(table.index, key=_order))
+
+
+def on_common_sets(rows: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` kept, per family, on the configurations every platform of the largest group that shares
+    some measured (:func:`common_set`): medians set side by side are then over one set."""
+    kept = []
+    for _, family in rows.groupby("family", sort=False):
+        members, labels = common_set({p: set(g["label"]) for p, g in family.groupby("platform")})
+        kept.append(family[family["platform"].isin(members) & family["label"].isin(labels)])
+    return pd.concat(kept) if kept else rows
+
+
+def common_set(labels: dict[str, set[str]]) -> tuple[set[str], set[str]]:
+    """The largest group of platforms whose configurations overlap, and the configurations all of them
+    measured: a table of medians compares like with like only on one set. A platform is dropped
+    (the one whose removal leaves the most in common) until the rest share some."""
+    def shared(group: set[str]) -> set[str]:
+        return set.intersection(*(labels[p] for p in group)) if group else set()
+
+    return _largest_sharing(set(labels), shared, 1)
+
+
+def _largest_sharing(members: set[str], shared, least: int) -> tuple[set[str], set[str]]:
+    """Drop from ``members`` the platform whose removal leaves the most ``shared`` configurations,
+    until some are shared or ``least`` platforms are left; the group and what it shares."""
+    while len(members) > least and not shared(members):
+        members = max(({p for p in members if p != drop} for drop in sorted(members)), key=lambda g: len(shared(g)))
+    return members, shared(members)
 
 
 PAIR_COLUMNS = ["family", "baseline", "target", "n", "median", "geomean", "chained", "held"]
@@ -122,9 +152,7 @@ def chain(pairs: dict[tuple[str, str], SpeedupResult]) -> tuple[set[str], set[st
         labels = [set(r.table["label"]) for (b, t), r in pairs.items() if b in group and t in group]
         return set.intersection(*labels) if labels else set()
 
-    while len(members) > 2 and not shared(members):
-        members = max(({p for p in members if p != drop} for drop in sorted(members)), key=lambda g: len(shared(g)))
-    common = shared(members)
+    members, common = _largest_sharing(members, shared, 2)
     return (members, common) if common else (set(), set())
 
 

@@ -240,7 +240,8 @@ def platform_section(df: pd.DataFrame, baseline: str, target: str, families: lis
             print(f"{title}: nothing pairs {target} with {baseline}: {result.why or f'all {fed} pairs had an input-bound side'}.")
             continue
         pairs = result.table.assign(state="ok", log2_speedup=np.log2(result.table["speedup"]))
-        show(plots.heatmaps(pairs, family, "speedup", f"{title} speedup of {target} over {baseline}",
+        show(plots.heatmaps(with_failed_sides(pairs, df, family, baseline, target), family, "speedup",
+                            f"{title} speedup of {target} over {baseline}",
                             "speedup (x; red: target faster, blue: baseline faster)", fmt="{:.2f}", center=1.0,
                             cmap="RdBu_r"))  # fmt: skip
         pair = f"{target} vs {baseline}"
@@ -310,8 +311,8 @@ def original_beside_section(store: str | Path, target: str) -> list:
     chips, fed = split_by_bound(Results(here).ok().frame, theirs)
     if len(fed):
         table(fed, 3)
-        caption(f"{len(fed)} configuration(s) measured here were input-bound on a 2019 platform (its step waited on the "
-                "host's input pipeline, not on the chip): listed, not compared.")  # fmt: skip
+        caption(f"{fed['label'].nunique()} configuration(s) measured here were input-bound on a 2019 platform (its step "
+                "waited on the host's input pipeline, not on the chip): listed, not compared.")  # fmt: skip
     if not chips:
         print("No configuration measured here was compute-bound on both 2019 platforms: the comparison of chips is skipped "
               "(measure the overlap preset, which picks such configurations).")  # fmt: skip
@@ -347,6 +348,7 @@ def original_beside_section(store: str | Path, target: str) -> list:
         caption(f"{what[0].upper() + what[1:]}: median speedup {result.median:.2f}x (geometric mean {result.geomean:.2f}x, "
                 f"{result.min:.2f}x to {result.max:.2f}x over {result.n} configurations; {sides_words(result)}). {float32} "
                 + shape.sentence)  # fmt: skip
+        table(pair_bounds(result), 3)
     three = results.where(label=sorted(common)).frame
     for platform in (target, *REFERENCE_PAIR):
         on = Results(three).where(platform=platform).frame
@@ -356,6 +358,23 @@ def original_beside_section(store: str | Path, target: str) -> list:
     caption("The paper found FC examples/s rises with batch and falls with width on every platform (Fig. 7-9); on the "
             "configurations all three measured: " + " ".join(v.sentence for v in verdicts[-7:]))  # fmt: skip
     return verdicts
+
+
+def pair_bounds(result) -> pd.DataFrame:
+    """Each pair of a comparison with what bound each side's step (paradnn.store.bounds)."""
+    shown = ["label", "baseline", "target", "speedup", "baseline_bound", "target_bound"]
+    return result.table[[c for c in shown if c in result.table]].rename(
+        columns={"baseline": f"{result.baseline} (examples/s)", "target": f"{result.target} (examples/s)",
+                 "baseline_bound": f"{result.baseline} bound", "target_bound": f"{result.target} bound"})  # fmt: skip
+
+
+def with_failed_sides(pairs: pd.DataFrame, rows: pd.DataFrame, family: str, baseline: str, target: str) -> pd.DataFrame:
+    """A speedup map's rows: the pairs, and each configuration that failed on either side (out of
+    memory, timeout, error) with that side's state, so its cell is marked as failed, not as never
+    measured."""
+    failed = Results(rows).where(family=family, platform=[baseline, target]).failed().frame
+    failed = failed[~failed["label"].isin(set(pairs["label"]))].drop_duplicates("label")
+    return pd.concat([pairs, failed[[c for c in pairs.columns if c in failed.columns]]], ignore_index=True)
 
 
 def split_by_bound(here: pd.DataFrame, theirs: pd.DataFrame) -> tuple[set[str], pd.DataFrame]:

@@ -30,9 +30,13 @@ def measure(p: SimpleNamespace) -> list[str]:
 
 
 def rows(p: SimpleNamespace) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Every row of the store and its platforms; prints how many rows per platform and framework."""
+    """Every row of the store (with what bound each step, paradnn.store.bounds) and its platforms;
+    prints how many rows per platform and framework."""
+    from paradnn.analysis.results import Results
+
     with Store(p.store, readonly=True) as db:
-        results, platforms = db.results(), db.platforms()
+        platforms = db.platforms()
+    results = Results.load(p.store).frame
     print(f"{len(results)} rows: {results.groupby(['platform', 'framework'], dropna=False).size().to_dict()}")
     return results, platforms
 

@@ -149,6 +149,9 @@ def platforms_part(store: str, dtype: str) -> Verdict:
     if len(utilisation):
         show(plots.grouped_bars(utilisation, list(utilisation.columns), "FLOPS utilisation of every family on every platform",
                                 "median FLOPS utilisation (% of peak)", log=True))  # fmt: skip
+        counts = ", ".join(f"{family} {n}" for family, n in utilisation.attrs.get("n", {}).items())
+        caption("Each family's medians are over the configurations every platform drawn for it measured (a platform that "
+                f"shares none with the others is left out of that family), so the bars compare like with like: {counts}.")
     pair_speedup_section(everything)
     verdict = obs.utilisation_ratio(everything.matched("platform", *REFERENCE_PAIR, metric="utilization",
                                                        free=("dtype", "xla")))  # fmt: skip
