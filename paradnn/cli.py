@@ -912,6 +912,22 @@ def project(labels: tuple[str, ...], source: str, target: str, family: str, stor
                f"bandwidth ratio {summary['bandwidth_ratio']:.2f}x", err=True)  # fmt: skip
     for line in _projection_notes(summary, target, rows):
         click.echo(line, err=True)
+    if store_path is not None and family == "fc":
+        click.echo(_validation_line(store_path, source), err=True)
+
+
+def _validation_line(store: str, source: str) -> str:
+    """The method's score against the 2019 chips from ``source``'s profiles (paradnn.analysis.projection)."""
+    from paradnn.analysis.projection import STEP_GOAL, original_validation
+
+    _, scores = original_validation(store, source)
+    scored = {k: v for k, v in scores.items() if v["n"]}
+    if not scored:
+        return (f"method not scored: no profiled FC configuration of {source} where a 2019 chip was the bound (profile "
+                "some of the paper-overlap preset's to score it)")  # fmt: skip
+    words = "; ".join(f"{'TPU/V100 ratio' if k == 'ratio' else k} {v['median_abs_error']:.0%} over {v['n']}"
+                      for k, v in scored.items())  # fmt: skip
+    return f"method scored against the 2019 chips (median error, goal {STEP_GOAL:.0%} a step): {words}"
 
 
 def _projection_notes(summary: dict, target: str, rows) -> list[str]:

@@ -40,7 +40,12 @@ def rows(store) -> list[dict]:
         return []
     with sqlite3.connect(store) as db:
         db.row_factory = sqlite3.Row
-        return [dict(r) for r in db.execute("SELECT label, state, error, extra FROM results")]
+        try:
+            return [dict(r) for r in db.execute("SELECT label, state, error, extra FROM results")]
+        except sqlite3.OperationalError as exc:  # the sweep has made the file but not its tables yet
+            if "no such table" in str(exc):
+                return []
+            raise
 
 
 def wait_for_rows(store, n: int, process: subprocess.Popen, timeout: float = 300) -> None:

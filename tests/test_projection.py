@@ -315,3 +315,20 @@ def test_a_projection_says_when_it_extrapolates_and_never_falls_below_the_target
     assert low <= summary["median_speedup"] <= high
     _, near = pj.projection(None, "tpu-v2-8", "tpu-v3-8", "fc")
     assert near["extrapolated"] and near["peak_ratio"] == pytest.approx(420 / 180)  # 2.33x: beyond the 2x validated
+
+
+def test_the_validation_scores_each_chip_and_the_tpu_over_v100_ratio():
+    from paradnn.analysis.projection import ratio_errors, validation_summary, validation_verdict
+
+    rows = pd.DataFrame({"label": ["a", "b", "c", "a", "b"], "target": ["v100"] * 3 + ["tpu-v2-8"] * 2,
+                         "projected_step_time_s": [1.1, 2.0, 3.3, 0.5, 1.5],
+                         "measured_step_time_s": [1.0, 2.5, 3.0, 0.4, 1.0]})  # fmt: skip
+    rows["error"] = rows["projected_step_time_s"] / rows["measured_step_time_s"] - 1
+    # the ratio on a and b: projected 0.5/1.1 against measured 0.4/1.0, and 1.5/2.0 against 1.0/2.5
+    assert ratio_errors(rows).round(4).to_dict() == {"a": round((0.5 / 1.1) / 0.4 - 1, 4), "b": round(0.75 / 0.4 - 1, 4)}
+    summary = validation_summary(rows)
+    assert summary["v100"]["n"] == 3 and summary["v100"]["median_abs_error"] == pytest.approx(0.1)  # 10%, 20%, 10%
+    assert summary["tpu-v2-8"]["median_abs_error"] == pytest.approx((0.25 + 0.5) / 2) and summary["ratio"]["n"] == 2
+    verdict = validation_verdict(rows, "cpu")
+    assert verdict.verdict in ("does not hold", "inconclusive") and "nothing fitted" in verdict.evidence
+    assert validation_verdict(rows.iloc[:0], "cpu").verdict == "inconclusive"

@@ -155,6 +155,11 @@ def test_the_papers_pieces_this_machine_can_show(smoke):
     with Store(smoke / "results.sqlite") as s:
         profiled = s.traces().groupby("source")["label"].nunique()
     assert profiled["profile:cpu[threads=1]:float32"] == profiled["profile:cpu:float32"] == 2
+    # ... and the method scored against the 2019 chips on the two overlap configurations (both chips the bound)
+    scored = checks["projection reproduces the 2019 V100 and TPU v2-8"]
+    assert scored["platform"] == "cpu -> 2019 chips" and "nothing fitted" in scored["evidence"]
+    assert scored["figures"]["v100"]["n"] == scored["figures"]["tpu-v2-8"]["n"] == scored["figures"]["ratio"]["n"] == 2
+    assert "The projection method, scored before it draws what the 2019 study never measured" in comparison
     workloads = (smoke / "workloads.html").read_text()
     assert "cpu (real workloads): share of step time waiting for the input pipeline" in workloads
     rows = json.loads((smoke / "observations-workloads.json").read_text())

@@ -449,10 +449,12 @@ def projection_inputs(store: str | None, source: str, target: str, family: str, 
 
 
 def projection(store: str | None, source: str, target: str, family: str, labels: list[str] | None = None,
-               batch_scale: int = 1, dtype: str | None = None) -> tuple[pd.DataFrame, dict]:  # fmt: skip
+               batch_scale: int = 1, dtype: str | None = None, floor: bool = True) -> tuple[pd.DataFrame, dict]:  # fmt: skip
     """Project ``family``'s configurations measured on platform ``source`` onto ``target`` (a
     datasheet or a platform with measured ceilings in ``store``; None: no store, the bundled
     original study only). ``dtype``: the compute dtype on the target (default: the source's).
+    ``floor``: hold projected steps at the target's step floor (:func:`step_floor`); off where the
+    floor would come from the very rows a projection is scored against.
     Returns the rows (:func:`project`) and a summary with both platforms' peaks."""
     if isinstance(batch_scale, bool) or not isinstance(batch_scale, int) or not 1 <= batch_scale <= 64:
         raise ConfigError("--batch-scale", batch_scale, "a whole number from 1 to 64")
@@ -461,7 +463,7 @@ def projection(store: str | None, source: str, target: str, family: str, labels:
     projected = set(labels or start.profiles["label"])
     projected |= {scaled_label(family, label, batch_scale) for label in projected}
     others = theirs[~theirs["label"].isin(projected)] if theirs is not None else pd.DataFrame()
-    floor_s, floor_source = step_floor(target, family, others)
+    floor_s, floor_source = step_floor(target, family, others) if floor else (0.0, "no floor")
     rows = project(start, src, dst, family, labels, batch_scale, theirs, floor_s)
     return rows, {**summary(rows, src, dst), "from": vars(src), "to": vars(dst), "profiles": start.where,
                   "batch_scale": batch_scale, "held_fixed": start.held, "floor_s": floor_s,
@@ -513,3 +515,93 @@ def generation_verdict(same: pd.DataFrame, doubled: pd.DataFrame, summary_: dict
                "median_doubled_speedup": float(heavy["speedup"].median()), "n": int(len(same)),
                "n_doubled": int(len(doubled))}  # fmt: skip
     return judged(name, paper, parts, evidence, numbers, projected=True, id="O5", platform=platform)
+
+
+# ------------------------------------------------------------------ validation against the 2019 chips
+
+# The original study's chips, each at the compute dtype it ran (the V100 on float16 Tensor Cores,
+# the TPU v2's matrix units in bfloat16), and the method's goals against them (issue 66).
+ORIGINAL_TARGETS = {"v100": "float16", "tpu-v2-8": "bfloat16"}
+STEP_GOAL = 0.25  # median absolute error of a projected step
+RATIO_GOAL = 0.20  # median absolute error of the projected TPU-over-V100 step ratio
+
+
+def original_validation(store: str, source: str, family: str = "fc") -> tuple[pd.DataFrame, dict]:
+    """``source``'s profiled steps projected onto the V100's and the TPU v2-8's datasheets (each at
+    the precision the study ran it) and scored, configuration by configuration, against what the
+    original study measured, on the configurations where that chip, not its input pipeline, was the
+    bound (:mod:`paradnn.store.bounds`). Nothing is fitted: no floor (the study's own steps would
+    set it), no calibration. Returns one row per configuration and chip (``error`` = projected /
+    measured - 1) and a summary per chip and of the TPU-over-V100 ratio."""
+    from paradnn.store.bounds import CHIP
+
+    everything = Results.load(store)
+    rows = []
+    for target, dtype in ORIGINAL_TARGETS.items():
+        truth = everything.where(platform=target, family=family).ok().frame
+        steps = truth[truth["bound"] == CHIP].set_index("label")["step_time_s"]
+        if steps.empty:
+            continue
+        try:
+            projected, _ = projection(store, source, target, family, dtype=dtype, floor=False)
+        except ConfigError:  # no profile of the source yet: nothing to score
+            continue
+        if projected.empty:
+            continue
+        projected = projected[projected["label"].isin(steps.index)].assign(target=target)
+        projected["measured_step_time_s"] = projected["label"].map(steps)
+        rows.append(projected)
+    frame = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=["label", "target"])
+    if len(frame):
+        frame["error"] = frame["projected_step_time_s"] / frame["measured_step_time_s"] - 1
+    return frame, validation_summary(frame)
+
+
+def validation_summary(rows: pd.DataFrame) -> dict:
+    """Per chip: n and the median absolute error of the projected step with its interval; and the
+    error of the projected TPU-over-V100 step ratio on the configurations projected onto both."""
+    out: dict = {}
+    for target in ORIGINAL_TARGETS:
+        errors = rows.loc[rows["target"] == target, "error"].abs() if len(rows) else pd.Series(dtype=float)
+        part = median_part("error", errors, Rule("median absolute error of the step", STEP_GOAL, "<", min_n=2))
+        out[target] = {"n": part.n, "median_abs_error": part.effect, "interval": list(part.interval or ())}
+    ratio = ratio_errors(rows)
+    part = median_part("ratio", ratio.abs(), Rule("median absolute error of the TPU/V100 ratio", RATIO_GOAL, "<", min_n=2))
+    out["ratio"] = {"n": part.n, "median_abs_error": part.effect, "interval": list(part.interval or ())}
+    return out
+
+
+def ratio_errors(rows: pd.DataFrame) -> pd.Series:
+    """Per configuration projected onto both chips: projected TPU/V100 step ratio over the measured one, minus 1."""
+    if rows.empty:
+        return pd.Series(dtype=float)
+    steps = rows.pivot_table(index="label", columns="target", values=["projected_step_time_s", "measured_step_time_s"])
+    tpu, gpu = "tpu-v2-8", "v100"
+    if (("projected_step_time_s", tpu) not in steps) or (("projected_step_time_s", gpu) not in steps):
+        return pd.Series(dtype=float)
+    steps = steps.dropna()
+    projected = steps[("projected_step_time_s", tpu)] / steps[("projected_step_time_s", gpu)]
+    measured = steps[("measured_step_time_s", tpu)] / steps[("measured_step_time_s", gpu)]
+    return projected / measured - 1
+
+
+def validation_verdict(rows: pd.DataFrame, source: str) -> Verdict:
+    """paradnn's check of the projection method against the 2019 chips: each chip's median step error
+    below :data:`STEP_GOAL` and the TPU-over-V100 ratio's below :data:`RATIO_GOAL`."""
+    name = "projection reproduces the 2019 V100 and TPU v2-8"
+    claim = (f"projecting this machine's profiled steps onto the V100's and TPU v2-8's datasheets lands within "
+             f"{STEP_GOAL:.0%} of the study's measured steps, and the TPU-over-V100 ratio within {RATIO_GOAL:.0%} (median)")
+    if rows.empty:
+        return inconclusive(name, claim, f"no profiled configuration of {source} where a 2019 chip was the bound",
+                            platform=f"{source} -> 2019 chips")  # fmt: skip
+    parts = []
+    for target in ORIGINAL_TARGETS:
+        errors = rows.loc[rows["target"] == target, "error"].abs()
+        parts.append(median_part(f"{target} step", errors, Rule(f"median absolute error of the {target} step", STEP_GOAL,
+                                                                "<", min_n=2)))  # fmt: skip
+    ratio = ratio_errors(rows).abs()
+    parts.append(median_part("ratio", ratio, Rule("median absolute error of the TPU/V100 ratio", RATIO_GOAL, "<", min_n=2)))
+    summary = validation_summary(rows)
+    evidence = "; ".join(f"{t}: median error {v['median_abs_error']:.0%} over {v['n']}" for t, v in summary.items()
+                         if v["n"]) + " (nothing fitted; 2019 steps where the chip was the bound)"  # fmt: skip
+    return judged(name, claim, parts, evidence, summary, platform=f"{source} -> 2019 chips")
