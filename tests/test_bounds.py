@@ -153,3 +153,16 @@ def test_the_chain_caption_says_multiply_only_when_the_numbers_do():
     assert "do not multiply" in chain_words(chained(1.569), "cpu")
     assert chain_words(chained(2.0, (10, 9, 176)), "cpu") == (
         "The three pairs are not over one common set: their geometric means do not chain.")
+
+
+def test_this_machine_meets_a_2019_chip_with_its_device_resident_rows(tmp_path):
+    from paradnn.analysis.results import Results
+
+    chip = f"layer_32-node_32-{FC}-bs_64"
+    fed = [f"layer_4-node_32-{FC}-bs_64", f"layer_4-node_128-{FC}-bs_64"]  # host-fed here, on more configurations
+    path = tmp_path / "s.sqlite"
+    with Store(path) as s:
+        import_bundled(s)
+        s.add_results([measured(chip, 2000.0), *(measured(label, 9000.0, input_mode="host", infeed_share=0.6) for label in fed)])
+    result = Results.load(path).matched("platform", "v100", "cpu", family="fc")
+    assert result.table["label"].tolist() == [chip] and result.sides["input_mode"]["target"] == ["device"]

@@ -79,7 +79,8 @@ def test_the_scorecard_places_every_platform_and_measures_the_framework_row(smok
     assert "BigDL" in page and "DeepLearning4j" in page  # Table II as printed
     verdicts = json.loads((smoke / "observations-scorecard.json").read_text())
     checks = {v["check"]: v["verdict"] for v in verdicts}
-    assert checks["ASICs lead in computing performance"] == "holds"
+    # on the 30 pairs where neither 2019 chip waited on its input the V100 is the faster (tests/test_scorecard.py)
+    assert checks["ASICs lead in computing performance"] == "does not hold"
     assert checks["ASICs lead in energy efficiency"] == "inconclusive"
     keras = next(v for v in verdicts if v["check"].startswith("Keras runs the same models"))
     assert keras["rule"]["direction"] == "within" and keras["interval"] is not None

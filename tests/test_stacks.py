@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import subprocess
 import sys
@@ -190,9 +191,13 @@ def test_the_oldest_and_the_newest_tensorflow_fill_one_store(tmp_path):
     with sqlite3.connect(store) as db:
         versions = db.execute("SELECT sw_tensorflow, COUNT(*) FROM results WHERE state = 'ok' GROUP BY 1").fetchall()
         kerases = dict(db.execute("SELECT DISTINCT sw_tensorflow, sw_keras FROM results").fetchall())
+        infos = [json.loads(row[0]) for row in db.execute("SELECT info FROM platforms")]
     assert dict(versions) == {"2.16.2": 2 * COMPARE_ROUNDS, metadata.version("tensorflow"): 2 * COMPARE_ROUNDS}
     # TensorFlow 2.16.2 (released 2024-06-28) ran with the Keras 3 of its day, not this environment's
     assert kerases["2.16.2"] == "3.4.1" and kerases[metadata.version("tensorflow")] == metadata.version("keras")
+    # each stack's full package list is kept in its platform record
+    old = next(i for i in infos if i["software"]["tensorflow"] == "2.16.2")
+    assert old["packages"]["keras"] == "3.4.1" and old["packages"]["numpy"] == "1.26.4" and len(old["packages"]) > 20
 
 
 def _version_rows(version: str, scale: float, noise: float, seed: int) -> list[dict]:

@@ -382,12 +382,15 @@ class Results:
 
     def _own(self, rows: pd.DataFrame, column: str, metric: str) -> pd.DataFrame:
         """One side's rows at its own value of ``column``, one value per family: a platform's
-        automatic XLA choice where it made one, else the value with the higher throughput on the
+        automatic XLA choice where it made one, device-resident input where it has it (the mode in
+        which the chip is the bound), else the value with the higher throughput on the
         configurations measured at every value (the most configurations where none is)."""
         kept = []
         for _, fam in rows.groupby("family", sort=False):
             if column == "xla" and len(_values(fam[column])) > 1:
                 fam = fam[self._auto_xla(fam)]
+            if column == "input_mode" and settings.DEFAULTS["input"] in _values(fam[column]):
+                fam = fam[_keys(fam[column]) == settings.DEFAULTS["input"]]  # device-resident: the chip is the bound
             values = _values(fam[column])
             if len(values) > 1:
                 fam = fam[_keys(fam[column]) == _fastest(fam, column, metric)]

@@ -101,6 +101,14 @@ def software_stack() -> dict[str, str]:
     return stack
 
 
+def installed_packages() -> dict[str, str]:
+    """Every distribution installed where this process runs, and its version: a software stack's
+    full list, kept in its platform record beside the versions that join the run identity."""
+    from importlib import metadata
+
+    return dict(sorted((d.metadata["Name"], d.version) for d in metadata.distributions() if d.metadata["Name"]))
+
+
 def _accelerator_name(target: Target) -> str:
     from paradnn.tfimport import tf
 
@@ -128,6 +136,7 @@ def describe(target: Target | None = None) -> dict:
         "memory_bytes": _memory_bytes(),
         "devices": {k: len(tf.config.list_physical_devices(k)) for k in ("CPU", "GPU", "TPU")},
         "software": software_stack(),
+        "packages": installed_packages(),
     }
     if target.kind == "cpu":
         info["theoretical"] = cpu_theoretical_peak(_cpu_flags(), target.threads or info["cores"], _max_ghz())
