@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from paradnn import families
-from paradnn.analysis.observations import Rule, Verdict, inconclusive, judged, median_part
+from paradnn.analysis.observations import Part, Rule, Verdict, inconclusive, judged, median_part
 from paradnn.analysis.results import Results
 from paradnn.config import ConfigError, compute_dtype
 from paradnn.identity import profile_source
@@ -347,12 +347,11 @@ def original_floors() -> dict[str, float]:
     """The fastest step each platform of the original study took where its chip, not its input
     pipeline, was the bound (:mod:`paradnn.store.bounds`; its sweeps and traces, from the package
     data): an input-bound step measures the host's pipeline, not what the chip can do."""
-    from paradnn.store.bounds import CHIP, row_bounds
-    from paradnn.store.legacy import bundled_files, load_file
+    from paradnn.store.bounds import CHIP
+    from paradnn.store.legacy import bundled_rows
 
-    loaded = [load_file(path) for path in bundled_files()]
-    rows = pd.DataFrame([r for f in loaded for r in f.results if r.get("state") == "ok" and r.get("step_time_s")])
-    rows = rows[row_bounds(rows, pd.DataFrame([t for f in loaded for t in f.traces]))["bound"] == CHIP]
+    rows = bundled_rows()
+    rows = rows[(rows["bound"] == CHIP) & rows["step_time_s"].notna()]
     return {platform: float(steps.min()) for platform, steps in rows.groupby("platform")["step_time_s"]}
 
 
@@ -557,18 +556,27 @@ def original_validation(store: str, source: str, family: str = "fc") -> tuple[pd
     return frame, validation_summary(frame)
 
 
-def validation_summary(rows: pd.DataFrame) -> dict:
-    """Per chip: n and the median absolute error of the projected step with its interval; and the
-    error of the projected TPU-over-V100 step ratio on the configurations projected onto both."""
-    out: dict = {}
+def validation_parts(rows: pd.DataFrame) -> dict[str, Part]:
+    """Per chip, the median absolute error of the projected step with its interval; and ``ratio``,
+    that of the projected TPU-over-V100 step ratio on the configurations projected onto both."""
+    parts = {}
     for target in ORIGINAL_TARGETS:
         errors = rows.loc[rows["target"] == target, "error"].abs() if len(rows) else pd.Series(dtype=float)
-        part = median_part("error", errors, Rule("median absolute error of the step", STEP_GOAL, "<", min_n=2))
-        out[target] = {"n": part.n, "median_abs_error": part.effect, "interval": list(part.interval or ())}
-    ratio = ratio_errors(rows)
-    part = median_part("ratio", ratio.abs(), Rule("median absolute error of the TPU/V100 ratio", RATIO_GOAL, "<", min_n=2))
-    out["ratio"] = {"n": part.n, "median_abs_error": part.effect, "interval": list(part.interval or ())}
-    return out
+        parts[target] = median_part(f"{target} step", errors, Rule(f"median absolute error of the {target} step",
+                                                                   STEP_GOAL, "<", min_n=2))  # fmt: skip
+    parts["ratio"] = median_part("ratio", ratio_errors(rows).abs(), Rule("median absolute error of the TPU/V100 ratio",
+                                                                        RATIO_GOAL, "<", min_n=2))  # fmt: skip
+    return parts
+
+
+def validation_summary(rows: pd.DataFrame) -> dict:
+    """:func:`validation_parts` as plain figures: n, median absolute error and its interval."""
+    return _figures(validation_parts(rows))
+
+
+def _figures(parts: dict[str, Part]) -> dict:
+    return {key: {"n": part.n, "median_abs_error": part.effect, "interval": list(part.interval or ())}
+            for key, part in parts.items()}  # fmt: skip
 
 
 def ratio_errors(rows: pd.DataFrame) -> pd.Series:
@@ -594,14 +602,8 @@ def validation_verdict(rows: pd.DataFrame, source: str) -> Verdict:
     if rows.empty:
         return inconclusive(name, claim, f"no profiled configuration of {source} where a 2019 chip was the bound",
                             platform=f"{source} -> 2019 chips")  # fmt: skip
-    parts = []
-    for target in ORIGINAL_TARGETS:
-        errors = rows.loc[rows["target"] == target, "error"].abs()
-        parts.append(median_part(f"{target} step", errors, Rule(f"median absolute error of the {target} step", STEP_GOAL,
-                                                                "<", min_n=2)))  # fmt: skip
-    ratio = ratio_errors(rows).abs()
-    parts.append(median_part("ratio", ratio, Rule("median absolute error of the TPU/V100 ratio", RATIO_GOAL, "<", min_n=2)))
-    summary = validation_summary(rows)
+    parts = validation_parts(rows)
+    summary = _figures(parts)
     evidence = "; ".join(f"{t}: median error {v['median_abs_error']:.0%} over {v['n']}" for t, v in summary.items()
                          if v["n"]) + " (nothing fitted; 2019 steps where the chip was the bound)"  # fmt: skip
-    return judged(name, claim, parts, evidence, summary, platform=f"{source} -> 2019 chips")
+    return judged(name, claim, list(parts.values()), evidence, summary, platform=f"{source} -> 2019 chips")

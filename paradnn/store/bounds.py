@@ -53,6 +53,14 @@ def input_ceilings(rows: pd.DataFrame, infeed: dict[tuple[str, str], float]) -> 
     return ceilings
 
 
+def _original_bound(share: float | None, rate: float, ceiling: float, batch: int) -> tuple[str, str]:
+    """A 2019 row's bound and its evidence: its traced infeed share, else its rate against the ceiling."""
+    if share is not None:
+        return INPUT if share >= INPUT_SHARE else CHIP, f"infeed {share:.0%} of the step (2019 trace)"
+    ratio = rate / ceiling
+    return INPUT if ratio >= RATE_SHARE else CHIP, f"{ratio:.2f} of its input ceiling at batch {batch} (2019 rates)"
+
+
 def row_bounds(frame: pd.DataFrame, traces: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per row of ``frame`` (same index): ``bound`` (input, chip, or None where nothing tells) and
     ``bound_why`` (the evidence, in words). ``traces``: the store's traces table."""
@@ -63,22 +71,18 @@ def row_bounds(frame: pd.DataFrame, traces: pd.DataFrame | None = None) -> pd.Da
     legacy = _legacy(frame)
     ok = frame["state"].eq("ok") & pd.to_numeric(frame["examples_per_sec"], errors="coerce").gt(0)
     old = frame[legacy & ok]
-    ceilings = input_ceilings(old, infeed) if "batch" in old and not old.empty else {}
-    for i, row in old.iterrows():
-        share = infeed.get((row["platform"], row["label"]))
-        if share is not None:
-            out.loc[i] = (INPUT if share >= INPUT_SHARE else CHIP, f"infeed {share:.0%} of the step (2019 trace)")
-            continue
-        ceiling = ceilings[(row["platform"], int(row["batch"]))]
-        ratio = row["examples_per_sec"] / ceiling
-        out.loc[i] = (INPUT if ratio >= RATE_SHARE else CHIP,
-                      f"{ratio:.2f} of its input ceiling at batch {int(row['batch'])} (2019 rates)")  # fmt: skip
+    if len(old) and "batch" in old:
+        ceilings = input_ceilings(old, infeed)
+        out.loc[old.index] = [_original_bound(infeed.get((p, label)), rate, ceilings[(p, int(batch))], int(batch))
+                              for p, label, rate, batch in zip(old["platform"], old["label"], old["examples_per_sec"],
+                                                               old["batch"])]  # fmt: skip
     mine = frame[~legacy & ok]
     share = pd.to_numeric(mine.get("infeed_share", pd.Series(index=mine.index, dtype=float)), errors="coerce")
     mode = mine.get("input_mode", pd.Series(index=mine.index, dtype=object)).fillna("device")
-    for i in mine.index:
-        if pd.notna(share[i]):
-            out.loc[i] = (INPUT if share[i] >= INPUT_SHARE else CHIP, f"input {share[i]:.0%} of the step (measured)")
-        elif mode[i] == "device":
-            out.loc[i] = (CHIP, "device-resident input")
+    fed, resident = share.notna(), share.isna() & (mode == "device")
+    if fed.any():
+        out.loc[fed[fed].index] = [(INPUT if v >= INPUT_SHARE else CHIP, f"input {v:.0%} of the step (measured)")
+                                   for v in share[fed]]  # fmt: skip
+    if resident.any():
+        out.loc[resident[resident].index] = [(CHIP, "device-resident input")] * int(resident.sum())
     return out

@@ -449,18 +449,22 @@ OVERLAP_WITH = ("both", "either")
 
 
 @functools.lru_cache(maxsize=1)
-def _finished() -> dict[str, dict[str, tuple[float, str]]]:
-    """Per original platform, the labels its bundled sweep finished: their model FLOPs per step and
-    what bound the step there (chip or input, :mod:`paradnn.store.bounds`, from the bundled traces
-    and rates)."""
+def bundled_rows():
+    """The bundled sweeps' finished rows, each with what bound its step (``bound``, ``bound_why``:
+    :mod:`paradnn.store.bounds`, from the bundled traces and rates), as a pandas frame."""
     import pandas as pd
 
     from paradnn.store.bounds import row_bounds
 
     loaded = [load_file(path) for path in bundled_files()]
     rows = pd.DataFrame([row for f in loaded for row in f.results if row.get("state") == "ok"])
-    traces = pd.DataFrame([row for f in loaded for row in f.traces])
-    rows = rows.join(row_bounds(rows, traces))
+    return rows.join(row_bounds(rows, pd.DataFrame([row for f in loaded for row in f.traces])))
+
+
+def _finished() -> dict[str, dict[str, tuple[float, str]]]:
+    """Per original platform, the labels its bundled sweep finished: their model FLOPs per step and
+    what bound the step there."""
+    rows = bundled_rows()
     done: dict[str, dict[str, tuple[float, str]]] = {}
     for platform, label, flops, bound in zip(rows["platform"], rows["label"], rows["flops_model"], rows["bound"]):
         done.setdefault(platform, {})[label] = (float(flops), bound)
