@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup quick test check durations chromium bench clean gpu lab
+.PHONY: setup quick test check durations chromium bench clean gpu lab torch
 
 setup: $(STAMP)
 
@@ -17,11 +17,17 @@ setup: $(STAMP)
 # TensorFlow from sources without .pyc files takes 11.8 s instead of 5.0 s, every worker and kernel.
 UV_INSTALL = $(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python
 
+# PyTorch (the extra paradnn[torch]) through pip, not uv: pip takes the CPU build that lies on
+# these machines' disk, where uv would download a CUDA build of about 3 GB. Elsewhere, pick the
+# build, e.g. make TORCH="torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu".
+TORCH ?= torch==2.13.0
+
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet 'uv>=0.4'
 	$(UV_INSTALL) -e '.[test]' || \
 	  $(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet $(TORCH)
 	$(BIN)/python -m ipykernel install --sys-prefix --name paradnn --display-name "Python (paradnn)" >/dev/null
 	touch $(STAMP)
 
@@ -63,6 +69,11 @@ bench: $(STAMP)
 gpu: $(STAMP)
 	$(UV_INSTALL) -e '.[gpu,test]' || \
 	  $(BIN)/python -m pip install --quiet -e '.[gpu,test]'
+
+# PyTorch alone, into an existing environment (setup installs it too).
+torch:
+	test -x $(BIN)/python || $(MAKE) setup
+	$(BIN)/python -m pip install --quiet $(TORCH)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -18,21 +18,26 @@ from functools import cached_property
 from pathlib import Path
 
 from paradnn.config import ConfigError
+from paradnn.engine import frameworks
 from paradnn.families.base import PRESETS, ROLES, Config, Family, Layer
 
 
-def check_family(family: Family, *, train: bool = True) -> None:
-    """Check that ``family`` (registered) works everywhere paradnn uses a family.
+def check_family(family: Family, *, train: bool = True, framework: str = frameworks.DEFAULT) -> None:
+    """Check that ``family`` (registered) works everywhere paradnn uses a family, under ``framework``.
 
     Checks, in order: ``registered``, ``declaration`` (role, title, description,
     version), ``grids`` (every preset expands to valid configurations of every axis),
     ``labels`` (round trip, clear error for a bad label), ``parameters`` (the count equals
     Keras's trainable weights), ``flops`` (the analytic count equals the layer walker's),
-    ``training`` (a smoke configuration trains one step with a finite loss; skipped with
-    ``train=False``), ``store`` (the store keeps every axis) and ``identity`` (the
+    ``training`` (the family declares ``framework`` and a smoke configuration trains one step
+    under it with a finite loss; skipped with ``train=False``), ``store`` (the store keeps every axis) and ``identity`` (the
     version is part of run identity). Raises AssertionError naming the failed check.
+
+    Keras runs one backend per process: a framework other than TensorFlow is checked in a
+    process started with its backend (``KERAS_BACKEND=torch``; ConfigError otherwise).
     """
-    subject = _Subject(family)
+    frameworks.activate(framework)
+    subject = _Subject(family, framework)
     for name, check in CHECKS:
         if name == "training" and not train:
             continue
@@ -50,8 +55,9 @@ def _expect(condition: bool, message: str) -> None:
 class _Subject:
     """The family under check, with what several checks need computed once (models take seconds to build)."""
 
-    def __init__(self, family: Family) -> None:
+    def __init__(self, family: Family, framework: str) -> None:
         self.family = family
+        self.framework = framework
 
     @cached_property
     def smallest(self) -> Config:
@@ -62,8 +68,9 @@ class _Subject:
         return min(expand(self.family.name, "smoke"), key=counting.flops_model)
 
     @cached_property
-    def walked(self) -> tuple[int, list[Layer]]:
-        """Keras's trainable parameter count of the smallest configuration, and its layers as the walker counts them."""
+    def walked(self) -> tuple[int, list[Layer] | None]:
+        """Keras's trainable parameter count of the smallest configuration under the framework, and its
+        layers as the walker counts them (the walker traces TensorFlow graphs: None under another framework)."""
         import numpy as np
 
         from paradnn.counting import keras_layers
@@ -72,9 +79,11 @@ class _Subject:
         family = self.family
         one = dataclasses.replace(self.smallest, batch=1)  # type: ignore[type-var]
         model = family.build(one, "float32")
+        params = sum(int(np.prod(w.shape)) for w in model.trainable_weights)
+        if self.framework != "tensorflow":
+            return params, None
         x, _ = tf.function(lambda: family.data(one, 0)).get_concrete_function().structured_outputs
-        layers = keras_layers(model, tf.nest.map_structure(tf.TensorSpec.from_tensor, x))
-        return sum(int(np.prod(w.shape)) for w in model.trainable_weights), layers
+        return params, keras_layers(model, tf.nest.map_structure(tf.TensorSpec.from_tensor, x))
 
 
 def _registered(subject: _Subject) -> None:
@@ -124,24 +133,39 @@ def _parameters(subject: _Subject) -> None:
     keras_params, walked = subject.walked
     counted = counting.count_params(config)
     _expect(counted == keras_params, f"{config.label}: counted {counted:,} parameters, Keras has {keras_params:,}")
-    _expect(sum(x.params for x in walked) == keras_params, f"{config.label}: the layer walker misses parameters")
+    if walked is not None:
+        _expect(sum(x.params for x in walked) == keras_params, f"{config.label}: the layer walker misses parameters")
 
 
 def _flops(subject: _Subject) -> None:
+    """The analytic count against the walker's (a TensorFlow trace; the count itself is the same under any framework)."""
     from paradnn import counting
 
-    config = subject.smallest
-    walked = 2 * 3 * sum(x.macs for x in subject.walked[1]) * config.batch  # type: ignore[attr-defined]
+    config, layers = subject.smallest, subject.walked[1]
+    if layers is None:
+        return
+    walked = 2 * 3 * sum(x.macs for x in layers) * config.batch
     counted = counting.flops_model(config)
     _expect(counted == walked, f"{config.label}: counted {counted:,} FLOPs, the layer walker {walked:,}")
 
 
 def _training(subject: _Subject) -> None:
-    from paradnn.engine.training import Trainer
+    config, framework = subject.smallest, subject.framework
+    _expect(framework in subject.family.frameworks, f"it declares frameworks {', '.join(subject.family.frameworks)}")
+    if framework == "jax":
+        from paradnn.engine.jaxstep import JaxTrainer
 
-    config = subject.smallest
-    loss = Trainer(config, xla=False).run(1)
-    _expect(math.isfinite(loss), f"{config.label}: one training step gives loss {loss}")
+        trainer = JaxTrainer(config)
+    elif framework == "torch":
+        from paradnn.engine.torchstep import TorchTrainer
+
+        trainer = TorchTrainer(config)
+    else:
+        from paradnn.engine.training import Trainer
+
+        trainer = Trainer(config, xla=False)
+    loss = trainer.run(1)
+    _expect(math.isfinite(loss), f"{config.label}: one training step under {framework} gives loss {loss}")
 
 
 def _store(subject: _Subject) -> None:

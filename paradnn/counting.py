@@ -75,6 +75,9 @@ def _walked(one_example: Config) -> list[Layer]:
         return [Layer(**layer) for layer in json.loads(path.read_text())]
     except (OSError, ValueError, TypeError):
         pass  # not counted yet, or a damaged file: count again
+    if keras.backend.backend() != "tensorflow":  # the walker traces TensorFlow graphs: count in a process that can
+        _walk_under_tensorflow(one_example)
+        return [Layer(**layer) for layer in json.loads(path.read_text())]
     x, _ = tf.function(lambda: family.data(one_example, 0)).get_concrete_function().structured_outputs
     layers = keras_layers(family.build(one_example, "float32"), tf.nest.map_structure(tf.TensorSpec.from_tensor, x))
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -82,6 +85,18 @@ def _walked(one_example: Config) -> list[Layer]:
     tmp.write_text(json.dumps([dataclasses.asdict(layer) for layer in layers]))
     tmp.replace(path)
     return layers
+
+
+def _walk_under_tensorflow(one_example: Config) -> None:
+    """Walk ``one_example``'s layers in a fresh process whose Keras runs TensorFlow, which leaves them
+    in the disk cache: a process running JAX's or PyTorch's backend counts the same model that way."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from paradnn.counting import layers; from paradnn.families import parse_label; "
+            "layers(parse_label(sys.argv[1], sys.argv[2]))")  # fmt: skip
+    subprocess.run([sys.executable, "-c", code, one_example.family, one_example.label], check=True,
+                   env=dict(os.environ, KERAS_BACKEND="tensorflow"), capture_output=True, timeout=600)  # fmt: skip
 
 
 def count_params(config: Config) -> int:

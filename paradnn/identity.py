@@ -9,8 +9,8 @@ One definition serves the store's key, the sweep's skip logic and the ceilings c
   family's version, the run settings (dtype policy, XLA, and every setting added later),
   the platform fingerprint and the whole software stack (except the git revision: a
   rerun from a new commit with the same versions skips what is already measured). The
-  framework (TensorFlow or JAX) is a run setting; JAX's version joins the key of JAX
-  runs only, so installing JAX changes no TensorFlow result's identity.
+  framework (TensorFlow, JAX or PyTorch) is a run setting; JAX's and PyTorch's versions join
+  the key of their own runs only, so installing either changes no TensorFlow result's identity.
 
 A platform's name (``sweep --name xeon-lab``, ``merge --rename cpu=xeon-lab``) is what its
 rows' ``platform`` column holds and what reports address; the key holds the platform's id
@@ -35,8 +35,9 @@ SOFTWARE = ("tensorflow", "keras", "python", "numpy", "cuda", "cudnn", "paradnn"
 # since the start (dtype, XLA, platform), the platform's fingerprint.
 BASE_IDENTITY = ("family", "label", *settings.identity_columns(schema=1), "platform_fingerprint")
 # Identity fields added since, with the value rows written before them implicitly have:
-# the family's version, the run settings declared later, JAX's version (JAX rows only).
-LATER_IDENTITY: dict[str, object] = {"family_version": 1, **settings.LEGACY, "sw_jax": None}
+# the family's version, the run settings declared later, JAX's and PyTorch's versions (their own rows only).
+LATER_IDENTITY: dict[str, object] = {"family_version": 1, **settings.LEGACY,
+                                     **dict.fromkeys(settings.FRAMEWORK_VERSION_COLUMNS.values())}  # fmt: skip
 
 
 def fingerprint(info: dict) -> str:

@@ -140,8 +140,9 @@ SETTINGS: tuple[Setting, ...] = (
             option="--xla/--no-xla", flag=True, engine_default=True),
     Setting("platform", "cpu", "cpu, cpu[threads=N] or gpu:N.", "platform", "TEXT NOT NULL", parser=platform_id,
             scope="target"),
-    Setting("framework", "tensorflow", "tensorflow, or jax (Keras 3's JAX backend; always compiled by XLA).",
-            "framework", choices=("tensorflow", "jax"), schema=2),
+    Setting("framework", "tensorflow", "tensorflow, jax (Keras 3's JAX backend; always compiled by XLA) or torch "
+            "(Keras 3's PyTorch backend; --xla turns torch.compile on).", "framework",
+            choices=("tensorflow", "jax", "torch"), schema=2),
     Setting("input", "device", "device (data resident on the device), host (a tf.data pipeline feeds every step) "
             "or host-prep (plus the workload's data preparation).", "input_mode", choices=("device", "host", "host-prep"),
             schema=2),
@@ -162,6 +163,9 @@ ENGINE_DEFAULTS: dict[str, object] = {s.name: s.default if s.engine_default is N
 # GPU, the TPU's infeed), so they are never stored as device-resident (paradnn.store.bounds).
 ORIGINAL_INPUT = "host"
 # What every column of a run setting held before the setting existed (older store rows).
+# Frameworks beside TensorFlow (which every stack has): each one's version is stored in its own
+# column (``sw_jax``, ``sw_torch``) on its own rows only, so installing one changes no other row's identity.
+FRAMEWORK_VERSION_COLUMNS: dict[str, str] = {"jax": "sw_jax", "torch": "sw_torch"}
 LEGACY: dict[str, object] = {s.column: s.default for s in SETTINGS if s.identity and s.schema > 1}
 
 

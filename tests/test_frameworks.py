@@ -111,7 +111,7 @@ def test_installing_jax_changes_no_tensorflow_identity():
 @pytest.mark.parametrize(
     "settings,message",
     [
-        ({"framework": "mxnet"}, "framework: 'mxnet' is not valid; allowed: tensorflow, jax"),
+        ({"framework": "mxnet"}, "framework: 'mxnet' is not valid; allowed: tensorflow, jax, torch"),
         ({"framework": "jax", "xla": False}, "allowed: on (JAX always compiles with XLA)"),
         ({"framework": "jax", "dtype": "mixed_float16"}, "allowed: float32, bfloat16, mixed_bfloat16 with --framework jax"),
     ],
@@ -126,13 +126,13 @@ def test_jax_resolves_xla_auto_to_on():
 
 
 def test_a_framework_not_installed_says_how_to_install_it(monkeypatch):
-    monkeypatch.setattr(frameworks, "installed", lambda name: name != "jax")
+    monkeypatch.setattr(frameworks, "installed", lambda name: name == "tensorflow")
     with pytest.raises(ConfigError, match=r"allowed: tensorflow \(the jax package is not installed: pip install jax\)"):
         frameworks.check("jax")
 
 
 def test_a_family_without_jax_support_is_refused():
-    with pytest.raises(ConfigError, match="framework: 'jax' is not valid; allowed: tensorflow for family transformer"):
+    with pytest.raises(ConfigError, match="framework: 'jax' is not valid; allowed: tensorflow, torch for family transformer"):
         frameworks.check_family("transformer", "jax")
 
 
@@ -148,10 +148,10 @@ def test_jax_cannot_be_activated_where_keras_runs_tensorflow():
 @pytest.mark.parametrize(
     "args,message",
     [
-        (["sweep", "transformer", "--framework", "jax"], "allowed: tensorflow for family transformer"),
+        (["sweep", "transformer", "--framework", "jax"], "allowed: tensorflow, torch for family transformer"),
         (["measure", "fc", FC, "--framework", "jax", "--no-xla"], "JAX always compiles with XLA"),
         (["sweep", "fc", "--framework", "pytorch"], "framework: 'pytorch' is not valid"),
-        (["sweep", "fc", "--framework", "jax", "--platform", "cpu[threads=1]"], "thread limits are TensorFlow's"),
+        (["sweep", "fc", "--framework", "jax", "--platform", "cpu[threads=1]"], "thread limits are TensorFlow's and PyTorch's"),
     ],
 )
 def test_cli_bad_framework_is_exit_2(tmp_path, args, message):

@@ -15,7 +15,7 @@ from paradnn import settings
 from paradnn.identity import SOFTWARE
 
 # The software columns of a run's identity (the git revision is kept but never compared).
-SOFTWARE_COLUMNS = tuple(f"sw_{s}" for s in SOFTWARE if s != "git") + ("sw_jax",)
+SOFTWARE_COLUMNS = tuple(f"sw_{s}" for s in SOFTWARE if s != "git") + tuple(settings.FRAMEWORK_VERSION_COLUMNS.values())
 # A run's identity, column by column: what it is, how it ran, where, under which software.
 IDENTITY = ("family", "family_version", "label", *settings.identity_columns(), "platform_fingerprint",
             *SOFTWARE_COLUMNS)  # fmt: skip
@@ -23,7 +23,7 @@ IDENTITY = ("family", "family_version", "label", *settings.identity_columns(), "
 COVARY: dict[str, tuple[str, ...]] = {
     "platform": ("platform_fingerprint", *SOFTWARE_COLUMNS),  # another machine has its own stack
     "sw_tensorflow": ("platform_fingerprint", *SOFTWARE_COLUMNS),  # a stack brings its own Keras, NumPy, ...
-    "framework": ("sw_jax",),  # JAX's version is recorded on JAX rows only
+    "framework": tuple(settings.FRAMEWORK_VERSION_COLUMNS.values()),  # recorded on each framework's own rows only
 }
 # Run settings that belong to the side being compared, by axis, and why: a comparison of that
 # axis frees them unless told to hold them. A freed setting is still held wherever both sides
@@ -36,7 +36,8 @@ SIDE_OWNED: dict[str, dict[str, str]] = {
                  "input_mode": "each platform fed as it was measured: the 2019 study through the host's input pipeline, "
                                "this machine from device-resident data unless swept with --input host"},
     "sw_tensorflow": {"xla": "each software stack at its automatically chosen XLA setting"},
-    "framework": {"xla": "each framework with its own compiler (JAX always compiles with XLA)"},
+    "framework": {"xla": "each framework with its own compiler (JAX always compiles with XLA; TensorFlow's XLA and "
+                         "torch.compile are each at the setting asked for)"},
 }  # fmt: skip
 # Side-owned settings each side keeps at its own value where one side is the original study's, even
 # where both have a value in common: a chip measured here is compared with a 2019 chip in the mode

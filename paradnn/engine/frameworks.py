@@ -1,4 +1,4 @@
-"""Frameworks a run may use: TensorFlow (the default) or JAX, both driving Keras 3 models.
+"""Frameworks a run may use: TensorFlow (the default), JAX or PyTorch, all driving Keras 3 models.
 
 The framework is a run setting and part of a result's identity. Keras picks its backend
 once per process, when it is first imported, so a framework is *activated* before
@@ -20,7 +20,14 @@ from paradnn.settings import setting
 FRAMEWORKS = setting("framework").choices
 DEFAULT = setting("framework").default
 # Dtype policies each framework's training step supports (float16 loss scaling is TensorFlow's).
-JAX_POLICIES = ("float32", "bfloat16", "mixed_bfloat16")
+POLICIES: dict[str, tuple[str, ...]] = {"jax": ("float32", "bfloat16", "mixed_bfloat16"),
+                                        "torch": ("float32", "bfloat16", "mixed_bfloat16")}  # fmt: skip
+TITLES = {"tensorflow": "TensorFlow", "jax": "JAX", "torch": "PyTorch"}
+# Frameworks that honour a CPU thread limit (cpu[threads=N]): TensorFlow's pools, torch.set_num_threads.
+THREADED = ("tensorflow", "torch")
+# How to install each framework where it is missing (PyTorch: pip takes the machine's CPU build; see the README).
+INSTALL = {"tensorflow": "pip install tensorflow", "jax": "pip install jax",
+           "torch": "pip install 'paradnn[torch]' (or make torch)"}  # fmt: skip
 
 
 def installed(framework: str) -> bool:
@@ -33,7 +40,7 @@ def check(framework: str) -> None:
     check_choice("framework", framework, FRAMEWORKS)
     if not installed(framework):
         here = ", ".join(f for f in FRAMEWORKS if installed(f))
-        raise ConfigError("framework", framework, f"{here} (the {framework} package is not installed: pip install {framework})")
+        raise ConfigError("framework", framework, f"{here} (the {framework} package is not installed: {INSTALL[framework]})")
 
 
 def check_family(family: str, framework: str) -> None:
@@ -47,14 +54,16 @@ def check_family(family: str, framework: str) -> None:
 
 def check_policy(framework: str, policy: str) -> None:
     """ConfigError when ``framework``'s training step has no support for dtype ``policy``."""
-    if framework == "jax" and policy not in JAX_POLICIES:
-        raise ConfigError("dtype", policy, f"{', '.join(JAX_POLICIES)} with --framework jax")
+    allowed = POLICIES.get(framework)
+    if allowed and policy not in allowed:
+        raise ConfigError("dtype", policy, f"{', '.join(allowed)} with --framework {framework}")
 
 
 def check_target(framework: str, target) -> None:
-    """ConfigError when ``framework`` cannot honour the platform's settings (a CPU thread limit is TensorFlow's)."""
-    if framework == "jax" and getattr(target, "threads", None):
-        raise ConfigError("platform", target.id, "cpu or gpu:N with --framework jax (thread limits are TensorFlow's)")
+    """ConfigError when ``framework`` cannot honour the platform's settings (JAX has no CPU thread limit)."""
+    if framework not in THREADED and getattr(target, "threads", None):
+        owners = " and ".join(f"{TITLES[f]}'s" for f in THREADED)
+        raise ConfigError("platform", target.id, f"cpu or gpu:N with --framework {framework} (thread limits are {owners})")
 
 
 def version(framework: str) -> str:
@@ -88,9 +97,9 @@ def activate(framework: str) -> None:
 def worker_environment(framework: str) -> dict[str, str]:
     """The environment of a worker process measuring under ``framework``."""
     env = dict(os.environ, KERAS_BACKEND=framework)
-    if framework == "jax":
-        # TensorFlow (imported for ceilings and data) and JAX share an accelerator: neither may
-        # take all of its memory up front.
+    if framework != "tensorflow":
+        # TensorFlow (imported for ceilings and data) shares an accelerator with JAX or PyTorch:
+        # neither may take all of its memory up front.
         env.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")
         env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     return env

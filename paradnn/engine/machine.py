@@ -7,6 +7,7 @@ fingerprint is computed from. TensorFlow is imported lazily, inside the function
 from __future__ import annotations
 
 import ctypes
+import importlib
 import os
 import platform as pyplatform
 import signal
@@ -19,12 +20,17 @@ from paradnn.version import __version__
 
 
 def apply_threads(target: Target) -> None:
-    """Limit TensorFlow's thread pools; must run before TensorFlow executes anything."""
+    """Limit TensorFlow's thread pools (and PyTorch's, where Keras runs on it); must run before either
+    executes anything."""
     if target.threads:
-        from paradnn.tfimport import tf
+        from paradnn.tfimport import keras, tf
 
         tf.config.threading.set_intra_op_parallelism_threads(target.threads)
         tf.config.threading.set_inter_op_parallelism_threads(1)
+        if keras.backend.backend() == "torch":
+            import torch
+
+            torch.set_num_threads(target.threads)
 
 
 def _cpuinfo(field: str) -> str:
@@ -94,10 +100,9 @@ def software_stack() -> dict[str, str]:
         "paradnn": __version__,
         "git": git_revision(),
     }
-    if keras.backend.backend() == "jax":  # Keras runs on JAX in this process: its version shapes timings
-        import jax
-
-        stack["jax"] = jax.__version__
+    backend = keras.backend.backend()
+    if backend in ("jax", "torch"):  # Keras runs on JAX or PyTorch in this process: its version shapes timings
+        stack[backend] = importlib.import_module(backend).__version__
     return stack
 
 

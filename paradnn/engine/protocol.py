@@ -59,7 +59,7 @@ class RunSettings:
     # platform before measuring; the engine's own default is a resolved setting, on.
     dtype: str = ENGINE_DEFAULTS["dtype"]
     xla: bool | None = ENGINE_DEFAULTS["xla"]
-    framework: str = ENGINE_DEFAULTS["framework"]  # jax: Keras 3's JAX backend (always compiled by XLA)
+    framework: str = ENGINE_DEFAULTS["framework"]  # jax / torch: Keras 3's backends (JAX always compiled; torch.compile with xla)
     input: str = ENGINE_DEFAULTS["input"]  # host / host-prep: each step fed by a tf.data pipeline (paradnn.engine.inputs)
     devices: int = ENGINE_DEFAULTS["devices"]  # data-parallel replicas, the global batch split evenly (paradnn.engine.replicas)
     device: str = "/CPU:0"
@@ -80,7 +80,7 @@ class RunSettings:
             object.__setattr__(self, name, value)  # each through its one parser (ConfigError naming what is allowed)
         frameworks.check(self.framework)  # installed?
         if self.input != "device" and self.framework != "tensorflow":
-            raise ConfigError("input", self.input, "device with --framework jax (host pipelines are tf.data)")
+            raise ConfigError("input", self.input, f"device with --framework {self.framework} (host pipelines are tf.data)")
         frameworks.check_policy(self.framework, self.dtype)
         if self.devices != 1:
             self._check_parallel()
@@ -88,6 +88,8 @@ class RunSettings:
             if self.xla is False:
                 raise ConfigError("--xla", "off", "on (JAX always compiles with XLA)")
             object.__setattr__(self, "xla", True)
+        if self.framework == "torch" and self.xla is None:  # --xla auto: PyTorch's own default, eager
+            object.__setattr__(self, "xla", False)
         if not (isinstance(self.max_seconds, (int, float)) and math.isfinite(self.max_seconds) and self.max_seconds > 0):
             raise ConfigError("max_seconds", self.max_seconds, "a positive number of seconds")
 

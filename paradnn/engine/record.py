@@ -88,12 +88,15 @@ def settings_fields(settings: RunSettings, config: Config) -> dict:
 def measure(config: Config, settings: RunSettings, count_graph: bool = True) -> Measurement:
     """Time ``config`` under ``settings`` with the backend they call for.
 
-    JAX runs go to :mod:`paradnn.engine.jaxstep`, data-parallel runs (``devices`` above 1)
-    to :mod:`paradnn.engine.replicas`, everything else to TensorFlow's single-device step
+    JAX runs go to :mod:`paradnn.engine.jaxstep`, PyTorch runs to :mod:`paradnn.engine.torchstep`,
+    data-parallel runs (``devices`` above 1) to :mod:`paradnn.engine.replicas`, everything else to
+    TensorFlow's single-device step
     (:mod:`paradnn.engine.training`). The timing protocol itself knows none of them.
     """
     if settings.framework == "jax":
         from paradnn.engine import jaxstep as backend
+    elif settings.framework == "torch":
+        from paradnn.engine import torchstep as backend
     elif settings.devices > 1:
         from paradnn.engine import replicas as backend
     else:

@@ -59,6 +59,11 @@ def image_config(family: str, title: str, axes: dict[str, Any] | None = None) ->
     return cls
 
 
+# Frameworks of a family whose builder, data and loss are Keras layers and ops alone, measured under
+# each (JAX's step is tested on FC and CNN only: a family joins it once its training is checked there).
+TENSORFLOW_AND_TORCH = ("tensorflow", "torch")
+
+
 def image_family(
     name: str,
     build: Callable[[Any, str], Any],
@@ -80,7 +85,7 @@ def image_family(
 
     return Family(name=name, title=title, description=description, config=image_config(name, title, axes),
                   version=version, width=width, depth=None, heatmap=heatmap, build=build, data=data, role="workload",
-                  grids=grids, order=order, notes=notes)  # fmt: skip
+                  grids=grids, order=order, notes=notes, frameworks=TENSORFLOW_AND_TORCH)  # fmt: skip
 
 
 def application(name: str, app: str, **declaration: Any) -> Family:

@@ -147,6 +147,6 @@ FAMILY = Family(
         },
     },
     layers=layers,
-    frameworks=("tensorflow", "jax"),
+    frameworks=("tensorflow", "jax", "torch"),
     order=2,
 )

@@ -77,6 +77,6 @@ FAMILY = Family(
         },
     },
     layers=layers,
-    frameworks=("tensorflow", "jax"),
+    frameworks=("tensorflow", "jax", "torch"),
     order=1,
 )

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from paradnn.config import ConfigError
+from paradnn.families._common import TENSORFLOW_AND_TORCH
 from paradnn.families.base import Config, Family, axis
 
 CLASSES = 90
@@ -115,29 +116,32 @@ def data(config: RetinaNetConfig, seed: int):
 
 
 def loss(config: RetinaNetConfig):
-    """Focal loss on the classes plus weighted Huber loss on positive anchors' boxes."""
-    from paradnn.tfimport import tf
+    """Focal loss on the classes plus weighted Huber loss on positive anchors' boxes, in Keras ops (any backend)."""
+    from paradnn.tfimport import keras
+
+    ops = keras.ops
 
     def focal(targets, outputs):
         classes, boxes = targets
         class_logits, box_outputs = outputs
-        positive = tf.cast(classes >= 0, tf.float32)
-        normaliser = tf.maximum(tf.reduce_sum(positive), 1.0)
-        onehot = tf.one_hot(classes, CLASSES)  # background (-1) is all zeros
-        p = tf.sigmoid(class_logits)
-        cross_entropy = tf.nn.sigmoid_cross_entropy_with_logits(onehot, class_logits)
+        positive = ops.cast(classes >= 0, "float32")
+        normaliser = ops.maximum(ops.sum(positive), 1.0)
+        onehot = ops.one_hot(ops.maximum(classes, 0), CLASSES) * positive[..., None]  # background (-1) is all zeros
+        p = ops.sigmoid(class_logits)
+        cross_entropy = ops.binary_crossentropy(onehot, class_logits, from_logits=True)
         p_t = onehot * p + (1 - onehot) * (1 - p)
         alpha_t = onehot * ALPHA + (1 - onehot) * (1 - ALPHA)
-        class_loss = tf.reduce_sum(alpha_t * (1 - p_t) ** GAMMA * cross_entropy) / normaliser
-        error = tf.abs(box_outputs - boxes)
-        huber = tf.where(error < DELTA, 0.5 * error**2, DELTA * (error - 0.5 * DELTA))
-        box_loss = tf.reduce_sum(huber * positive[..., None]) / (4 * normaliser)
+        class_loss = ops.sum(alpha_t * (1 - p_t) ** GAMMA * cross_entropy) / normaliser
+        error = ops.abs(box_outputs - boxes)
+        huber = ops.where(error < DELTA, 0.5 * error**2, DELTA * (error - 0.5 * DELTA))
+        box_loss = ops.sum(huber * positive[..., None]) / (4 * normaliser)
         return class_loss + BOX_WEIGHT * box_loss
 
     return focal
 
 
 FAMILY = Family(
+    frameworks=TENSORFLOW_AND_TORCH,
     name="retinanet",
     title="RetinaNet",
     description="RetinaNet object detector: ResNet-50 FPN (P3-P7), shared class and box subnets, focal loss; in-package",

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from paradnn.families._common import TENSORFLOW_AND_TORCH
 from paradnn.families.base import Config, Family, Layer, axis, choice
 
 # Gates per cell type: weight matrices per step, and the extra activations they write.
@@ -66,6 +67,7 @@ def layers(config: RNNConfig) -> list[Layer]:
 
 
 FAMILY = Family(
+    frameworks=TENSORFLOW_AND_TORCH,
     name="rnn",
     title="RNN",
     description="token embedding, L stacked vanilla RNN, LSTM or GRU layers of size E, dense(V) at every step",

@@ -20,6 +20,7 @@ from typing import ClassVar
 import numpy as np
 
 from paradnn.config import ConfigError
+from paradnn.families._common import TENSORFLOW_AND_TORCH
 from paradnn.families.base import Config, Family, axis
 
 LABEL_SMOOTHING = 0.1
@@ -140,20 +141,24 @@ def data(config: TransformerConfig, seed: int):
 
 
 def loss(config: TransformerConfig):
-    """Label-smoothed softmax cross-entropy: (1 - e) x NLL + e x the mean over the vocabulary of -log p."""
-    from paradnn.tfimport import tf
+    """Label-smoothed softmax cross-entropy: (1 - e) x NLL + e x the mean over the vocabulary of -log p,
+    in Keras ops (any backend)."""
+    from paradnn.tfimport import keras
+
+    ops = keras.ops
 
     def smoothed(labels, logits):
-        labels = tf.cast(labels, tf.int32)  # Keras's fit hands labels over as floats
-        log_p = tf.nn.log_softmax(logits)
-        nll = -tf.squeeze(tf.gather(log_p, labels[..., None], batch_dims=2), -1)
-        uniform = -tf.reduce_mean(log_p, axis=-1)
-        return tf.reduce_mean((1 - LABEL_SMOOTHING) * nll + LABEL_SMOOTHING * uniform)
+        labels = ops.cast(labels, "int32")  # Keras's fit hands labels over as floats
+        log_p = ops.log_softmax(logits)
+        nll = -ops.squeeze(ops.take_along_axis(log_p, labels[..., None], axis=-1), -1)
+        uniform = -ops.mean(log_p, axis=-1)
+        return ops.mean((1 - LABEL_SMOOTHING) * nll + LABEL_SMOOTHING * uniform)
 
     return smoothed
 
 
 FAMILY = Family(
+    frameworks=TENSORFLOW_AND_TORCH,
     name="transformer",
     title="Transformer",
     description="encoder-decoder Transformer (base: 6+6 layers, width 512, 8 heads), tied embeddings, built in-package",

@@ -42,7 +42,7 @@ import pandas as pd
 
 from paradnn.families import hyperparameter_columns
 from paradnn.identity import LATER_IDENTITY, SOFTWARE, run_key
-from paradnn.settings import ORIGINAL_INPUT, stored
+from paradnn.settings import FRAMEWORK_VERSION_COLUMNS, ORIGINAL_INPUT, stored
 from paradnn.store.errors import StoreError
 from paradnn.store.names import check_writes, machine, records, row_machine
 from paradnn.store.peaks import PEAK_COLUMNS, current_peaks, current_utilisation, platform_ceilings
@@ -78,6 +78,7 @@ RESULT_COLUMNS: tuple[tuple[str, str], ...] = (
     ("threads", "INTEGER"),
     *((f"sw_{s}", "TEXT") for s in SOFTWARE),
     ("sw_jax", "TEXT"),  # JAX's version, for JAX runs only
+    ("sw_torch", "TEXT"),  # PyTorch's version, for PyTorch runs only
     ("state", "TEXT NOT NULL"),
     ("error", "TEXT"),
     ("params", "INTEGER"),
@@ -552,8 +553,9 @@ def _row(record: dict) -> dict:
     row.setdefault("framework", "tensorflow")
     row.setdefault("input_mode", "device")
     row.setdefault("devices", 1)
-    if row["framework"] == "jax":
-        row.setdefault("sw_jax", software.get("jax"))
+    own_version = FRAMEWORK_VERSION_COLUMNS.get(row["framework"])
+    if own_version:
+        row.setdefault(own_version, software.get(row["framework"]))
     row.setdefault("source", "measured")
     row.setdefault("finished_at", time.time())
     if row.get("state") not in STATES:

@@ -18,6 +18,7 @@ from paradnn.engine import frameworks
 from paradnn.engine.protocol import RunSettings
 from paradnn.families import Config
 from paradnn.platform import Target
+from paradnn.settings import FRAMEWORK_VERSION_COLUMNS
 from paradnn.store import Store
 from paradnn.sweeps.loop import Backend, Job, Lane, sweep
 from paradnn.sweeps.messages import ChooseXLA, Result
@@ -199,7 +200,7 @@ def known_platform(store: Store, target: Target, framework: str = frameworks.DEF
     Lets a sweep with nothing left to measure finish without starting TensorFlow.
     """
     installed = {"python": pyplatform.python_version(), "paradnn": __version__}
-    for name in ("tensorflow", "keras", *(("jax",) if framework == "jax" else ())):
+    for name in ("tensorflow", "keras", *((framework,) if framework in FRAMEWORK_VERSION_COLUMNS else ())):
         try:
             installed[name] = metadata.version(name)
         except metadata.PackageNotFoundError:

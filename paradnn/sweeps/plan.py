@@ -29,6 +29,7 @@ from paradnn.engine.record import settings_fields
 from paradnn.families import Config, family_of
 from paradnn.identity import fingerprint, run_key
 from paradnn.platform import Target
+from paradnn.settings import FRAMEWORK_VERSION_COLUMNS
 from paradnn.store import STATES
 
 MAX_ROUNDS = 5  # rounds per configuration (--rounds)
@@ -194,8 +195,8 @@ def identity_record(config: Config, options: SweepOptions, info: dict) -> dict:
 
 
 def _platform_fields(info: dict, framework: str) -> dict:
-    """The platform's part of a record; JAX's version only in JAX runs (see paradnn.identity)."""
-    software = {k: v for k, v in info["software"].items() if k != "jax" or framework == "jax"}
+    """The platform's part of a record; JAX's and PyTorch's versions only in their own runs (see paradnn.identity)."""
+    software = {k: v for k, v in info["software"].items() if k not in FRAMEWORK_VERSION_COLUMNS or k == framework}
     return {
         "platform_fingerprint": fingerprint(info),
         "device_name": info["name"],
