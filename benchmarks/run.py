@@ -14,6 +14,8 @@ Sections (targets in brackets):
   devices   2 data-parallel CPU replicas of the large FC: communication share, scaling efficiency, all-reduce
             bandwidth, and examples/s against one process on all cores (alternating; no target)
   jax       harness's JAX loop vs a hand-written jax.jit loop, call by call [>= 0.97] (benchmarks/jax_loop.py)
+  torch     harness's PyTorch step vs a hand-written loop over the same Keras model [>= 0.97], and that model vs the
+            same network in torch.nn, eager and torch.compile'd: what Keras costs on PyTorch (benchmarks/torch_loop.py)
   overhead  sweep wall time outside timed samples, per configuration [median < 2 s without compile]
   ray       scheduling gap between configurations on a node, local vs a 2-node Ray cluster here [median < 1 s]
   repeat    three sweeps of 12 FC configurations, a CPU hog on in the middle one, with and without the
@@ -286,12 +288,13 @@ def bench_devices(tiny: bool) -> None:
     row("devices", case, "examples/s 2 replicas / 1 process", speed)
 
 
-def bench_jax(tiny: bool) -> None:
-    """The harness's JAX loop vs a hand-written ``jax.jit`` loop, in a process whose Keras runs JAX."""
-    args = [sys.executable, str(ROOT / "benchmarks" / "jax_loop.py"), *(["--tiny"] if tiny else [])]
+def bench_framework(script: str, tiny: bool) -> None:
+    """Another framework's loop against hand-written ones (``jax_loop.py``, ``torch_loop.py``), in a
+    process of its own whose Keras runs that framework."""
+    args = [sys.executable, str(ROOT / "benchmarks" / script), *(["--tiny"] if tiny else [])]
     result = subprocess.run(args, capture_output=True, text=True, cwd=ROOT)
     if result.returncode != 0:
-        raise RuntimeError(f"benchmarks/jax_loop.py failed: {result.stderr[-2000:]}")
+        raise RuntimeError(f"benchmarks/{script} failed: {result.stderr[-2000:]}")
     for r in json.loads(result.stdout.strip().splitlines()[-1]):
         row(r["section"], r["case"], r["metric"], r["value"], r["target"], r["ok"])
 
@@ -691,8 +694,8 @@ def bench_main_job(work: Path) -> None:
     row("main", "paradnn report quick, empty store", "wall s", value, "exit status 0", result.returncode == 0)
 
 
-SECTIONS = ("harness", "fit", "workloads", "ceiling", "input", "devices", "jax", "overhead", "ray", "repeat", "interleave",
-            "workers", "projection", "analysis", "merge")  # fmt: skip
+SECTIONS = ("harness", "fit", "workloads", "ceiling", "input", "devices", "jax", "torch", "overhead", "ray", "repeat",
+            "interleave", "workers", "projection", "analysis", "merge")  # fmt: skip
 
 
 def main() -> int:
@@ -718,7 +721,8 @@ def main() -> int:
             "ceiling": lambda: bench_ceiling(args.tiny),
             "input": lambda: bench_input(args.tiny),
             "devices": lambda: bench_devices(args.tiny),
-            "jax": lambda: bench_jax(args.tiny),
+            "jax": lambda: bench_framework("jax_loop.py", args.tiny),
+            "torch": lambda: bench_framework("torch_loop.py", args.tiny),
             "overhead": lambda: bench_overhead(args.tiny, work),
             "ray": lambda: bench_ray(args.tiny, work),
             "repeat": lambda: bench_repeat(args.tiny, work),

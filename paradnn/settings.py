@@ -166,6 +166,8 @@ ORIGINAL_INPUT = "host"
 # Frameworks beside TensorFlow (which every stack has): each one's version is stored in its own
 # column (``sw_jax``, ``sw_torch``) on its own rows only, so installing one changes no other row's identity.
 FRAMEWORK_VERSION_COLUMNS: dict[str, str] = {"jax": "sw_jax", "torch": "sw_torch"}
+# Each framework as reports name it.
+FRAMEWORK_TITLES: dict[str, str] = {"tensorflow": "TensorFlow", "jax": "JAX", "torch": "PyTorch"}
 LEGACY: dict[str, object] = {s.column: s.default for s in SETTINGS if s.identity and s.schema > 1}
 
 

@@ -15,8 +15,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Every section but Ray's: a Ray cluster is the suite's one heavy Ray path (tests/test_cluster.py),
 # and a second one here would hold the machine's Ray lock for a minute while the other worker waits.
-SECTIONS = ("harness", "fit", "workloads", "ceiling", "input", "devices", "jax", "overhead", "repeat", "interleave", "workers",
-            "projection", "analysis", "merge")  # fmt: skip
+SECTIONS = ("harness", "fit", "workloads", "ceiling", "input", "devices", "jax", "torch", "overhead", "repeat", "interleave",
+            "workers", "projection", "analysis", "merge")  # fmt: skip
 
 
 def test_every_section_but_rays_is_run_here():

@@ -166,6 +166,7 @@ def test_the_framework_that_measured_the_store_gets_a_row_from_facts():
     assert "Apache" in row["License Type"]  # from the installed package's metadata
     jax = table.loc["JAX 0.10.2 (Keras 3.15.1), measured here"]
     assert jax["Tested Networks"] == "cnn" and "Apache" in jax["License Type"]
+    assert "(installed jax, jaxlib)" in jax["Core Codes"] and "native libraries" in row["Core Codes"]  # from the files
     assert scorecard.framework_rows(rows.iloc[2:]).empty  # imported rows are not this machine's frameworks
     both = scorecard.framework_table_with_measured(rows)
     assert len(both) == 16 + 2 and list(both["source"]).count("measured here") == 2
@@ -173,7 +174,8 @@ def test_the_framework_that_measured_the_store_gets_a_row_from_facts():
 
 def _pair(label: str, framework: str, examples: float, **extra) -> dict:
     return {"family": "fc", "label": label, "platform": "cpu", "dtype": "float32", "state": "ok", "framework": framework,
-            "examples_per_sec": examples, "compile_time_s": 1.0, "source": "measured", "xla_auto": None, **extra}  # fmt: skip
+            "examples_per_sec": examples, "compile_time_s": 1.0, "source": "measured", "xla_auto": None, "xla": True,
+            **extra}  # fmt: skip
 
 
 def test_framework_speed_pairs_identical_models_on_one_platform():
@@ -184,6 +186,7 @@ def test_framework_speed_pairs_identical_models_on_one_platform():
     speed = scorecard.framework_speed(rows)
     assert len(speed) == 1 and speed.loc[0, "n"] == 2  # "c" ran under JAX only
     assert speed.loc[0, "geomean"] == pytest.approx(1.0) and speed.loc[0, "min"] == 0.5 and speed.loc[0, "max"] == 2.0
+    assert (speed.loc[0, "target"], speed.loc[0, "mode"]) == ("jax", "compiled")
     verdict = [v for v in scorecard.claims(rows) if v.observation.startswith("Keras")][0]
     # 2x and 0.5x: a geometric mean of 1.00 on two configurations is no evidence of one speed
     assert verdict.verdict == "inconclusive" and verdict.effect == pytest.approx(1.0) and verdict.n == 2
@@ -194,17 +197,20 @@ def test_framework_speed_pairs_identical_models_on_one_platform():
     assert "within 1 ± 0.1" in verdict.sentence
 
 
-def test_framework_speed_holds_xla_and_frees_it_only_where_it_must():
+def test_framework_speed_compares_compiled_with_compiled_and_eager_with_eager():
     import pandas as pd
 
-    # JAX always compiles with XLA: it is compared with TensorFlow's XLA-on row, like with like.
     rows = pd.DataFrame([_pair("a", "tensorflow", 100, xla=True), _pair("a", "tensorflow", 10, xla=False),
-                         _pair("a", "jax", 150, xla=True)])  # fmt: skip
-    speed = scorecard.framework_speed(rows)
-    assert speed.loc[0, "geomean"] == pytest.approx(1.5) and bool(speed.loc[0, "xla_held"])
-    # TensorFlow measured only without XLA (its --xla auto choice): each at its own setting, and the row says so.
-    off = scorecard.framework_speed(rows.iloc[1:])
-    assert off.loc[0, "geomean"] == pytest.approx(15.0) and not bool(off.loc[0, "xla_held"])
+                         _pair("a", "jax", 150, xla=True), _pair("a", "torch", 120, xla=True),
+                         _pair("a", "torch", 20, xla=False)])  # fmt: skip
+    speed = scorecard.framework_speed(rows).set_index(["target", "mode"])["geomean"]
+    assert speed.to_dict() == pytest.approx({("jax", "compiled"): 1.5, ("torch", "compiled"): 1.2, ("torch", "eager"): 2.0})
+    # TensorFlow measured only without XLA: JAX (always compiled) has nothing like with like to meet.
+    assert scorecard.framework_speed(rows[rows["framework"] != "torch"].iloc[1:]).empty
+    verdicts = [v for v in scorecard.claims(rows) if v.observation.startswith("Keras")]
+    assert len(verdicts) == 3 and any("PyTorch through Keras 3 trains fc against TensorFlow, both uncompiled" in v.evidence
+                                      for v in verdicts)  # fmt: skip
+    assert all(v.verdict == "inconclusive" and v.n == 1 for v in verdicts)  # one configuration decides nothing
 
 
 def test_the_framework_bars_draw_one_configuration_whose_geomean_misses_it_by_a_rounding():

@@ -39,6 +39,7 @@ class FakeWorker:
         self.measured: list[str] = []
         self.describing: Describe | ChooseXLA | None = None
         self.chosen: list[str] = []
+        self.frameworks: set[str] = set()
         FakeWorker.started.append(self)
 
     def send(self, message: Measure | Describe | None) -> None:
@@ -50,6 +51,7 @@ class FakeWorker:
             return
         self.pending = message.label
         self.measured.append(message.label)
+        self.frameworks.add(message.settings["framework"])
         behaviour = self.script.get(message.label, "ok")
         if behaviour in ("crash", "kill"):
             self.code = -signal.SIGABRT if behaviour == "crash" else -signal.SIGKILL
@@ -508,10 +510,29 @@ def test_a_configuration_missing_under_one_alternative_is_measured_again_under_e
     assert df.groupby("dtype").size().to_dict() == {"float32": 1 + plan.COMPARE_ROUNDS, "mixed_bfloat16": plan.COMPARE_ROUNDS}
 
 
-def test_the_runs_of_one_sweep_share_a_framework(tmp_path):
+def test_runs_of_several_frameworks_are_interleaved_each_on_its_own_workers(tmp_path, monkeypatch):
+    monkeypatch.setattr(backends, "known_platform", lambda *args: INFO)
+    FakeWorker.started = []
+    runs = [RunSettings(max_seconds=0.3, framework=f, xla=x) for f, x in (("tensorflow", True), ("jax", True), ("torch", False))]
+    with Store(tmp_path / "r.sqlite") as store:
+        summary = run_sweep(CONFIGS[:2], store, SweepOptions(timeout_s=5), start_worker=lambda target: FakeWorker(target, {}),
+                            runs=runs)  # fmt: skip
+        df = store.results()
+    assert summary.states == {"ok": 2 * 3} and len(df) == 2 * 3 * plan.COMPARE_ROUNDS and set(df["state"]) == {"ok"}
+    assert sorted(sorted(w.frameworks) for w in FakeWorker.started) == [["jax"], ["tensorflow"], ["torch"]]  # a worker each
+    rounds = df.groupby(["label", "framework"])["extra"].apply(lambda e: sorted(x["round"] for x in e))
+    assert all(r == list(range(1, plan.COMPARE_ROUNDS + 1)) for r in rounds)  # every framework in every round
+    places = df.assign(round=df["extra"].map(lambda x: x["round"]), place=df["extra"].map(lambda x: x["position"]))
+    for _, one_round in places.groupby(["label", "round"]):  # the three frameworks one after another, each in a place
+        assert sorted(one_round["place"]) == [0, 1, 2] and set(one_round["framework"]) == {"tensorflow", "jax", "torch"}
+
+
+def test_a_backend_of_one_framework_refuses_runs_of_several(tmp_path):
     runs = [RunSettings(framework=f) for f in ("tensorflow", "jax")]
-    with Store(tmp_path / "r.sqlite") as store, pytest.raises(ValueError, match="share a framework"):
-        run_sweep(CONFIGS, store, SweepOptions(), start_worker=lambda target: FakeWorker(target, {}), runs=runs)
+    opts = SweepOptions()
+    refused = "--framework: 'jax, tensorflow' .* one framework with --stack"
+    with Store(tmp_path / "r.sqlite") as store, pytest.raises(ConfigError, match=refused):
+        backends.sweep(CONFIGS, store, opts, backends.StacksBackend([]), runs)
 
 
 def test_two_lanes_start_their_workers_side_by_side(tmp_path, monkeypatch):

@@ -60,7 +60,19 @@ TORCH_SCRIPT = textwrap.dedent(
     for _ in range(steps):
         optimizer.apply([keras.ops.convert_to_tensor(np.asarray(gradients, np.float32))], [weight])
     np.savez(out_path, *[np.asarray(w) for w in trainer.model.get_weights()], rmsprop=keras.ops.convert_to_numpy(weight))
-    print(json.dumps({"conformance": conformance, "flops": trainer.flops()}))
+    # A worker compiles many trainers: past dynamo's limits a step would run eagerly (here: an error).
+    import torch
+    from torch._dynamo.utils import counters
+    torch._dynamo.config.accumulated_recompile_limit = 2
+    compiled = [TorchTrainer(parse_label("fc", f"layer_1-node_{n}-input_32-output_10-bs_8"), compiled=True)
+                for n in (8, 16, 24)]
+    for t in compiled:
+        t.run(2)
+    graphs = counters["stats"]["unique_graphs"]
+    for t in compiled:  # a later round of each: nothing compiles again
+        t.run(2)
+    print(json.dumps({"conformance": conformance, "flops": trainer.flops(), "graphs": graphs,
+                      "recompiled": counters["stats"]["unique_graphs"] - graphs}))
     """
 )
 
@@ -132,6 +144,12 @@ def test_torch_uses_tensorflows_rmsprop_arithmetic(torch_run):
     assert np.all(np.abs(_torch_optim_rmsprop(GRADIENTS, STEPS) - expected) > 0.05 * moved)  # the check can tell them apart
 
 
+def test_compiled_trainers_keep_their_own_graphs(torch_run):
+    """Three compiled trainers under a limit of two compiled entries per code object: each compiles
+    its own copy of the step (forward and optimizer graphs), and running them again compiles nothing."""
+    assert torch_run["graphs"] >= 3 and torch_run["recompiled"] == 0
+
+
 def test_the_torch_flop_count_covers_matmuls_and_the_optimizer(torch_run):
     """PyTorch counts the products it runs: forward and both gradients of each layer but the first
     input's (never computed), plus RMSProp's 11 FLOPs per weight."""
@@ -167,6 +185,11 @@ def test_torch_sweep_stores_its_framework_and_resumes(tmp_path):
     assert run_key(rows[0]) == rows[0]["run_key"] != run_key(as_tensorflow)
     again = paradnn_cli(*args)
     assert again.returncode == 0 and "2 already in the store" in again.stderr
+    compiled = paradnn_cli(*args, "--xla", "--rounds", "2")  # later rounds time the step compiled in the first
+    assert compiled.returncode == 0, compiled.stderr[-3000:]
+    with sqlite3.connect(store) as db:
+        extras = [json.loads(e) for (e,) in db.execute("SELECT extra FROM results WHERE xla = 1 AND state = 'ok'")]
+    assert sorted((e["round"], bool(e.get("reused_step"))) for e in extras) == [(1, False), (1, False), (2, True), (2, True)]
 
 
 def test_torch_compile_is_the_xla_setting_and_its_compile_time_is_stored():

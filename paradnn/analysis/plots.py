@@ -502,22 +502,30 @@ def whiskers(centre: pd.Series, low: pd.Series, high: pd.Series) -> np.ndarray:
     return np.clip(np.vstack([centre - low, high - centre]), 0, None)
 
 
-def framework_speed_bars(speeds: pd.DataFrame, title: str, baseline: str = "TensorFlow", target: str = "JAX") -> plt.Figure:
-    """Geometric-mean throughput ratio target / baseline per family and platform, whiskers its 95%
-    interval (``low``, ``high``; min to max where there is none), on a log2 scale."""
-    fig, ax = plt.subplots(figsize=(max(7, 1.4 * len(speeds) + 2), 4.4))
-    labels = [f"{families.get(f).title if f in families.names() else f}\n{p}, {d}\n(n = {n})"
-              for f, p, d, n in zip(speeds["family"], speeds["platform"], speeds["dtype"], speeds["n"])]  # fmt: skip
+def framework_speed_bars(speeds: pd.DataFrame, title: str, baseline: str = "TensorFlow") -> plt.Figure:
+    """Geometric-mean throughput ratio of each framework over ``baseline`` per family, platform and
+    mode (compiled or not), whiskers its 95% interval (``low``, ``high``; min to max where there is
+    none), on a log2 scale; one colour per framework."""
+    from paradnn.settings import FRAMEWORK_TITLES
+
+    fig, ax = plt.subplots(figsize=(max(7, 1.4 * len(speeds) + 2), 4.6))
+    labels = [f"{families.get(f).title if f in families.names() else f}, {m}\n{p}, {d}\n(n = {n})"
+              for f, m, p, d, n in zip(speeds["family"], speeds["mode"], speeds["platform"], speeds["dtype"],
+                                       speeds["n"])]  # fmt: skip
     x = np.arange(len(speeds))
-    ax.bar(x, speeds["geomean"], color=sns.color_palette()[0], width=0.6)
+    targets = list(dict.fromkeys(speeds["target"]))
+    colours = [sns.color_palette()[targets.index(t)] for t in speeds["target"]]
+    ax.bar(x, speeds["geomean"], color=colours, width=0.6)
     low, high = ("low", "high") if {"low", "high"} <= set(speeds) else ("min", "max")
     err = whiskers(speeds["geomean"], speeds[low], speeds[high])
     ax.errorbar(x, speeds["geomean"], yerr=err, fmt="none", color="black", capsize=4, lw=1)
     ax.axhline(1, color="grey", ls="--", lw=1)
     ax.set_yscale("log", base=2)
     ax.set_xticks(x, labels, fontsize=8)
-    ax.set_xlabel("family, platform and dtype (configurations measured under both)")
-    ax.set_ylabel(f"throughput {target} / {baseline}\n(x, log2 scale)")
+    ax.set_xlabel("family, mode, platform and dtype (configurations measured under both)")
+    ax.set_ylabel(f"throughput framework / {baseline}\n(x, log2 scale)")
+    handles = [plt.Rectangle((0, 0), 1, 1, color=sns.color_palette()[i]) for i in range(len(targets))]
+    ax.legend(handles, [FRAMEWORK_TITLES.get(t, t) for t in targets], title="framework", fontsize=8)
     ax.set_title(title)
     fig.tight_layout()
     return fig

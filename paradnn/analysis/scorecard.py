@@ -10,7 +10,7 @@ What a store can say is filled in beside the paper's words: the seven principles
 audit of the measurements (:func:`principles_audit`), and the 12 hardware metrics per
 platform, each measured, from a cited datasheet, or marked not measurable here
 (:func:`hardware_metrics`), a Table II row for each framework that measured the store
-(:func:`framework_rows`: TensorFlow and JAX through Keras 3), their speed on identical
+(:func:`framework_rows`: TensorFlow, JAX and PyTorch through Keras 3), their speed on identical
 models (:func:`framework_speed`), and verdicts on the paper's headline claims that data
 can reach (:func:`claims`). ``notebooks/scorecard.ipynb`` shows them.
 """
@@ -41,6 +41,8 @@ from paradnn.analysis.observations import (
     speedup_part,
 )
 from paradnn.analysis.results import Results
+from paradnn.settings import FRAMEWORK_TITLES as TITLES
+from paradnn.settings import FRAMEWORK_VERSION_COLUMNS, setting
 
 CPU_CLASS = "CPUs (not rated by the paper)"
 
@@ -454,9 +456,13 @@ def _compatibility(rows: pd.DataFrame) -> str:
     return text + ("; did not finish: " + ", ".join(f"{n} {s}" for s, n in failed.items()) if len(failed) else "")
 
 
-# What each framework paradnn drives is written in (its repository's languages), per Table II's "Core Codes".
-CORE_CODES = {"tensorflow": "C++", "jax": "Python, C++ (jaxlib and XLA)"}
-TITLES = {"tensorflow": "TensorFlow", "jax": "JAX"}
+# The distributions that hold each framework's code (JAX's compiled part is jaxlib).
+DISTRIBUTIONS = {"tensorflow": ("tensorflow",), "jax": ("jax", "jaxlib"), "torch": ("torch",)}
+NATIVE_SUFFIXES = (".so", ".pyd", ".dylib", ".dll")
+# The XLA setting's meaning under each framework: compiled (TensorFlow's XLA, JAX's jit, torch.compile) or eager.
+MODES = {"compiled": True, "eager": False}
+MODE_WORDS = {"compiled": "compiled (TensorFlow with XLA, JAX's jit, torch.compile)",
+              "eager": "uncompiled (TensorFlow without XLA, PyTorch eager; JAX always compiles)"}  # fmt: skip
 
 
 def measured_rows(results: pd.DataFrame) -> pd.DataFrame:
@@ -469,20 +475,20 @@ def measured_rows(results: pd.DataFrame) -> pd.DataFrame:
 def framework_rows(results: pd.DataFrame) -> pd.DataFrame:
     """Rows for the frameworks that produced this store's measurements, in Table II's columns.
 
-    Filled from what is known here, not from opinion: the installed package's metadata
-    (license), the versions recorded with each row, the platforms they ran on, and the
-    families measured. Data sets are synthetic by design.
+    Filled from what is known here, not from opinion: the installed packages' metadata
+    (license) and files (core code), the versions recorded with each row, the platforms they
+    ran on, and the families measured. Data sets are synthetic by design.
     """
     ok = Results(measured_rows(results)).ok().frame
     rows = []
     for framework, mine in ok.groupby("framework"):
         keras = ", ".join(sorted(mine["sw_keras"].dropna().unique()))
-        version_column = "sw_jax" if framework == "jax" else "sw_tensorflow"
+        version_column = FRAMEWORK_VERSION_COLUMNS.get(framework, "sw_tensorflow")
         versions = ", ".join(sorted(mine[version_column].dropna().unique())) if version_column in mine else ""
         rows.append({
             "framework": f"{TITLES.get(framework, framework)} {versions} (Keras {keras}), measured here",
-            "License Type": _license(framework),
-            "Core Codes": CORE_CODES.get(framework, ""),
+            "License Type": _license(DISTRIBUTIONS.get(framework, (framework,))[0]),
+            "Core Codes": core_code(framework),
             "API Codes": "Python (through Keras 3, the API paradnn drives)",
             "Hardware Devices": ", ".join(sorted(mine["platform"].unique())) + " (ran here)",
             "Multi-Server": _multi_server(results, framework),
@@ -490,6 +496,31 @@ def framework_rows(results: pd.DataFrame) -> pd.DataFrame:
             "Related Datasets": "synthetic data (by design: nothing is downloaded)",
         })  # fmt: skip
     return pd.DataFrame(rows, columns=["framework", *paper()["framework_metrics"]]).set_index("framework")
+
+
+@cache
+def core_code(framework: str) -> str:
+    """Table II's Core Codes cell from the installed files: how much of ``framework``'s distributions
+    is compiled native code (shared libraries) and how much Python source, in MB."""
+    from importlib import metadata
+
+    native = python = 0.0
+    libraries = 0
+    for name in DISTRIBUTIONS.get(framework, (framework,)):
+        try:
+            files = metadata.files(name) or []
+        except metadata.PackageNotFoundError:
+            continue
+        for f in files:
+            size = f.size or 0
+            if any(s in f.name for s in NATIVE_SUFFIXES):
+                native, libraries = native + size, libraries + 1
+            elif f.name.endswith(".py"):
+                python += size
+    if not native and not python:
+        return "not installed here"
+    return (f"native libraries {native / 1e6:,.0f} MB ({libraries} files), Python {python / 1e6:,.0f} MB "
+            f"(installed {', '.join(DISTRIBUTIONS.get(framework, (framework,)))})")
 
 
 def _multi_server(results: pd.DataFrame, framework: str) -> str:
@@ -508,34 +539,37 @@ def framework_table_with_measured(results: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([printed, framework_rows(results).assign(source="measured here")])
 
 
-def framework_speed(results: pd.DataFrame, baseline: str = "tensorflow", target: str = "jax") -> pd.DataFrame:
-    """Throughput of ``target`` over ``baseline`` on identical models (same platform, family, label, dtype).
+SPEED_COLUMNS = ["platform", "family", "dtype", "target", "mode", "n", "geomean", "low", "high", "min", "max",
+                 "held", "compile_s_baseline", "compile_s_target"]  # fmt: skip
 
-    One row per platform, family and dtype: matched configurations, geometric-mean (with its
-    95% bootstrap interval over configurations), minimum and maximum of the examples/s ratio
-    target / baseline, and the median compile time of each side.
+
+def framework_speed(results: pd.DataFrame, baseline: str = "tensorflow") -> pd.DataFrame:
+    """Throughput of every other framework over ``baseline`` on identical models, compiled and uncompiled.
+
+    One row per platform, family, dtype, target framework and mode (:data:`MODES`: both sides
+    compiled, or both uncompiled; JAX always compiles): matched configurations (same label and
+    run settings but the framework), the geometric mean of the examples/s ratio target / baseline
+    with its 95% bootstrap interval over configurations, minimum and maximum, what was held
+    (``held``, a verdict's ``held_fixed``), and the median compile time of each side.
     """
     rows = measured_rows(results)
+    targets = [f for f in setting("framework").choices if f != baseline]
     out = []
     for (platform, family, dtype), group in rows.groupby(["platform", "family", "dtype"]):
-        if not {baseline, target} <= set(group["framework"]):
-            continue
-        # Like with like: TensorFlow with XLA on, as JAX always runs; where TensorFlow ran only
-        # without it (its --xla auto choice), each framework at its own setting, and the row says so.
-        result = Results(group).matched("framework", baseline, target, family=family)
-        if not result.n:
-            continue
-        low, high = bootstrap(result.table["speedup"], statistic=np.mean, log=True, replicates=result.table["replicates"])
-        ok = Results(group).ok().frame
-        compile_s = ok.groupby("framework")["compile_time_s"].median()
-        paired = Results(result.rows).where(framework=baseline).frame  # the XLA setting its pairs ran
-        xla = paired["xla"].dropna().astype(bool).unique() if "xla" in paired else []
-        out.append({"platform": platform, "family": family, "dtype": dtype, "n": result.n, "geomean": result.geomean,
-                    "low": low, "high": high, "min": result.min, "max": result.max, f"{baseline}_xla": _on_off(xla),
-                    "xla_held": "xla" in result.held_fixed,
-                    f"compile_s_{baseline}": compile_s.get(baseline), f"compile_s_{target}": compile_s.get(target)})  # fmt: skip
-    return pd.DataFrame(out, columns=["platform", "family", "dtype", "n", "geomean", "low", "high", "min", "max",
-                                      f"{baseline}_xla", "xla_held", f"compile_s_{baseline}", f"compile_s_{target}"])  # fmt: skip
+        for target in targets:
+            for mode, xla in MODES.items():
+                sides = Results(group).where(framework=[baseline, target], xla=xla)
+                result = sides.matched("framework", baseline, target, family=family)
+                if not result.n:
+                    continue
+                low, high = bootstrap(result.table["speedup"], statistic=np.mean, log=True,
+                                      replicates=result.table["replicates"])  # fmt: skip
+                compile_s = Results(result.rows).ok().frame.groupby("framework")["compile_time_s"].median()
+                out.append({"platform": platform, "family": family, "dtype": dtype, "target": target, "mode": mode,
+                            "n": result.n, "geomean": result.geomean, "low": low, "high": high, "min": result.min,
+                            "max": result.max, "held": comparison_held(result), "compile_s_baseline":
+                            compile_s.get(baseline), "compile_s_target": compile_s.get(target)})  # fmt: skip
+    return pd.DataFrame(out, columns=SPEED_COLUMNS)
 
 
 def _on_off(settings) -> str:
@@ -597,15 +631,16 @@ def claims(results: pd.DataFrame) -> list:
     scaled = ", ".join(sorted(_replicated(results)["platform"].unique())) or "no platform"
     verdicts.append(inconclusive("ASICs scale out best", "ASICs rate High in scalability and GPUs Moderate",
                                  f"needs data-parallel runs of an ASIC and a GPU; the store has them of {scaled}"))
-    same_speed = Rule("geometric-mean throughput ratio JAX / TensorFlow", 1.0, "within", min_n=3, margin=0.1)
     for _, s in framework_speed(results).iterrows():
+        title = TITLES.get(s["target"], s["target"])
+        same_speed = Rule(f"geometric-mean throughput ratio {title} / TensorFlow", 1.0, "within", min_n=3, margin=0.1)
         part = Part("ratio", float(s["geomean"]), (float(s["low"]), float(s["high"])), int(s["n"]), same_speed)
         verdicts.append(judged("Keras runs the same models on several backends at one speed (paradnn's check)",
                                "Keras runs the same models on several backends at one speed (Table II lists Keras as a "
                                "Python API on CPU/GPU and compares no framework speeds)", part,
-                               f"JAX through Keras 3 trains {s['family']} against TensorFlow (XLA {s['tensorflow_xla']}, "
-                               f"{'held' if s['xla_held'] else 'each its own'}; {s['dtype']}; {s['n']} configurations)",
-                               s.to_dict(), platform=s["platform"]))  # fmt: skip
+                               f"{title} through Keras 3 trains {s['family']} against TensorFlow, both "
+                               f"{MODE_WORDS[s['mode']]}; {s['dtype']}; {s['n']} configurations",
+                               s.drop("held").to_dict(), platform=s["platform"], held_fixed=s["held"]))  # fmt: skip
     return verdicts
 
 

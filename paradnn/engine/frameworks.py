@@ -8,13 +8,16 @@ framework's backend, so any framework can be swept from any process.
 
 from __future__ import annotations
 
+import getpass
 import importlib.util
 import os
 import sys
+import tempfile
 from importlib import metadata
+from pathlib import Path
 
 from paradnn.config import ConfigError, check_choice
-from paradnn.settings import setting
+from paradnn.settings import FRAMEWORK_TITLES, setting
 
 # The frameworks paradnn can drive, the default first; each is also Keras's backend name.
 FRAMEWORKS = setting("framework").choices
@@ -22,7 +25,7 @@ DEFAULT = setting("framework").default
 # Dtype policies each framework's training step supports (float16 loss scaling is TensorFlow's).
 POLICIES: dict[str, tuple[str, ...]] = {"jax": ("float32", "bfloat16", "mixed_bfloat16"),
                                         "torch": ("float32", "bfloat16", "mixed_bfloat16")}  # fmt: skip
-TITLES = {"tensorflow": "TensorFlow", "jax": "JAX", "torch": "PyTorch"}
+TITLES = FRAMEWORK_TITLES
 # Frameworks that honour a CPU thread limit (cpu[threads=N]): TensorFlow's pools, torch.set_num_threads.
 THREADED = ("tensorflow", "torch")
 # How to install each framework where it is missing (PyTorch: pip takes the machine's CPU build; see the README).
@@ -102,4 +105,9 @@ def worker_environment(framework: str) -> dict[str, str]:
         # neither may take all of its memory up front.
         env.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")
         env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    if framework == "torch":
+        # torch.compile's kernels in PyTorch's own default cache (the system's temporary folder, per
+        # user), not in the worker's private TMPDIR: every worker and every run shares what was
+        # compiled before, as a PyTorch user's runs do (a fresh cache costs about 10 s of gcc per step).
+        env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(Path(tempfile.gettempdir()) / f"torchinductor_{getpass.getuser()}"))
     return env

@@ -17,23 +17,31 @@ Only a process whose Keras runs the PyTorch backend can import this module; see
 from __future__ import annotations
 
 import time
+import types
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
+from torch.utils._pytree import tree_map
 
 from paradnn.engine.energy import meter_for
 from paradnn.engine.frameworks import check_policy
 from paradnn.engine.graphcount import GraphCount
 from paradnn.engine.protocol import Measurement, RunSettings, first_line, host_rss, run_protocol
-from paradnn.engine.training import RMSPROP, RMSPROP_FLOPS_PER_WEIGHT, sparse_cross_entropy
+from paradnn.engine.training import RMSPROP, RMSPROP_FLOPS_PER_WEIGHT, keep, rerun_kept, sparse_cross_entropy
 from paradnn.families import Config, family_of
 from paradnn.settings import ENGINE_DEFAULTS
 from paradnn.tfimport import keras, tf
 
 if keras.backend.backend() != "torch":  # the model would be built for another backend's arrays
     raise ImportError(f"paradnn.engine.torchstep needs Keras's torch backend; this process runs {keras.backend.backend()}")
+
+# Past dynamo's recompile limits a compiled function silently runs eagerly: a compiled row would then
+# time an eager step. Reaching a limit is an error instead (an error row), and each trainer compiles a
+# copy of the step's code (:meth:`TorchTrainer.compiled_step`), so the limits count one trainer's
+# recompiles, not every configuration a sweep's worker compiled before.
+torch._dynamo.config.fail_on_recompile_limit_hit = True
 
 
 def torch_device(tf_device: str) -> str:
@@ -65,7 +73,7 @@ class TorchTrainer:
         self.loss_fn = self.family.loss(self.config) if self.family.loss else sparse_cross_entropy()
         self.weights = [v.value for v in self.model.trainable_variables]
         self._data: tuple[Any, Any] | None = None
-        self._step = torch.compile(self.step) if self.compiled else self.step
+        self._step = self.compiled_step() if self.compiled else self.step
 
     @property
     def data(self) -> tuple[Any, Any]:
@@ -78,13 +86,20 @@ class TorchTrainer:
 
     def step(self, x: Any, y: Any) -> torch.Tensor:
         """One training step: forward, float32 loss, gradients, RMSProp; returns the loss."""
-        outputs = tf.nest.map_structure(lambda t: t.float(), self.model(x, training=True))
+        outputs = tree_map(lambda t: t.float(), self.model(x, training=True))  # a pytree torch.compile traces through
         loss = self.loss_fn(y, outputs)
         for w in self.weights:
             w.grad = None
         loss.backward()
         self.optimizer.apply([w.grad for w in self.weights], self.model.trainable_variables)
         return loss.detach()
+
+    def compiled_step(self) -> Any:
+        """``torch.compile`` of :meth:`step` through a code object of this trainer's own: dynamo keeps its
+        compiled entries per code object, so they go with the trainer and never count against another's."""
+        code = TorchTrainer.step.__code__.replace()
+        own = types.FunctionType(code, TorchTrainer.step.__globals__, "step", None, TorchTrainer.step.__closure__)
+        return torch.compile(types.MethodType(own, self))
 
     def run(self, k: int) -> float:
         """Execute ``k`` training steps in one call and wait for them; returns the last loss."""
@@ -114,6 +129,9 @@ def measure(config: Config, settings: RunSettings, count_graph: bool = True) -> 
     Out-of-memory is a result (state ``oom``); a model ``torch.compile`` cannot handle is an
     error row with the compiler's first line.
     """
+    again = rerun_kept(config, settings)  # a later round: the step built and compiled in the first
+    if again is not None:
+        return again
     start, began = time.perf_counter(), time.time()
     rss_before = host_rss()
     cuda = settings.device.upper().startswith("/GPU")
@@ -138,4 +156,6 @@ def measure(config: Config, settings: RunSettings, count_graph: bool = True) -> 
     else:
         m.peak_memory_bytes = max(0, host_rss() - rss_before)
     m.wall_time_s = time.perf_counter() - start
+    if m.state == "ok":  # trainer is bound: building it succeeded
+        keep(config, settings, trainer, m)
     return m

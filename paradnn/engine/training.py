@@ -191,7 +191,7 @@ class Trainer:
 class Compiled:
     """A built and compiled step kept for the configuration's next round, with what building it measured."""
 
-    trainer: Trainer
+    trainer: Any  # a Trainer, JaxTrainer or TorchTrainer: what its ``run(k)`` times
     graph: Any
     compile_time_s: float
     peak_memory_bytes: int
@@ -204,7 +204,26 @@ KEEP_SHARE = 0.1  # of the RAM: the predicted memory of the steps one process ke
 
 
 def _kept_key(config: Config, settings: RunSettings) -> tuple:
-    return config.family, config.label, settings.dtype, settings.xla, settings.device
+    return config.family, config.label, settings.framework, settings.dtype, settings.xla, settings.device
+
+
+def rerun_kept(config: Config, settings: RunSettings) -> Measurement | None:
+    """A later round of ``config``'s kept step (any framework's), timed again; None where none is kept."""
+    key = _kept_key(config, settings)
+    if settings.input != "device" or key not in COMPILED:
+        return None
+    COMPILED.move_to_end(key)
+    return _rerun(COMPILED[key], settings, time.perf_counter(), time.time())
+
+
+def keep(config: Config, settings: RunSettings, trainer: Any, m: Measurement) -> None:
+    """Keep a device-resident step that measured ok for the configuration's later rounds (:data:`COMPILED`)."""
+    if settings.input == "device":
+        from paradnn.counting import memory_estimate
+
+        _keep(_kept_key(config, settings), Compiled(trainer, m.graph, m.compile_time_s, m.peak_memory_bytes,
+                                                    (m.steps_per_call, m.stats.median),
+                                                    memory_estimate(config, settings.dtype)))  # fmt: skip
 
 
 def _keep(key: tuple, compiled: Compiled) -> None:
@@ -248,10 +267,9 @@ def measure(config: Config, settings: RunSettings, count_graph: bool = True) -> 
     if settings.xla is None:
         raise ValueError("settings.xla is None (auto): resolve it with paradnn.engine.ceilings.xla_choice first")
     stop_finished()  # the last configuration's pipeline, where no sweep worker has stopped it yet
-    key = _kept_key(config, settings)
-    if settings.input == "device" and key in COMPILED:
-        COMPILED.move_to_end(key)
-        return _rerun(COMPILED[key], settings, time.perf_counter(), time.time())
+    again = rerun_kept(config, settings)
+    if again is not None:
+        return again
     start, began = time.perf_counter(), time.time()
     rss_before = host_rss()
     gpu = settings.device.upper().startswith("/GPU")
@@ -283,9 +301,6 @@ def measure(config: Config, settings: RunSettings, count_graph: bool = True) -> 
     else:
         m.peak_memory_bytes = max(0, host_rss() - rss_before)
     m.wall_time_s = time.perf_counter() - start
-    if m.state == "ok" and settings.input == "device":
-        from paradnn.counting import memory_estimate
-
-        _keep(key, Compiled(trainer, graph, m.compile_time_s, m.peak_memory_bytes, (m.steps_per_call, m.stats.median),
-                            memory_estimate(config, settings.dtype)))  # fmt: skip
+    if m.state == "ok":  # trainer is bound: building it succeeded
+        keep(config, settings, trainer, m)
     return m

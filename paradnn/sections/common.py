@@ -216,7 +216,7 @@ def ensure_measured(
     else:  # a notebook opened by hand: a progress bar in the notebook itself
         from tqdm.auto import tqdm as progress
     with Store(store) as s:
-        if "runs" in supports and len(runs) > 1 and len({r["framework"] for r in runs}) == 1:
+        if "runs" in supports and len(runs) > 1 and ("frameworks" in supports or len({r["framework"] for r in runs}) == 1):
             summaries = [run_sweep(configs, s, options, progress=progress, runs=settings)]
         else:
             each = [replace(options, settings=one, max_minutes=budget_minutes / len(runs)) for one in settings]

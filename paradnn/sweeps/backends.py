@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import platform as pyplatform
 from collections.abc import Callable, Sequence
-from functools import partial
 from importlib import metadata
 
 from paradnn.config import ConfigError
@@ -64,14 +63,17 @@ def backend_for(stacks: Sequence = (), address: str = "", echo: Callable[[str], 
 
 
 class LocalBackend:
-    """This machine: worker processes of this environment, one slot, ``--workers`` lanes.
+    """This machine: worker processes of this environment, a slot per framework the sweep's runs use
+    (TensorFlow, JAX, PyTorch: Keras picks its backend once per process), ``--workers`` lanes each.
 
+    Runs of several frameworks in one sweep are timed in the same shuffled rounds, each on its own
+    framework's workers, so a framework comparison rests on rows measured side by side.
     ``start_worker(target)`` starts a worker (default: an idle worker of this process, else a
-    new :class:`paradnn.sweeps.worker.ProcessWorker` running the settings' framework)."""
+    new :class:`paradnn.sweeps.worker.ProcessWorker` running the slot's framework)."""
 
     label = "a local sweep"
     where = ""
-    supports = frozenset({"workers", "runs", "devices"})
+    supports = frozenset({"workers", "runs", "devices", "frameworks"})
     together = False
     shares_machine = True
 
@@ -80,18 +82,27 @@ class LocalBackend:
         self.lanes: list[Lane] = []
         self.skipped: dict[str, str] = {}
         self.cap = 1
+        self.gated = False
 
-    def open(self, store: Store, options: SweepOptions, configs: list[Config]) -> dict[str, dict]:
-        """One lane per worker; the platform as an earlier sweep recorded it, else as a first worker describes it."""
-        self.store, self.target, self.cap = store, options.target, options.workers
-        self.start_worker = self.start_worker or partial(reuse_or_start, framework=options.settings.framework,
-                                                         gated=options.workers > 1)  # fmt: skip
-        self.lanes = [Lane("", f"#{i}" if i > 1 else "") for i in range(1, options.workers + 1)]
-        info = known_platform(store, options.target, options.settings.framework)
-        if info is None:  # first sweep of this platform and stack: ask a worker
-            self.lanes[0].worker = self._registered("")
-            info = self.lanes[0].worker.info
-        return {"": info}
+    def open(self, store: Store, plans: Sequence[SweepOptions], configs: list[Config]) -> dict[str, dict]:
+        """``--workers`` lanes per framework; each framework's platform as an earlier sweep recorded it,
+        else as a first worker describes it."""
+        options = plans[0]
+        self.store, self.target, self.cap, self.gated = store, options.target, options.workers, options.workers > 1
+        used = list(dict.fromkeys(plan.settings.framework for plan in plans))
+        slots = {}
+        for framework in used:
+            lanes = [Lane(framework, _lane_name(framework if len(used) > 1 else "", i)) for i in range(1, options.workers + 1)]
+            self.lanes += lanes
+            info = known_platform(store, options.target, framework)
+            if info is None:  # first sweep of this platform, framework and stack: ask a worker
+                lanes[0].worker = self._registered(framework)
+                info = lanes[0].worker.info
+            slots[framework] = info
+        return slots
+
+    def serves(self, slot: str, plan: SweepOptions) -> bool:
+        return slot == plan.settings.framework
 
     def _registered(self, slot: str) -> Worker:
         worker = self.start(slot)
@@ -112,7 +123,9 @@ class LocalBackend:
         return bool(answer.record["xla"])
 
     def start(self, slot: str) -> Worker:
-        return self.start_worker(self.target)
+        if self.start_worker is not None:
+            return self.start_worker(self.target)
+        return reuse_or_start(self.target, framework=slot, gated=self.gated)
 
     def measure(self, lane: Lane, job: Job, budget: float | None, deadline: float | None) -> tuple[dict | None, bool]:
         return run_one(job.config, lane.worker, job.options, budget, deadline)
@@ -142,9 +155,10 @@ class StacksBackend(LocalBackend):
         self.reuse = start_worker is None
         self.pythons: dict[str, str] = {}
 
-    def open(self, store: Store, options: SweepOptions, configs: list[Config]) -> dict[str, dict]:
+    def open(self, store: Store, plans: Sequence[SweepOptions], configs: list[Config]) -> dict[str, dict]:
         from paradnn.sweeps import stacks as stk
 
+        options = plans[0]
         if options.settings.framework != "tensorflow":
             raise ConfigError("--framework", options.settings.framework,
                               "tensorflow with --stack (stacks are TensorFlow versions)")
@@ -172,6 +186,9 @@ class StacksBackend(LocalBackend):
                               "a stack that installs and starts here (" + "; ".join(self.skipped.values()) + ")")  # fmt: skip
         return slots
 
+    def serves(self, slot: str, plan: SweepOptions) -> bool:
+        return True  # every stack measures every run (all of them TensorFlow's)
+
     def start(self, slot: str) -> Worker:
         return self.start_stack(self.target, self.pythons[slot])
 
@@ -192,6 +209,11 @@ class StacksBackend(LocalBackend):
 
     def _default_start(self, target: Target, python: str) -> Worker:
         return ProcessWorker(target, python=python)
+
+
+def _lane_name(framework: str, number: int) -> str:
+    """How the progress bar names a lane: its framework where a sweep has several, its number from the second."""
+    return " ".join(part for part in (framework, f"#{number}" if number > 1 else "") if part)
 
 
 def known_platform(store: Store, target: Target, framework: str = frameworks.DEFAULT) -> dict | None:

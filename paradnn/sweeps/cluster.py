@@ -25,6 +25,7 @@ import logging
 import os
 import socket
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from paradnn.config import ConfigError
@@ -202,7 +203,8 @@ class RayBackend:
         self.cap = 1
         self.connected = False
 
-    def open(self, store: Store, options: SweepOptions, configs: list[Config]) -> dict[str, dict]:
+    def open(self, store: Store, plans: Sequence[SweepOptions], configs: list[Config]) -> dict[str, dict]:
+        options = plans[0]
         connect(self.address)
         self.connected, self.framework = True, options.settings.framework
         slots: dict[str, dict] = {}
@@ -212,6 +214,9 @@ class RayBackend:
             self.lanes.append(Lane(slot, f"node {runner.node[:8]}", runner))
         self.cap = len(self.lanes)
         return slots
+
+    def serves(self, slot: str, plan: SweepOptions) -> bool:
+        return True  # every node measures every run (of the one framework its runners started with)
 
     def choose_xla(self, slot: str, family: str, dtype: str) -> bool:
         import ray

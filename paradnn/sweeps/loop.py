@@ -52,7 +52,7 @@ from paradnn.sweeps.worker import POLL_S, Worker, register
 RETRIES = 1  # a job whose lane was lost (a Ray node died) is tried once more on another lane of its slot
 
 # What a backend may support beyond one plain run, and the option that asks for it.
-FEATURES = {"workers": "--workers", "runs": "variants", "devices": "--devices"}
+FEATURES = {"workers": "--workers", "runs": "variants", "devices": "--devices", "frameworks": "--framework"}
 
 
 @dataclass
@@ -110,8 +110,12 @@ class Backend(Protocol):
     lanes: list[Lane]
     skipped: dict[str, str]
 
-    def open(self, store: Store, options: SweepOptions, configs: list[Config]) -> dict[str, dict]:
-        """Start what the sweep needs; each slot's platform info by slot name."""
+    def open(self, store: Store, plans: Sequence[SweepOptions], configs: list[Config]) -> dict[str, dict]:
+        """Start what the sweep's runs (``plans``, the first the sweep's own options) need; each slot's
+        platform info by slot name."""
+
+    def serves(self, slot: str, plan: SweepOptions) -> bool:
+        """Whether ``slot``'s workers can measure ``plan`` (a framework's slot measures its own runs only)."""
 
     def choose_xla(self, slot: str, family: str, dtype: str) -> bool:
         """``--xla auto``'s choice for ``family`` on ``slot``'s platform (probed there once, then cached)."""
@@ -130,12 +134,14 @@ class Backend(Protocol):
 def check_supported(backend: Backend, plans: Sequence[SweepOptions]) -> None:
     """ConfigError when the sweep asks ``backend`` for a feature it does not declare."""
     first = plans[0]
-    asked = {"workers": first.workers, "runs": len(plans), "devices": max(p.settings.devices for p in plans)}
+    frameworks = sorted({p.settings.framework for p in plans})
+    asked = {"frameworks": len(frameworks), "workers": first.workers, "runs": len(plans),
+             "devices": max(p.settings.devices for p in plans)}  # fmt: skip
     for feature, value in asked.items():
         if value != 1 and feature not in backend.supports:
+            if feature == "frameworks":
+                raise ConfigError(FEATURES[feature], ", ".join(frameworks), f"one framework with {backend.label}")
             raise ConfigError(FEATURES[feature], value, f"1 with {backend.label} (a plain local sweep only)")
-    if len({plan.settings.framework for plan in plans}) > 1:
-        raise ValueError("the runs of one sweep share a framework (they share its workers)")
 
 
 def sweep(configs: list[Config], store: Store, options: SweepOptions, backend: Backend,
@@ -143,7 +149,8 @@ def sweep(configs: list[Config], store: Store, options: SweepOptions, backend: B
     """Measure every configuration ``store`` lacks of ``configs`` on ``backend``: the one sweep loop.
 
     ``runs``: several run settings measured in this one sweep (default: ``options.settings``
-    alone), on the same workers. Each run is declared whole and keys its own rows; what they
+    alone), on the same workers (runs of another framework on that framework's workers, where the
+    backend supports several: :class:`Backend.serves`). Each run is declared whole and keys its own rows; what they
     share is the sweep: its workers, its budget (``max_minutes`` for all of them) and its order.
     A worker times only while no other prepares (:mod:`paradnn.engine.gate`), so two workers gain
     most when they prepare models of one size at once, and one configuration under two runs is that pair.
@@ -169,11 +176,12 @@ def sweep(configs: list[Config], store: Store, options: SweepOptions, backend: B
     bar = None
     clean = False
     try:
-        slots = backend.open(store, options, configs)
+        slots = backend.open(store, plans, configs)
         summary.skipped_stacks = dict(backend.skipped)
-        rounds = rounds_of(options, len(plans) * len(slots))
-        todo = _plan(configs, slots, plans, backend, store, rounds)
-        summary.planned = len(configs) * len(plans) * len(slots)
+        pairs = [(slot, plan) for slot in slots for plan in plans if backend.serves(slot, plan)]
+        rounds = rounds_of(options, len(pairs))
+        todo = _plan(configs, slots, pairs, backend, store, rounds)
+        summary.planned = len(configs) * len(pairs)
         summary.already_done, summary.left = summary.planned - len(todo), len(todo)
         bar = (progress or tqdm)(total=len(todo) * rounds, unit="config", desc=_words(options, backend, plans, rounds),
                                  dynamic_ncols=True)  # fmt: skip
@@ -197,25 +205,25 @@ def _words(options: SweepOptions, backend: Backend, plans: list[SweepOptions], r
     return ", ".join(words)
 
 
-def _plan(configs: list[Config], slots: dict[str, dict], plans: list[SweepOptions], backend: Backend,
+def _plan(configs: list[Config], slots: dict[str, dict], runs: list[tuple[str, SweepOptions]], backend: Backend,
           store: Store, rounds: int) -> list[Job]:  # fmt: skip
-    """The first round's jobs: each configuration the store lacks under every run on every slot,
-    its alternatives in the round's shuffled order. A configuration missing under one alternative
-    is measured again under every one (side by side: no comparison rests on rows measured apart)."""
+    """The first round's jobs: each configuration the store lacks under every run on every slot that
+    serves it (``runs``), its alternatives in the round's shuffled order. A configuration missing under
+    one alternative is measured again under every one (side by side: no comparison rests on rows measured apart)."""
     pairs = []
-    for slot, info in slots.items():
-        for plan in plans:
-            check_devices_present(plan, info)
-            pairs.append((slot, _with_xla(plan, configs, info, backend, slot)))
-    done = store.run_keys(skip_states(plans[0]))
+    for slot, plan in runs:
+        check_devices_present(plan, slots[slot])
+        pairs.append((slot, _with_xla(plan, configs, slots[slot], backend, slot)))
+    first = runs[0][1]
+    done = store.run_keys(skip_states(first))
     jobs = []
-    for turn, config in enumerate(configs if plans[0].keep_order else ordered(configs, plans[0].seed)):
+    for turn, config in enumerate(configs if first.keep_order else ordered(configs, first.seed)):
         alternatives = [(slot, plan, run_key_of(config, plan, slots[slot])) for slot, plan in pairs]
         missing = [(slot, plan, key) for slot, plan, key in alternatives if key not in done]
         if missing and (backend.together or len(alternatives) > 1):
             missing = [(slot, replace(plan, force=True), key) for slot, plan, key in alternatives]
         mine = [Job(config, key, slot, round_options(plan, rounds), turn) for slot, plan, key in missing]
-        jobs += _in_round(mine, plans[0].seed, 1)
+        jobs += _in_round(mine, first.seed, 1)
     return jobs
 
 

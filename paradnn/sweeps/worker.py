@@ -116,8 +116,11 @@ def _answer(conn, message: Measure | Describe | ChooseXLA | Profile, target: Tar
             if os.environ.get(FAULT_CRASH_ENV) == message.label:
                 os.abort()
             # Drop Keras's global state from the previous configuration (its garbage is collected
-            # once, before timing starts: see harness.run_protocol).
-            keras.utils.clear_session(free_memory=False)
+            # once, before timing starts: see harness.run_protocol). Not under PyTorch: a step compiled
+            # by torch.compile guards on that state, and every step kept for a later round
+            # (paradnn.engine.training.COMPILED) would recompile on each call.
+            if keras.backend.backend() != "torch":
+                keras.utils.clear_session(free_memory=False)
             config = parse_label(message.family, message.label)
             conn.send(Result(measure_config(config, RunSettings(**message.settings), target, info, ceilings)))
     # Any failure is a result: ChooseXLA falls back to XLA off and says so, a Profile is
