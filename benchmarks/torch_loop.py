@@ -60,7 +60,7 @@ def minimal_loop(trainer: TorchTrainer, k: int):
                 w.grad = None
             loss.backward()
             optimizer.apply([w.grad for w in weights], model.trainable_variables)
-        return float(loss)
+        return float(loss.detach())
 
     return call
 
