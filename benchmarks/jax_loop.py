@@ -31,8 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-from run import interleaved  # noqa: E402
+from run import interleaved, ratio_rows  # noqa: E402
 
 from paradnn.engine.jaxstep import JaxTrainer, measure  # noqa: E402
 from paradnn.engine.protocol import RunSettings  # noqa: E402
@@ -119,11 +118,9 @@ def bench(tiny: bool) -> list[dict]:
         runs = {"harness": (harness_call(trainer, k), k), "minimal": (minimal_loop(trainer, k), k),
                 "jax.numpy": (hand_written(trainer, k), k)}  # fmt: skip
         rounds = interleaved(runs, 0.5 if tiny else 8, 5 if tiny else 15)
-        for other, target in (("minimal", 0.97), ("jax.numpy", None)):
-            value = float(np.median([r[other] / r["harness"] for r in rounds]))
-            rows.append({"section": "jax", "case": f"fc {label} float32", "metric": f"examples/s harness/{other} jax",
-                         "value": value, "target": f">= {target}" if target else "",
-                         "ok": value >= target if target else None})  # fmt: skip
+        rows += ratio_rows("jax", f"fc {label} float32", rounds,
+                           [("harness", other, f"examples/s harness/{other} jax", target)
+                            for other, target in (("minimal", 0.97), ("jax.numpy", None))])  # fmt: skip
     return rows
 
 

@@ -134,6 +134,18 @@ def interleaved(runs: dict[str, tuple[Callable[[], object], int]], seconds: floa
     return rounds
 
 
+def ratio_rows(section: str, case: str, rounds: list[dict[str, float]],
+               comparisons: list[tuple[str, str, str, float | None]]) -> list[dict]:  # fmt: skip
+    """One row per ``(mine, other, metric, target)``: the median over ``rounds`` (seconds per step)
+    of examples/s ``mine`` / ``other``, against ``target`` (a lower bound) where there is one."""
+    rows = []
+    for mine, other, metric, target in comparisons:
+        value = float(np.median([r[other] / r[mine] for r in rounds]))
+        rows.append({"section": section, "case": case, "metric": metric, "value": value,
+                     "target": f">= {target}" if target else "", "ok": value >= target if target else None})
+    return rows
+
+
 def time_fit_interleaved(config, xla: bool, seconds: float) -> dict[str, float]:
     """Median seconds per step of Keras ``fit`` executions and of harness calls, taking turns.
 

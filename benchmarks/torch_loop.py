@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from run import interleaved  # noqa: E402
+from run import interleaved, ratio_rows  # noqa: E402
 
 from paradnn.engine.protocol import RunSettings  # noqa: E402
 from paradnn.engine.torchstep import TorchTrainer, measure  # noqa: E402
@@ -129,14 +129,10 @@ def bench(tiny: bool) -> list[dict]:
                 "torch.nn": (torch_nn(eager, k, compiled=False), k), "harness compiled": (partial(compiled.run, k), k),
                 "torch.nn compiled": (torch_nn(compiled, k, compiled=True), k)}  # fmt: skip
         rounds = interleaved(runs, 0.5 if tiny else 10, 5 if tiny else 15)
-        for mine, other, metric, target in (
+        rows += ratio_rows("torch", f"fc {label} float32", rounds, [
             ("harness", "minimal", "examples/s harness/minimal torch", 0.97),
             ("harness", "torch.nn", "examples/s Keras model/torch.nn eager", None),
-            ("harness compiled", "torch.nn compiled", "examples/s Keras model/torch.nn torch.compile", None),
-        ):
-            value = float(np.median([r[other] / r[mine] for r in rounds]))  # seconds other / mine: examples/s mine / other
-            rows.append({"section": "torch", "case": f"fc {label} float32", "metric": metric, "value": value,
-                         "target": f">= {target}" if target else "", "ok": value >= target if target else None})
+            ("harness compiled", "torch.nn compiled", "examples/s Keras model/torch.nn torch.compile", None)])
     return rows
 
 

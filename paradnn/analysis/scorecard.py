@@ -572,12 +572,6 @@ def framework_speed(results: pd.DataFrame, baseline: str = "tensorflow") -> pd.D
     return pd.DataFrame(out, columns=SPEED_COLUMNS)
 
 
-def _on_off(settings) -> str:
-    """XLA settings in words: on, off, "on and off" or "unknown"."""
-    words = [{True: "on", False: "off"}[bool(s)] for s in sorted(settings, reverse=True)]
-    return " and ".join(words) or "unknown"
-
-
 def _license(package: str) -> str:
     """The license an installed package declares in its metadata, or 'not installed here'."""
     from importlib import metadata
