@@ -26,6 +26,8 @@ DEFAULT = setting("framework").default
 POLICIES: dict[str, tuple[str, ...]] = {"jax": ("float32", "bfloat16", "mixed_bfloat16"),
                                         "torch": ("float32", "bfloat16", "mixed_bfloat16")}  # fmt: skip
 TITLES = FRAMEWORK_TITLES
+# Frameworks that always compile their step (JAX with XLA): they have no uncompiled run.
+ALWAYS_COMPILED = ("jax",)
 # Frameworks that honour a CPU thread limit (cpu[threads=N]): TensorFlow's pools, torch.set_num_threads.
 THREADED = ("tensorflow", "torch")
 # How to install each framework where it is missing (PyTorch: pip takes the machine's CPU build; see the README).

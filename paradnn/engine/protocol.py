@@ -84,7 +84,7 @@ class RunSettings:
         frameworks.check_policy(self.framework, self.dtype)
         if self.devices != 1:
             self._check_parallel()
-        if self.framework == "jax":  # JAX always compiles with XLA: --xla auto means on, --no-xla is an error
+        if self.framework in frameworks.ALWAYS_COMPILED:  # JAX compiles with XLA: --xla auto means on, --no-xla an error
             if self.xla is False:
                 raise ConfigError("--xla", "off", "on (JAX always compiles with XLA)")
             object.__setattr__(self, "xla", True)

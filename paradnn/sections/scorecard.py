@@ -43,11 +43,8 @@ def framework_runs() -> tuple[list[dict], list[str]]:
             missing.append(f"{frameworks.TITLES[framework]} not measured: not installed ({frameworks.INSTALL[framework]})")
             continue
         runs += [{"framework": framework, "xla": True}]
-        runs += [{"framework": framework, "xla": False}] if framework in UNCOMPILED else []
+        runs += [] if framework in frameworks.ALWAYS_COMPILED else [{"framework": framework, "xla": False}]
     return runs, missing
-
-
-UNCOMPILED = ("tensorflow", "torch")  # frameworks that also train uncompiled (JAX always compiles with XLA)
 
 
 def rows(p: SimpleNamespace) -> tuple[pd.DataFrame, pd.DataFrame]:
