@@ -18,8 +18,6 @@ list of rows in ``run.py``'s format.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
 from pathlib import Path
@@ -31,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
-from run import interleaved, ratio_rows  # noqa: E402
+from run import framework_main, interleaved, ratio_rows  # noqa: E402
 
 from paradnn.engine.jaxstep import JaxTrainer, measure  # noqa: E402
 from paradnn.engine.protocol import RunSettings  # noqa: E402
@@ -124,13 +122,5 @@ def bench(tiny: bool) -> list[dict]:
     return rows
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--tiny", action="store_true", help="one tiny configuration: checks that it runs")
-    args = parser.parse_args()
-    print(json.dumps(bench(args.tiny)))
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(framework_main(bench, __doc__))

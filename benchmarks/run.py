@@ -134,6 +134,15 @@ def interleaved(runs: dict[str, tuple[Callable[[], object], int]], seconds: floa
     return rounds
 
 
+def framework_main(bench: Callable[[bool], list[dict]], doc: str) -> int:
+    """The command line of a framework's loop script (``jax_loop.py``, ``torch_loop.py``): ``--tiny``,
+    then one JSON list of ``bench``'s rows on standard output, for :func:`bench_framework`."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tiny", action="store_true", help="one tiny configuration: checks that it runs")
+    print(json.dumps(bench(parser.parse_args().tiny)))
+    return 0
+
+
 def ratio_rows(section: str, case: str, rounds: list[dict[str, float]],
                comparisons: list[tuple[str, str, str, float | None]]) -> list[dict]:  # fmt: skip
     """One row per ``(mine, other, metric, target)``: the median over ``rounds`` (seconds per step)
