@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup quick test check durations chromium bench clean gpu lab torch
+.PHONY: setup quick test check durations fixture chromium bench clean gpu lab torch
 
 setup: $(STAMP)
 
@@ -60,6 +60,11 @@ check: $(STAMP)
 # rerun after adding slow tests.
 durations: $(STAMP) chromium
 	PARADNN_RECORD_DURATIONS=1 $(BIN)/python -m pytest
+
+# The store the report tests render from (tests/fixtures/smoke.sqlite): the smoke pipeline measured here,
+# about 8 minutes; rerun when the store's schema or columns change (tests/test_reports.py says when).
+fixture: $(STAMP)
+	$(BIN)/python tests/fixtures/build_smoke_store.py
 
 # Performance evidence for the harness itself: a table of ratios (about 30 minutes).
 bench: $(STAMP)

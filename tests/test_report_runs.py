@@ -80,10 +80,11 @@ def test_rerun_with_new_parameters_measures_only_what_is_new(tmp_path, report):
     assert "[1/1] architecture: finished sweep cpu: 2/2 configurations" in result.stderr
     assert "\r" not in result.stderr and "Task was destroyed" not in result.stderr
     with Store(store) as s:
-        after = s.results()
-    after = after[after["source"] == "measured"]
+        everything = s.results()
+    after = everything[everything["source"] == "measured"]
     new = after[~after["id"].isin(before["id"])]
     assert len(before) == 4 and set(new["batch"]) == {128} and len(new) == 2
+    assert {"tpu-v2-8", "v100"} <= set(everything["platform"])  # no option: the shipped copy of the original study
     assert after["label"].is_unique
 
 

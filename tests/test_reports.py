@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -17,16 +18,35 @@ NOTEBOOKS = ("architecture", "platform_comparison", "software_stack", "workloads
 JUDGING = NOTEBOOKS[:4]  # the reports that judge the paper's observations
 
 
+FIXTURE = Path(__file__).with_name("fixtures") / "smoke.sqlite"  # tests/fixtures/build_smoke_store.py
+
+
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory, report) -> Path:
-    """The smoke pipeline, as a user runs it: no option, so the original study comes from the shipped copy.
+    """The six smoke reports rendered from a copy of the store the smoke pipeline left (measured once, by
+    ``make fixture``), measuring nothing; ``tests/test_report_runs.py`` measures a report end to end.
     With a TMPDIR of its own (``tmp`` beside the reports), to see what it leaves there."""
     out = tmp_path_factory.mktemp("plain")
     (out / "tmp").mkdir()
-    first = report("smoke", "--outputs", str(out), env={"TMPDIR": str(out / "tmp")})
+    (out / "smoke").mkdir()
+    store = out / "smoke" / "results.sqlite"
+    shutil.copyfile(FIXTURE, store)
+    first = report("smoke", "--outputs", str(out), "--store", str(store), "-p", "measure_missing=false",
+                   env={"TMPDIR": str(out / "tmp")})  # fmt: skip
     assert first.returncode == 0, first.stdout + first.stderr
     assert first.stdout.strip().splitlines()[-1] == str(out / "smoke" / "index.html")
     return out / "smoke"
+
+
+def test_the_smoke_store_fixture_is_current():
+    """The fixture needs no migration: its schema version and columns are today's (else: ``make fixture``)."""
+    from paradnn.store.db import SCHEMA_VERSION, result_columns
+
+    with sqlite3.connect(f"file:{FIXTURE}?immutable=1", uri=True) as db:
+        version = int(dict(db.execute("SELECT key, value FROM meta").fetchall())["schema_version"])
+        columns = {row[1] for row in db.execute("PRAGMA table_info(results)")}
+    missing = sorted({c for c, _ in result_columns()} - columns)
+    assert (version, missing) == (SCHEMA_VERSION, []), "tests/fixtures/smoke.sqlite is stale: run `make fixture`"
 
 
 def images(html: str) -> int:

@@ -24,6 +24,7 @@ import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -181,11 +182,11 @@ def decide(*parts: Part) -> Part:
         for part in parts:
             if part.outcome == outcome:
                 return part
-    return min(parts, key=lambda p: abs(p.effect - p.rule.threshold))
+    return min(parts, key=lambda p: abs(p.effect - p.rule.threshold) if p.effect is not None else math.inf)
 
 
 def judged(name: str, paper: str, parts: Part | Sequence[Part], evidence: str, numbers: dict | None = None,
-           projected: bool = False, **about: object) -> Verdict:  # fmt: skip
+           projected: bool = False, **about: Any) -> Verdict:  # fmt: skip
     """A verdict from its part(s): the outcome, effect, interval, n and rule of the deciding
     part; every part's figures in ``numbers["parts"]`` when there are several."""
     parts = [parts] if isinstance(parts, Part) else list(parts)
@@ -205,7 +206,7 @@ def judged(name: str, paper: str, parts: Part | Sequence[Part], evidence: str, n
                    interval=deciding.interval, rule=deciding.rule, level=deciding.level, **about)  # fmt: skip
 
 
-def inconclusive(name: str, paper: str, why: str, **about: object) -> Verdict:
+def inconclusive(name: str, paper: str, why: str, **about: Any) -> Verdict:
     """A verdict with too little to judge: says why (the minimum it needs)."""
     return Verdict(name, paper, INCONCLUSIVE, why, **about)
 
@@ -417,7 +418,8 @@ def weights_verdict(regressions: dict[str, RegressionResult], platform: str = ""
     carries a larger weight than depth (layers, blocks), by a contrast whose 95% interval is above 0."""
     name = "Batch and width matter, depth much less (regression weights)"
     paper = "batch size and the width of the layers carry the largest weights, and the depth much less"
-    parts, rows = [], {}
+    parts: list[Part] = []
+    rows: dict[str, dict[str, Any]] = {}
     for family, reg in regressions.items():
         fam = families.get(family)
         coef = reg.coefficients["coef"].abs() if not reg.coefficients.empty else pd.Series(dtype=float)
@@ -427,7 +429,8 @@ def weights_verdict(regressions: dict[str, RegressionResult], platform: str = ""
         weaker = min(drivers, key=lambda a: coef[a])
         found = _contrast(reg, weaker, fam.depth)
         rule = Rule(f"{fam.title} |weight of {weaker}| - |weight of {fam.depth}|", 0.0, ">", min_n=len(coef) + 2)
-        parts.append(Part(fam.title, *(found or (None, None)), reg.n, rule))
+        effect, interval = found or (None, None)
+        parts.append(Part(fam.title, effect, interval, reg.n, rule))
         rows[family] = {"weaker_driver": weaker, "depth_weight": float(coef[fam.depth]),
                         "driver_weights": {a: float(coef[a]) for a in drivers}, "contrast": found and found[0]}  # fmt: skip
     if not parts:
@@ -725,7 +728,7 @@ def speedup_direction(table_: pd.DataFrame, family: str, axis: str, grows: bool,
     way = "grows" if grows else "shrinks"
     name = f"{families.get(family).title}: the target's advantage {way} with {axis}"
     sub = table_[table_["family"] == family] if "family" in table_ else table_
-    pairs = {"held_fixed": held_fixed}
+    pairs: dict[str, Any] = {"held_fixed": held_fixed}
     if len(sub) < MIN_REGRESSION_PAIRS:
         return inconclusive(name, paper, f"{len(sub)} configurations on both platforms (need {MIN_REGRESSION_PAIRS})", id=id,
                             platform=platform, n=len(sub), **pairs)  # fmt: skip
@@ -737,7 +740,8 @@ def speedup_direction(table_: pd.DataFrame, family: str, axis: str, grows: bool,
                             platform=platform, n=len(sub), **pairs)  # fmt: skip
     evidence = (f"R² {reg.r_squared:.2f}; speedup {sub['speedup'].min():.2f}x to {sub['speedup'].max():.2f}x, median "
                 f"{sub['speedup'].median():.2f}x")  # fmt: skip
-    numbers = {"coef": part.effect, "ci_low": part.interval[0], "ci_high": part.interval[1], "r_squared": reg.r_squared}
+    low, high = part.interval or (None, None)
+    numbers = {"coef": part.effect, "ci_low": low, "ci_high": high, "r_squared": reg.r_squared}
     return judged(name, paper, part, evidence, numbers, id=id, platform=platform, **pairs)
 
 
@@ -798,7 +802,7 @@ def out_of_memory_first(df: pd.DataFrame, family: str = "fc") -> Verdict:
     oom = oom.reindex(sorted(shared["platform"].unique())).fillna(0).astype(int)
     unfinished = Results(shared).where(state="timeout").frame.groupby("platform")["label"].nunique()
     memory = {p: _memory_bytes(p) for p in oom.index}
-    smallest = min(memory, key=lambda p: memory[p] if memory[p] else float("inf")) if memory else None
+    smallest = min(memory, key=lambda p: memory[p] or math.inf) if memory else None
     platform = " vs ".join(oom.index)
     if smallest is not None and oom.get(smallest, 0) == 0 and unfinished.get(smallest, 0) > 0:
         return inconclusive(name, paper, f"{smallest} (least memory) records no out-of-memory result, but "

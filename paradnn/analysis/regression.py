@@ -16,6 +16,7 @@ does not vary in the data is dropped (it has no effect to estimate).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -32,7 +33,7 @@ class RegressionResult:
     r_squared: float
     n: int
     dropped: tuple[str, ...]
-    fit: object | None
+    fit: Any  # statsmodels' fitted results (untyped), or None
     form: str = "log2"
 
     def summary(self) -> dict:

@@ -21,7 +21,7 @@ from paradnn.settings import FRAMEWORK_TITLES, setting
 
 # The frameworks paradnn can drive, the default first; each is also Keras's backend name.
 FRAMEWORKS = setting("framework").choices
-DEFAULT = setting("framework").default
+DEFAULT = str(setting("framework").default)
 # Dtype policies each framework's training step supports (float16 loss scaling is TensorFlow's).
 POLICIES: dict[str, tuple[str, ...]] = {"jax": ("float32", "bfloat16", "mixed_bfloat16"),
                                         "torch": ("float32", "bfloat16", "mixed_bfloat16")}  # fmt: skip

@@ -27,7 +27,7 @@ from __future__ import annotations
 import fcntl
 import os
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 
 GATE_ENV = "PARADNN_TIMING_GATE"
 
@@ -63,11 +63,11 @@ class Gate:
             self._modes.pop()
             self._set(max(self._modes, default=fcntl.LOCK_UN))
 
-    def shared(self) -> Iterator[None]:
+    def shared(self) -> AbstractContextManager[None]:
         """Held while preparing: other gated workers may prepare too, none may time."""
         return self._hold(fcntl.LOCK_SH)
 
-    def exclusive(self) -> Iterator[None]:
+    def exclusive(self) -> AbstractContextManager[None]:
         """Held while timing: no other gated worker runs anything."""
         return self._hold(fcntl.LOCK_EX)
 

@@ -19,7 +19,7 @@ import re
 from collections.abc import Callable
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from functools import cache
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from paradnn.config import ConfigError, check_choice, check_positive
 
@@ -119,6 +119,8 @@ class Config:
     """Base of every family's configuration: validated, immutable, with a ParaDnn label."""
 
     family: ClassVar[str] = ""
+    if TYPE_CHECKING:  # every family declares a batch axis (checked when it registers)
+        batch: int
 
     def __post_init__(self) -> None:
         for ax in self.axis_specs():

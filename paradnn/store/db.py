@@ -253,10 +253,10 @@ class Store:
             meta = self._meta()
         if not meta or meta.get("app") != APP:
             raise StoreError(f"{self.path}: an SQLite database, but not a paradnn store")
-        version = meta.get("schema_version", "")
-        if not re.fullmatch(r"[0-9]{1,6}", version):  # missing or not a number: nothing to migrate from, nothing written
-            raise StoreError(f"{self.path}: a paradnn store with a damaged schema version ({version[:40] or 'none'!r})")
-        version = int(version)
+        written = meta.get("schema_version", "")
+        if not re.fullmatch(r"[0-9]{1,6}", written):  # missing or not a number: nothing to migrate from, nothing written
+            raise StoreError(f"{self.path}: a paradnn store with a damaged schema version ({written[:40] or 'none'!r})")
+        version = int(written)
         if version > SCHEMA_VERSION:
             raise StoreError(f"{self.path}: written by a newer paradnn (store schema version {version}; this paradnn "
                              f"reads up to version {SCHEMA_VERSION}): upgrade paradnn to use it")  # fmt: skip
@@ -490,8 +490,8 @@ def _check_rows(conn: sqlite3.Connection, rows: list[dict], store: str) -> None:
     known = records(conn)
     incoming: dict[str, set] = {}
     for row in rows:
-        incoming.setdefault(row.get("platform"), set()).add(row_machine(row, known))
-    measured = {row.get("platform") for row in rows if row.get("source", "measured") == "measured"}
+        incoming.setdefault(str(row.get("platform")), set()).add(row_machine(row, known))
+    measured = {str(row.get("platform")) for row in rows if row.get("source", "measured") == "measured"}
     check_writes(conn, {name: [(m, "this write") for m in found] for name, found in incoming.items()}, measured, store,
                  name_hint)  # fmt: skip
 

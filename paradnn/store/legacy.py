@@ -249,6 +249,13 @@ def _fc_config(path: Path, key: str, index: int, label: object) -> FCConfig:
     return config
 
 
+def _fc(label: str) -> FCConfig:
+    """The FC configuration of a label already checked (the original study's own)."""
+    config = families.parse_label("fc", label)
+    assert isinstance(config, FCConfig)
+    return config
+
+
 def _unique(path: Path, key: str, labels: list[str]) -> None:
     """Each label once: the store keeps one row per (file, platform, label, state)."""
     seen: set[str] = set()
@@ -363,7 +370,7 @@ def _traces(path: Path, data: dict, plat: LegacyPlatform, breakdown: bool) -> Le
         if (config.label, category) in seen:
             raise _fail(path, f"labels[{i}] {lists['labels'][i]!r} appears more than once", "each label once")
         seen.add((config.label, category))
-        row = {"source": source, "platform": plat.name, "label": config.label, "category": category}
+        row: dict[str, object] = {"source": source, "platform": plat.name, "label": config.label, "category": category}
         for column, key in fields.items():
             value = _number(path, key, i, lists[key][i], finite=False)
             row[column] = value if math.isfinite(value) else None  # e.g. 0/0 intensity of empty ops
@@ -477,7 +484,6 @@ def overlap_configs(count: int | None = None, overrides: dict | None = None, wit
     (any bound), cheapest first (fewest model FLOPs per step), at most ``count``: what this machine
     can measure to stand beside both platforms on their own grid. ``overrides`` keep only the
     configurations whose axis values are listed (``{"layers": [4, 8]}``)."""
-    from paradnn.families import parse_label
     from paradnn.store.bounds import CHIP
 
     if within not in OVERLAP_WITH:
@@ -490,7 +496,7 @@ def overlap_configs(count: int | None = None, overrides: dict | None = None, wit
     else:
         labels = set.union(*map(set, sweeps))
     flops = {label: f for sweep in sweeps for label, (f, _) in sweep.items()}
-    configs = sorted((parse_label("fc", label) for label in labels), key=lambda c: (flops[c.label], c.layers, c.label))
+    configs = sorted((_fc(label) for label in labels), key=lambda c: (flops[c.label], c.layers, c.label))
     for name, values in (overrides or {}).items():
         if name not in FCConfig.axes():
             raise ConfigError("overrides", name, "an FC axis: " + ", ".join(FCConfig.axes()))

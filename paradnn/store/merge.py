@@ -302,7 +302,7 @@ def _renamed(row: dict, renames: Mapping[str, str]) -> dict:
 
 def _renamed_trace(trace: dict, renames: Mapping[str, str]) -> dict:
     """A trace under its platform's new name, a profile's ``source`` (profile:NAME:DTYPE) too."""
-    old = trace.get("platform")
+    old = str(trace.get("platform"))
     if old in renames:
         trace["platform"] = renames[old]
         prefix = f"{PROFILE_SOURCE}:{old}:"
@@ -366,14 +366,15 @@ class _Seen:
     time, imported rows by source, platform, label and state, and every run key (for reruns)."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
-        self.measured = {(r[0], r[1]) for r in conn.execute(
+        self.measured: set[tuple] = {(r[0], r[1]) for r in conn.execute(
             "SELECT run_key, finished_at FROM results WHERE source = 'measured'")}  # fmt: skip
         self.keys = {r[0] for r in conn.execute("SELECT DISTINCT run_key FROM results")}
-        self.imported = {tuple(r) for r in conn.execute(
+        self.imported: set[tuple] = {tuple(r) for r in conn.execute(
             "SELECT source, platform, label, state FROM results WHERE source != 'measured'")}  # fmt: skip
 
     def add(self, row: dict, key: str, summary: MergeSummary) -> bool:
         """True (and counted in ``summary``) for a row not seen before; a duplicate is counted as one."""
+        mark: tuple
         if (row.get("source") or "measured") == "measured":
             marks, mark = self.measured, (key, row.get("finished_at"))
         else:

@@ -81,7 +81,7 @@ def records(conn: sqlite3.Connection) -> dict[str, Machine]:
 
 def row_machine(row: Mapping, known: Mapping[str, Machine]) -> Machine:
     """The machine a result row was measured on: its platform record's, else what the row says."""
-    return known.get(row.get("platform_fingerprint")) or machine({}, row.get("platform_id") or row.get("platform"),
+    return known.get(str(row.get("platform_fingerprint"))) or machine({}, row.get("platform_id") or row.get("platform"),
                                                                  row.get("device_name"))  # fmt: skip
 
 

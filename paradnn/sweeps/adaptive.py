@@ -35,7 +35,7 @@ from paradnn.settings import STEP_FIELDS
 from paradnn.store import Store
 from paradnn.sweeps.backends import LocalBackend, run_sweep
 from paradnn.sweeps.loop import Backend
-from paradnn.sweeps.plan import SweepOptions, SweepSummary
+from paradnn.sweeps.plan import Progress, SweepOptions, SweepSummary
 from paradnn.sweeps.worker import Worker
 
 OUTLIER_WIDTHS = 1.0  # a result this many interval widths outside its interval is measured again,
@@ -96,7 +96,7 @@ def check_adaptive(options: SweepOptions, backend: Backend) -> None:
 
 
 def adaptive_sweep(configs: list[Config], store: Store, options: SweepOptions, budget: Budget, rounds: int = 4,
-                   seed: int = 0, progress: Callable[..., object] | None = None, echo: Callable[[str], None] = print,
+                   seed: int = 0, progress: Callable[..., Progress] | None = None, echo: Callable[[str], None] = print,
                    start_worker: Callable[[Target], Worker] | None = None) -> AdaptiveResult:  # fmt: skip
     """Measure part of ``configs`` adaptively (see the module docstring); predict the rest."""
     by_label = {c.label: c for c in configs}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import platform as pyplatform
 from collections.abc import Callable, Sequence
 from importlib import metadata
+from typing import cast
 
 from paradnn.config import ConfigError
 from paradnn.engine import frameworks
@@ -21,7 +22,7 @@ from paradnn.settings import FRAMEWORK_VERSION_COLUMNS
 from paradnn.store import Store
 from paradnn.sweeps.loop import Backend, Job, Lane, sweep
 from paradnn.sweeps.messages import ChooseXLA, Result
-from paradnn.sweeps.plan import SweepOptions, SweepSummary
+from paradnn.sweeps.plan import Progress, SweepOptions, SweepSummary
 from paradnn.sweeps.worker import (
     IDLE,
     WORKER_START_TIMEOUT_S,
@@ -37,7 +38,7 @@ from paradnn.version import __version__
 
 
 def run_sweep(configs: list[Config], store: Store, options: SweepOptions, *, stacks: Sequence = (), address: str = "",
-              runs: Sequence[RunSettings] = (), progress: Callable[..., object] | None = None,
+              runs: Sequence[RunSettings] = (), progress: Callable[..., Progress] | None = None,
               echo: Callable[[str], None] = lambda line: None, start_worker: Callable[..., Worker] | None = None,
               ) -> SweepSummary:  # fmt: skip
     """Measure what ``store`` lacks of ``configs`` under ``options`` (and each of ``runs``, if given):
@@ -114,12 +115,13 @@ class LocalBackend:
         lane = next(lane for lane in self.lanes if lane.slot == slot)
         if lane.worker is None or not lane.worker.alive():
             lane.worker = self._registered(slot)
-        lane.worker.send(ChooseXLA(family, dtype))
-        answer = lane.worker.recv() if lane.worker.poll(WORKER_START_TIMEOUT_S) else None
+        worker = _local(lane)
+        worker.send(ChooseXLA(family, dtype))
+        answer = worker.recv() if worker.poll(WORKER_START_TIMEOUT_S) else None
         if not isinstance(answer, Result):
             return False  # TensorFlow's default path
-        lane.worker.ceilings = answer.record["ceilings"]  # with the probe's choice: a later sweep may reuse it
-        register(self.store, self.target, lane.worker)
+        worker.ceilings = answer.record["ceilings"]  # with the probe's choice: a later sweep may reuse it
+        register(self.store, self.target, worker)
         return bool(answer.record["xla"])
 
     def start(self, slot: str) -> Worker:
@@ -128,10 +130,10 @@ class LocalBackend:
         return reuse_or_start(self.target, framework=slot, gated=self.gated)
 
     def measure(self, lane: Lane, job: Job, budget: float | None, deadline: float | None) -> tuple[dict | None, bool]:
-        return run_one(job.config, lane.worker, job.options, budget, deadline)
+        return run_one(job.config, _local(lane), job.options, budget, deadline)
 
     def close(self, clean: bool) -> None:
-        finish([lane.worker for lane in self.lanes], clean)
+        finish([_local(lane) for lane in self.lanes if lane.worker is not None], clean)
 
 
 class StacksBackend(LocalBackend):
@@ -199,16 +201,23 @@ class StacksBackend(LocalBackend):
         starts a fresh one. Only with the default way of starting workers."""
         if not self.reuse:
             return {}
-        taken = {name: IDLE.take(worker_identity(self.target, python=python)) for name, python in self.pythons.items()}
-        if all(taken.values()):
-            return taken
-        for worker in taken.values():
-            if worker is not None:
-                worker.stop()
+        taken: dict[str, Worker | None] = {name: IDLE.take(worker_identity(self.target, python=python))
+                                           for name, python in self.pythons.items()}  # fmt: skip
+        found = {name: worker for name, worker in taken.items() if worker is not None}
+        if len(found) == len(taken):
+            return found
+        for worker in found.values():
+            worker.stop()
         return {}
 
     def _default_start(self, target: Target, python: str) -> Worker:
         return ProcessWorker(target, python=python)
+
+
+def _local(lane: Lane) -> Worker:
+    """A local lane's worker: a process this backend started (or its ``start_worker`` made)."""
+    assert lane.worker is not None, "the loop starts a lane's worker before it measures on it"
+    return cast(Worker, lane.worker)
 
 
 def _lane_name(framework: str, number: int) -> str:

@@ -27,6 +27,7 @@ import socket
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from paradnn.config import ConfigError
 from paradnn.families import Config, parse_label
@@ -60,6 +61,7 @@ class NodeRunner:
 
     def choose_xla(self, family: str, dtype: str) -> bool:
         """``--xla auto``'s choice for a family on this node (probed once, cached with the ceilings)."""
+        assert self.worker is not None, "the driver starts every runner first"
         self.worker.send(ChooseXLA(family, dtype))
         answer = self.worker.recv() if self.worker.poll(START_TIMEOUT_S) else None
         return bool(answer.record["xla"]) if isinstance(answer, Result) else False
@@ -70,6 +72,7 @@ class NodeRunner:
             self.worker = ProcessWorker(self.target, self.framework)
         budget = options.memory_budget_bytes or default_memory_budget(self.target)
         record, reusable = run_one(parse_label(family, label), self.worker, options, budget, None)
+        assert record is not None  # no deadline here: always a record
         if not reusable:
             self.worker.kill()
             self.worker = None
@@ -84,12 +87,24 @@ class NodeRunner:
 class Runner:
     """The driver's view of one actor (a lane's worker): its node and platform."""
 
-    actor: object
+    actor: Any  # a Ray actor handle of NodeRunner
     node: str
     info: dict
+    ceilings: dict
 
     def alive(self) -> bool:
         return True  # a dead node shows as the RayError of its next call (the lane is lost then)
+
+    def kill(self) -> None:
+        import ray
+
+        try:
+            ray.kill(self.actor)
+        except Exception:  # noqa: BLE001 - already gone with its node
+            pass
+
+    def stop(self) -> None:
+        self.kill()
 
 
 def check_reachable(address: str) -> None:
@@ -121,7 +136,7 @@ def ray_answers(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> bool:
     with grpc.insecure_channel(address) as channel:
         try:
             stub = gcs_service_pb2_grpc.NodeInfoGcsServiceStub(channel)
-            stub.GetClusterId(gcs_service_pb2.GetClusterIdRequest(), timeout=timeout_s)
+            stub.GetClusterId(gcs_service_pb2.GetClusterIdRequest(), timeout=timeout_s)  # type: ignore[attr-defined]
         except grpc.RpcError:
             return False
     return True
@@ -136,13 +151,13 @@ def connect(address: str) -> None:
     ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False, ignore_reinit_error=True)
 
 
-def _actors(target: Target, framework: str) -> list[tuple[object, str]]:
+def _actors(target: Target, framework: str) -> list[tuple[Any, str]]:
     """One NodeRunner per device of the cluster's alive nodes, each holding its device whole; with its node id."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    remote = ray.remote(NodeRunner)
-    actors = []
+    remote: Any = ray.remote(NodeRunner)
+    actors: list[tuple[Any, str]] = []
     for node in ray.nodes():
         if not node["Alive"]:
             continue
@@ -177,7 +192,7 @@ def _start_runners(store: Store, target: Target, framework: str) -> list[Runner]
             ray.kill(actor)
             continue
         store.put_platform(fingerprint(started["info"]), target.platform, started["info"], started["ceilings"], "measured")
-        runners.append(Runner(actor, node, started["info"]))
+        runners.append(Runner(actor, node, started["info"], started["ceilings"]))
     if not runners:
         raise ConfigError("--platform", target.id, "a platform the cluster's nodes can start (every worker failed)")
     return runners
@@ -192,7 +207,7 @@ class RayBackend:
 
     label = "--backend ray"
     where = "on ray"
-    supports = frozenset()
+    supports: frozenset[str] = frozenset()
     together = False
     shares_machine = False  # each lane holds its own device; its node sets its own memory budget
 
@@ -223,7 +238,7 @@ class RayBackend:
 
         if self.framework != "tensorflow":
             return False
-        runner = next(lane.worker for lane in self.lanes if lane.slot == slot)
+        runner = next(_runner(lane) for lane in self.lanes if lane.slot == slot)
         return bool(ray.get(runner.actor.choose_xla.remote(family, dtype)))
 
     def start(self, slot: str) -> Runner:
@@ -233,7 +248,7 @@ class RayBackend:
         """The node measures with its own worker and memory budget (the record is the local sweep's)."""
         import ray
 
-        runner = lane.worker
+        runner = _runner(lane)
         try:
             record = ray.get(runner.actor.measure.remote(job.config.family, job.config.label, job.options))
         except ray.exceptions.RayError as exc:  # the actor or its node died
@@ -245,12 +260,15 @@ class RayBackend:
         import ray
 
         for lane in self.lanes:
-            try:
-                ray.kill(lane.worker.actor)
-            except Exception:  # noqa: BLE001 - already gone with its node
-                pass
+            _runner(lane).kill()
         if self.connected:
             ray.shutdown()
+
+
+def _runner(lane: Lane) -> Runner:
+    """A Ray lane's worker: the runner of its actor, placed there when the sweep opened."""
+    assert isinstance(lane.worker, Runner), "a Ray lane holds its actor's runner from the start"
+    return lane.worker
 
 
 def device_hours(results, preset: str, platform: str):

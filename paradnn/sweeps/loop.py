@@ -34,6 +34,7 @@ from paradnn.engine.protocol import RunSettings
 from paradnn.families import Config
 from paradnn.store import CLAIM_MARGIN_S, Store
 from paradnn.sweeps.plan import (
+    Progress,
     SweepOptions,
     SweepSummary,
     check_devices_present,
@@ -47,7 +48,7 @@ from paradnn.sweeps.plan import (
     run_key_of,
     skip_states,
 )
-from paradnn.sweeps.worker import POLL_S, Worker, register
+from paradnn.sweeps.worker import POLL_S, Started, register
 
 RETRIES = 1  # a job whose lane was lost (a Ray node died) is tried once more on another lane of its slot
 
@@ -61,7 +62,7 @@ class Lane:
 
     slot: str
     name: str = ""
-    worker: Worker | None = None
+    worker: Started | None = None
     measured: set[str] = field(default_factory=set)  # run keys its worker measured: it may keep their compiled steps
 
 
@@ -94,7 +95,8 @@ class LaneLost(Exception):
 class Backend(Protocol):
     """Where a sweep's workers run. It starts them and measures one job on one; the loop does the rest.
 
-    ``supports``: which of :data:`FEATURES` it can serve. ``together``: a configuration missing
+    ``label``: how an error names it. ``where``: its words in the progress bar ("on ray"; empty for
+    this machine). ``supports``: which of :data:`FEATURES` it can serve. ``together``: a configuration missing
     under one slot is measured again under every slot, side by side (software stacks: no
     version ratio rests on rows measured apart). ``shares_machine``: its lanes share this
     machine's cores and memory (each lane gets a share of the memory budget; a configuration
@@ -103,6 +105,7 @@ class Backend(Protocol):
     """
 
     label: str
+    where: str
     supports: frozenset[str]
     together: bool
     shares_machine: bool
@@ -120,7 +123,7 @@ class Backend(Protocol):
     def choose_xla(self, slot: str, family: str, dtype: str) -> bool:
         """``--xla auto``'s choice for ``family`` on ``slot``'s platform (probed there once, then cached)."""
 
-    def start(self, slot: str) -> Worker:
+    def start(self, slot: str) -> Started:
         """A fresh worker for a lane of ``slot`` (run in the lane's thread: it must not use the store)."""
 
     def measure(self, lane: Lane, job: Job, budget: float | None, deadline: float | None) -> tuple[dict | None, bool]:
@@ -145,7 +148,7 @@ def check_supported(backend: Backend, plans: Sequence[SweepOptions]) -> None:
 
 
 def sweep(configs: list[Config], store: Store, options: SweepOptions, backend: Backend,
-          runs: Sequence[RunSettings] = (), progress: Callable[..., object] | None = None) -> SweepSummary:  # fmt: skip
+          runs: Sequence[RunSettings] = (), progress: Callable[..., Progress] | None = None) -> SweepSummary:  # fmt: skip
     """Measure every configuration ``store`` lacks of ``configs`` on ``backend``: the one sweep loop.
 
     ``runs``: several run settings measured in this one sweep (default: ``options.settings``
@@ -280,7 +283,7 @@ class _Pass:
 
     store: Store
     summary: SweepSummary
-    bar: object
+    bar: Progress
     backend: Backend
     slots: dict[str, dict]
     budget: float | None
@@ -328,9 +331,10 @@ class _Pass:
                 self.summary.out_of_time = True
                 self.queue.clear()
                 return
-            job, lane = self._next()
-            if job is None or (job.alone and self.running):  # wait for a lane, or until the others are idle
+            chosen = self._next()
+            if chosen is None or (chosen[0].alone and self.running):  # wait for a lane, or until the others are idle
                 return
+            job, lane = chosen
             self.queue.remove(job)
             if job.key not in self.claimed and not self._claim(job):
                 continue
@@ -344,7 +348,7 @@ class _Pass:
                 job = replace(job, options=replace(job.options, settings=replace(job.options.settings, contention_retries=0)))
             self.running[pool.submit(self._on_lane, job, lane, ended, share)] = (job, lane)
 
-    def _next(self) -> tuple[Job | None, Lane | None]:
+    def _next(self) -> tuple[Job, Lane] | None:
         """The first queued job with a free lane of its slot, and that lane: the one that measured it in an
         earlier round (its worker keeps the compiled step), else one with a worker."""
         busy = {id(lane) for _, lane in self.running.values()}
@@ -353,7 +357,7 @@ class _Pass:
             mine = [lane for lane in free if lane.slot == job.slot]
             if mine:
                 return job, min(mine, key=lambda lane: (job.key not in lane.measured, lane.worker is None))
-        return None, None
+        return None
 
     def _on_lane(self, job: Job, lane: Lane, ended: threading.Event, budget: float | None) -> tuple[dict | None, bool, bool]:
         """Measure ``job`` on ``lane``, starting its worker here first if it has none: two lanes
@@ -378,11 +382,11 @@ class _Pass:
         except LaneLost as lost:
             self._lost(job, lane, lost)
             return
-        if fresh:
+        if fresh and lane.worker is not None:
             register(self.store, job.options.target, lane.worker)
             lane.measured.clear()
         lane.measured.add(job.key)
-        if not reusable:
+        if not reusable and lane.worker is not None:
             lane.worker.kill()
             lane.worker = None
         if record is None:  # the sweep's own time ran out mid-configuration: not a result

@@ -18,7 +18,7 @@ import random
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import psutil
 
@@ -40,6 +40,14 @@ MAX_LOOKS = 2
 MAX_WORKERS = 4  # worker processes of one local sweep (--workers)
 BUSY_ROWS = 3  # contended rows in a row after which a sweep stops refusing windows (SweepSummary.machine_busy)
 T = TypeVar("T")
+
+
+class Progress(Protocol):
+    """What a sweep calls on its progress bar: tqdm's methods (or a report's own bar, or a silent one)."""
+
+    def update(self, n: int = 1, /) -> object: ...
+    def set_postfix_str(self, text: str, /) -> object: ...
+    def close(self) -> object: ...
 
 
 @dataclass(frozen=True)
@@ -67,10 +75,10 @@ class SweepOptions:
                 continue
             if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top:
                 raise ConfigError(name, value, f"a whole number from 1 to {top}")
-        for name, value in (("max_minutes", self.max_minutes), ("timeout_s", self.timeout_s),
-                            ("memory_budget", self.memory_budget_bytes)):  # fmt: skip
-            if value is not None:
-                check_number(name, value)
+        for name, number in (("max_minutes", self.max_minutes), ("timeout_s", self.timeout_s),
+                             ("memory_budget", self.memory_budget_bytes)):  # fmt: skip
+            if number is not None:
+                check_number(name, number)
 
     def settings_for(self, config: Config) -> RunSettings:
         """The run settings of one configuration: with ``--xla auto``, its family's chosen XLA setting."""

@@ -13,11 +13,11 @@ from paradnn.families import Config
 from paradnn.platform import Target
 from paradnn.store import Store
 from paradnn.sweeps.messages import Profile, Result
-from paradnn.sweeps.plan import SweepOptions
+from paradnn.sweeps.plan import Progress, SweepOptions
 from paradnn.sweeps.worker import Worker, finish, register, reuse_or_start
 
 
-def profile_local(configs: list[Config], store: Store, options: SweepOptions, progress: Callable[..., object] | None = None,
+def profile_local(configs: list[Config], store: Store, options: SweepOptions, progress: Callable[..., Progress] | None = None,
                   start_worker: Callable[[Target], Worker] | None = None) -> dict:  # fmt: skip
     """Profile each configuration's step by operation category on ``options.target`` (in a worker,
     with the target's threads) and keep it in the store's traces table, for projection from this

@@ -71,7 +71,7 @@ def parse(text: str) -> Stack:
     text, :func:`paradnn.settings.stack_text`); ConfigError for a malformed requirement."""
     from paradnn.settings import setting
 
-    written = setting("stack").parse(text)
+    written = str(setting("stack").parse(text))
     return Stack() if written == CURRENT_STACK else Stack(tuple(written.split(",")))
 
 

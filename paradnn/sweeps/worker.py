@@ -31,11 +31,12 @@ import tempfile
 import threading
 import time
 import traceback
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import psutil
 
@@ -130,21 +131,28 @@ def _answer(conn, message: Measure | Describe | ChooseXLA | Profile, target: Tar
     return ceilings
 
 
-class Worker(Protocol):
-    """What the driver needs of a worker (a process, or a fake one in tests)."""
+class Started(Protocol):
+    """What the sweep loop asks of a lane's worker, whatever runs it (a process here, a Ray actor's runner):
+    the platform it measures on, whether it still lives, and ending it."""
 
     info: dict
     ceilings: dict
+
+    def alive(self) -> bool: ...
+    def kill(self) -> None: ...
+    def stop(self) -> None: ...
+
+
+class Worker(Started, Protocol):
+    """What the driver needs of a worker process it talks to (a process, or a fake one in tests)."""
+
     base_rss: int
 
     def send(self, message: Measure | Describe | ChooseXLA | Profile | None) -> None: ...
     def poll(self, timeout: float) -> bool: ...
     def recv(self) -> Result | Failed: ...  # EOFError when the worker died
     def rss(self) -> int: ...
-    def alive(self) -> bool: ...
     def exit_code(self) -> int | None: ...
-    def kill(self) -> None: ...
-    def stop(self) -> None: ...
 
 
 def _last_line(path: str) -> str:
@@ -203,7 +211,7 @@ class ProcessWorker:
         self.info, self.ceilings = message.info, message.ceilings
         self.base_rss = self.rss()
 
-    def _first_message(self, log: str | None, where: str) -> object:
+    def _first_message(self, log: str | None, where: str) -> Ready | StartFailed:
         """The worker's first message (its platform, or why it could not start); raises if it never comes."""
         if not self.conn.poll(WORKER_START_TIMEOUT_S):
             self.kill()
@@ -280,12 +288,12 @@ class ProcessWorker:
 _SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="paradnn-spawn")
 
 
-def popen(*args: object, **kwargs: object) -> subprocess.Popen:
+def popen(*args: Any, **kwargs: Any) -> subprocess.Popen:
     """``subprocess.Popen`` from a thread that lives as long as this process. A worker asks Linux
     to kill it when its parent dies (``die_with_parent``), and Linux means the parent *thread*: a
     worker started in a sweep lane's thread was killed when that pass's threads ended (a sweep
     in rounds lost its second lane's worker between rounds)."""
-    return _SPAWNER.submit(subprocess.Popen, *args, **kwargs).result()
+    return _SPAWNER.submit(lambda: subprocess.Popen(*args, **kwargs)).result()
 
 
 def worker_environment(framework: str, gated: bool = False) -> dict[str, str]:
@@ -372,7 +380,7 @@ def reuse_or_start(target: Target, framework: str = frameworks.DEFAULT, python: 
     return IDLE.take(worker_identity(target, framework, python, gated)) or ProcessWorker(target, framework, python, gated)
 
 
-def finish(workers: list[Worker | None], ended_normally: bool) -> None:
+def finish(workers: Sequence[Worker | None], ended_normally: bool) -> None:
     """At a sweep's end: park its workers if it ended normally, stop them otherwise."""
     for worker in workers:
         if worker is None:
@@ -383,7 +391,7 @@ def finish(workers: list[Worker | None], ended_normally: bool) -> None:
             worker.stop()
 
 
-def register(store: Store, target: Target, worker: Worker) -> None:
+def register(store: Store, target: Target, worker: Started) -> None:
     """Record a started worker's platform (its identity and ceilings) in the store."""
     store.put_platform(fingerprint(worker.info), target.platform, worker.info, worker.ceilings, "measured")
 
