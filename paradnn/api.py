@@ -59,17 +59,6 @@ def _stack_texts(value: object) -> list[str]:
     return [setting("stack").parse(text) for text in texts]
 
 
-def _run(run: Mapping[str, object], name: str | None = None):
-    """The parsed run settings (defaults filled in), the target (called ``name``) and the RunSettings they make."""
-    from paradnn.engine.protocol import RunSettings
-    from paradnn.platform import parse_target
-    from paradnn.settings import parse
-
-    parsed = parse(run)
-    target = parse_target(str(parsed["platform"])).named(name)
-    return parsed, target, lambda **knobs: RunSettings.of(parsed, target, **knobs)
-
-
 @_run_doc
 def measure(family: str, label: str, *, max_seconds: float = 10.0, name: str | None = None, **run: object) -> dict:
     """Time one configuration's training step in this process; the full record (as ``paradnn measure --json``).
@@ -84,13 +73,13 @@ def measure(family: str, label: str, *, max_seconds: float = 10.0, name: str | N
     from paradnn.engine.record import measure_config
     from paradnn.families import parse_label
     from paradnn.sweeps.plan import SweepOptions, check_settings
+    from paradnn.sweeps.request import run_settings
 
     config = parse_label(family, label)
     if _stack_texts(run.pop("stack", ())) not in ([], [CURRENT_STACK]):
         raise ConfigError("stack", run.get("stack"), "current with measure (it runs in this process; sweep measures "
                                                      "other software stacks)")  # fmt: skip
-    parsed, target, settings_with = _run(run, name)
-    settings = settings_with(max_seconds=max_seconds)
+    parsed, target, settings = run_settings(run, name, max_seconds=max_seconds)
     check_settings([config], SweepOptions(settings=settings, target=target))
     frameworks.activate(settings.framework)
     info = machine.describe(target)
@@ -101,36 +90,38 @@ def measure(family: str, label: str, *, max_seconds: float = 10.0, name: str | N
 def sweep(family: str, *, preset: str = "smoke", store: str | Path = "outputs/results.sqlite",
           overrides: Mapping[str, Iterable] | None = None, max_minutes: float | None = None, max_seconds: float = 3.0,
           progress: bool = True, name: str | None = None, rounds: int | None = None, workers: int = 1,
-          **run: object):  # fmt: skip
+          timeout_s: float = 600.0, memory_gb: float | None = None, retry_failed: bool = False, force: bool = False,
+          budget: str | int | None = None, backend: str = "local", address: str | None = None, **run: object):  # fmt: skip
     """Measure a preset's grid (with ``overrides``) that the store lacks; returns the grid's rows
-    under these run settings as a DataFrame (XLA auto: the setting it chose).
+    under these run settings as a DataFrame (XLA auto: the setting it chose). The same request
+    as ``paradnn sweep`` (:class:`paradnn.sweeps.request.SweepRequest`), each keyword its option.
 
     ``rounds``: time each configuration in this many rounds a pass over the grid apart, sharing
     ``max_seconds``; every round is a measurement of its own, pooled (``paradnn sweep --rounds``).
     ``workers``: worker processes on this CPU that build and compile side by side and time one
-    at a time (``paradnn sweep --workers``).
+    at a time (``paradnn sweep --workers``). ``timeout_s``, ``memory_gb``, ``retry_failed``,
+    ``force``: as ``--timeout``, ``--memory-budget``, ``--retry-failed``, ``--force``.
+    ``budget``: measure adaptively only this many configurations (``40``) or minutes (``"30m"``)
+    and predict the rest (``--adaptive --budget``; the predictions are not returned here:
+    ``paradnn predict`` gives them). ``backend="ray"`` with ``address``: a Ray cluster.
 
     ``name``: what to call this platform in the store and in reports (``xeon-lab``; default
     its id, ``cpu``), so two machines' ``cpu`` stay two platforms when their stores are
     merged (:func:`merge`). A name is not a run setting: it changes no run key."""
-    from paradnn.analysis.results import Results
     from paradnn.store import Store
     from paradnn.store.guard import store_errors
-    from paradnn.store.legacy import grid_of
-    from paradnn.sweeps import stacks as stk
-    from paradnn.sweeps.backends import run_sweep
-    from paradnn.sweeps.plan import SilentProgress, SweepOptions
+    from paradnn.sweeps import request as req
+    from paradnn.sweeps.plan import SilentProgress
 
-    configs = grid_of(family, preset, overrides)
-    stacks = [stk.parse(text) for text in _stack_texts(run.pop("stack", ()))]
-    parsed, target, settings_with = _run(run, name)
-    options = SweepOptions(settings=settings_with(max_seconds=max_seconds), target=target, max_minutes=max_minutes,
-                           rounds=rounds, workers=workers)  # fmt: skip
+    stacks = tuple(_stack_texts(run.pop("stack", ())))
+    asked = req.SweepRequest(family, preset, overrides, run, stacks, name, max_seconds, max_minutes, timeout_s, memory_gb,
+                             retry_failed, force, rounds, workers, budget is not None,
+                             None if budget is None else str(budget), backend, address)  # fmt: skip
+    prepared = req.prepare(asked)
     with store_errors(store):
         with Store(store) as s:
-            run_sweep(configs, s, options, stacks=stacks, progress=None if progress else SilentProgress)
-        rows = Results.load(store).where(family=family, label=[c.label for c in configs])
-    return rows.for_settings(**{**parsed, "platform": target.platform}).pooled(per_stack=bool(stacks)).frame
+            req.run(prepared, s, progress=None if progress else SilentProgress)
+        return req.rows(prepared, store)
 
 
 def load(store: str | Path):

@@ -21,6 +21,7 @@ from paradnn.config import POLICIES, ConfigError, read_bounded
 from paradnn.families import Config
 from paradnn.store import StoreError
 from paradnn.store.guard import damaged, store_errors
+from paradnn.vocabulary import OK, STATES
 
 FAMILIES = families.names()
 EXAMPLES = {
@@ -188,17 +189,6 @@ def _memory_budget(memory_gb: float | None, target) -> float | None:
     return memory_gb * 1e9 if memory_gb else default_memory_budget(target)
 
 
-def _run_settings(run: dict, name: str | None = None, **knobs: object):
-    """The parsed run settings of a command's options, its target (called ``name``) and the RunSettings they make."""
-    from paradnn.engine.protocol import RunSettings
-    from paradnn.platform import parse_target
-    from paradnn.settings import parse
-
-    parsed = parse(run)
-    target = parse_target(str(parsed["platform"])).named(name)
-    return parsed, target, RunSettings.of(parsed, target, **knobs)
-
-
 # A platform's name is not a run setting (it changes nothing in the step, nor any run key): an
 # option of its own beside --platform.
 name_option = click.option("--name", "platform_name", metavar="NAME",
@@ -301,11 +291,12 @@ def measure(family: str, label: str, max_seconds: float, memory_gb: float | None
     """
     from paradnn.engine import frameworks, machine
     from paradnn.sweeps.plan import SweepOptions, check_settings
+    from paradnn.sweeps.request import run_settings
 
     config = _config(family, label)
     if not max_seconds > 0:
         raise ConfigError("--max-seconds", max_seconds, "a positive number of seconds")
-    parsed, target, settings = _run_settings(run, platform_name, max_seconds=max_seconds)
+    parsed, target, settings = run_settings(run, platform_name, max_seconds=max_seconds)
     dtype = settings.dtype
     check_settings([config], SweepOptions(settings=settings, target=target))
     frameworks.activate(settings.framework)  # before anything imports Keras
@@ -331,7 +322,7 @@ def measure(family: str, label: str, max_seconds: float, memory_gb: float | None
         click.echo("measuring this platform's ceilings once (about 30 s)...", err=True)
     record = measure_config(config, settings, target, info, ceil.ceilings(target, info))
     _emit(record, as_json)
-    if record["state"] != "ok":
+    if record["state"] != OK:
         click.echo(f"paradnn: {record['state']}: {record['error']}", err=True)
         sys.exit(1)
 
@@ -377,56 +368,25 @@ def sweep(family: str, preset: str, overrides: tuple[str, ...], store_path: str,
     model is least certain, and fill the rest of the grid by prediction (marked
     "predicted"); see `paradnn predict`.
     """
-    from paradnn.store.legacy import grid_of
-    from paradnn.sweeps import stacks as stk
-    from paradnn.sweeps.backends import backend_for
-    from paradnn.sweeps.loop import check_supported, sweep
-    from paradnn.sweeps.plan import SweepOptions, check_settings
+    from paradnn.sweeps import request as req
 
-    configs = grid_of(_family(family), preset, _overrides(family, overrides))
-    parsed, target, settings = _run_settings(run, platform_name, max_seconds=max_seconds)
-    devices = settings.devices
-    for name, value in (("--max-minutes", max_minutes), ("--timeout", timeout_s), ("--memory-budget", memory_gb)):
-        if value is not None and not value > 0:
-            raise ConfigError(name, value, "a positive number")
-    if backend == "ray" and not address:
-        raise ConfigError("--address", "(none)", "HOST:PORT of a running Ray cluster, or $RAY_ADDRESS")
-    stacks = [stk.parse(text) for text in stack_texts]
-    where = backend_for(stacks, (address or "") if backend == "ray" else "", echo=lambda t: click.echo(t, err=True))
-    if adaptive != (budget is not None):
-        raise ConfigError("--adaptive/--budget", budget or "(none)", "both together: --adaptive --budget N (or Nm)")
-    options = SweepOptions(settings=settings, target=target, memory_budget_bytes=memory_gb * 1e9 if memory_gb else None,
-                           timeout_s=timeout_s, max_minutes=max_minutes, retry_failed=retry_failed, force=force,
-                           rounds=rounds, workers=workers)  # fmt: skip
-    if adaptive:
-        from paradnn.sweeps.adaptive import Budget, adaptive_sweep, check_adaptive
-
-        check_adaptive(options, where)
-        parsed_budget = Budget.parse(budget or "")
-    check_supported(where, [options])
-    if backend == "ray":
-        from paradnn.sweeps.cluster import check_reachable
-
-        check_reachable(address or "")  # before the store is opened
-    check_settings(configs, options)  # before the store is opened
-    predicted = None
+    echo = lambda text: click.echo(text, err=True)  # noqa: E731
+    asked = req.SweepRequest(_family(family), preset, _overrides(family, overrides), run, stack_texts, platform_name,
+                             max_seconds, max_minutes, timeout_s, memory_gb, retry_failed, force, rounds, workers, adaptive,
+                             budget, backend, address)  # fmt: skip
+    prepared = req.prepare(asked, echo)
     with _refused_leaves_nothing(store_path), _open_store(store_path) as store, _terminate_as_interrupt() as terminated:
-        if adaptive:
-            outcome = adaptive_sweep(configs, store, options, parsed_budget, echo=lambda t: click.echo(t, err=True))
-            summary, predicted = outcome.summary, outcome.predicted
-        else:
-            summary = sweep(configs, store, options, where)
-    from paradnn.analysis.results import Results
-
-    mine = Results.load(store_path).where(family=family, label=[c.label for c in configs])
-    rows = mine.for_settings(**{**parsed, "platform": target.platform}).pooled(per_stack=bool(stacks)).frame.to_dict("records")
+        summary, outcome = req.run(prepared, store, echo)
+    rows = req.rows(prepared, store_path).to_dict("records")
+    predicted = outcome.predicted if outcome is not None else None
     if predicted is not None and len(predicted):
-        rows += [{"platform": target.platform, **r, "state": "predicted"} for r in predicted.to_dict("records")]
-    columns = RESULT_COLUMNS + ([("sw_tensorflow", "{}")] if stacks else [])
+        rows += [{"platform": prepared.target.platform, **r, "state": "predicted"} for r in predicted.to_dict("records")]
+    settings = prepared.options.settings
+    columns = RESULT_COLUMNS + ([("sw_tensorflow", "{}")] if stack_texts else [])
     columns += [("infeed_share", "{:.1%}")] if settings.input != "device" else []
-    columns += [("comm_share", "{:.1%}"), ("scaling_efficiency", "{:.1%}")] if devices > 1 else []
+    columns += [("comm_share", "{:.1%}"), ("scaling_efficiency", "{:.1%}")] if settings.devices > 1 else []
     _print_table(rows, columns)
-    if adaptive:
+    if outcome is not None:
         click.echo(outcome.line(), err=True)
     click.echo(summary.line(), err=True)
     if summary.interrupted:
@@ -494,7 +454,7 @@ def _open_store(path: str, create: bool = True, readonly: bool = False):
 @store_option
 @click.option("--family", type=click.Choice(FAMILIES))
 @setting_option("platform", "platform_id", default=None, help="Only this platform (e.g. cpu, v100, tpu-v2-8).")
-@click.option("--state", type=click.Choice(("ok", "oom", "error", "timeout", "skipped")))
+@click.option("--state", type=click.Choice(STATES))
 @click.option("--format", "fmt", type=click.Choice(("table", "csv", "json", "parquet")), default="table", show_default=True)
 @click.option("--output", type=click.Path(dir_okay=False), help="Write to this file instead of the terminal.")
 @click.option("--force", is_flag=True, help="Replace an existing --output file (never a store or any SQLite file).")
@@ -673,7 +633,7 @@ def compare(baseline: str, target: str, by: str, free_text: str, hold_text: str,
         baseline, target = _compare_value(declared, "--baseline", baseline), _compare_value(declared, "--target", target)
     if baseline == target:
         raise ConfigError("--target", target, f"a {by} other than the baseline's")
-    results = Results.load(_checked_store(store_path)).where(family=family, state="ok")
+    results = Results.load(_checked_store(store_path)).where(family=family, state=OK)
     present = sorted({v for v in results.frame[column].dropna().unique()}, key=str)
     for option, value in (("--baseline", baseline), ("--target", target)):
         if value not in present:

@@ -127,6 +127,11 @@ def compute_dtype(name: str) -> str:
     return policy(name).compute_dtype
 
 
+# The environment variables paradnn reads, each named once.
+CACHE_ENV = "PARADNN_CACHE_DIR"  # where ceilings and layer counts are cached
+PROGRESS_ENV = "PARADNN_PROGRESS_FILE"  # set by `paradnn report`: where a notebook's sweeps write their progress
+
+
 def cache_dir() -> Path:
     """Where measured ceilings and walked layer counts are cached (``PARADNN_CACHE_DIR``, default ``~/.cache/paradnn``)."""
-    return Path(os.environ.get("PARADNN_CACHE_DIR", Path.home() / ".cache" / "paradnn"))
+    return Path(os.environ.get(CACHE_ENV, Path.home() / ".cache" / "paradnn"))

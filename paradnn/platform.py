@@ -25,6 +25,12 @@ class Datasheet:
     memory_bandwidth: float
     note: str = ""
     memory_bytes: float = 0.0  # device memory (HBM) of the whole device or board; 0: not stated
+    replicas: int = 1  # copies of the model the device holds in data parallel (a TPU board: one per core)
+
+    @property
+    def replica_memory(self) -> float | None:
+        """Memory one replica of a model has (a TPU v2-8 core its own 8 GiB); None where not stated."""
+        return self.memory_bytes / self.replicas if self.memory_bytes else None
 
 
 T = 1e12
@@ -33,8 +39,8 @@ DATASHEETS: dict[str, Datasheet] = {
     d.name: d
     for d in [
         # The TPUs' matrix units multiply in bfloat16; their datasheets state no float32 rate.
-        Datasheet("tpu-v2-8", {"bfloat16": 180 * T}, 2400e9, "board of 8 cores; bf16 matmul", 64 * GiB),
-        Datasheet("tpu-v3-8", {"bfloat16": 420 * T}, 3600e9, "board of 8 cores; bf16 matmul", 128 * GiB),
+        Datasheet("tpu-v2-8", {"bfloat16": 180 * T}, 2400e9, "board of 8 cores; bf16 matmul", 64 * GiB, 8),
+        Datasheet("tpu-v3-8", {"bfloat16": 420 * T}, 3600e9, "board of 8 cores; bf16 matmul", 128 * GiB, 8),
         Datasheet("v100", {"float32": 15.7 * T, "float16": 125 * T}, 900e9, "SXM2; float16 on Tensor Cores", 16 * GiB),
         Datasheet("a100", {"float32": 19.5 * T, "tf32": 156 * T, "bfloat16": 312 * T, "float16": 312 * T}, 2039e9, "SXM 80 GB",
                   80 * GiB),

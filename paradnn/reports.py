@@ -27,16 +27,17 @@ from pathlib import Path, PurePath
 import yaml
 
 from paradnn.analysis import registry
-from paradnn.config import ConfigError, check_number, load_yaml, read_bounded
+from paradnn.analysis.registry import NEEDS
+from paradnn.config import PROGRESS_ENV, ConfigError, check_number, load_yaml, read_bounded
 from paradnn.imports import papermill
 from paradnn.markup import literal
 from paradnn.platform import DATASHEETS
 from paradnn.sweeps.plan import MAX_WORKERS
+from paradnn.vocabulary import FAILS, HOLDS, INCONCLUSIVE, LEGACY, MEASURED, OK, PROJECTED_FAILS, PROJECTED_HOLDS, plain_outcome
 
 ROOT = Path(__file__).resolve().parents[1]
 KERNEL = "paradnn"
 PIPELINE_BYTES = 1_000_000  # a pipeline file: a few dozen lines in practice
-PROGRESS_ENV = "PARADNN_PROGRESS_FILE"  # where a notebook's sweeps write their progress
 
 
 @dataclass(frozen=True)
@@ -393,7 +394,7 @@ def provenance(store: Path, params: dict, observations: Path | None = None) -> s
         timing = f"  \n**timing** {literal(Results.load(store).contention_line())}"
         with Store(store, create=False, readonly=True) as s:
             rows = s.platforms()
-        measured = rows[rows["source"] == "measured"].sort_values("measured_at")
+        measured = rows[rows["source"] == MEASURED].sort_values("measured_at")
         named = {name: json.loads(group.iloc[-1]["info"]) for name, group in measured.groupby("platform", sort=True)}
         if named:  # the newest record of the store (this machine, when it measured last) heads the header
             info = json.loads(measured.iloc[-1]["info"])
@@ -531,8 +532,7 @@ def run_pipeline(
     return reports
 
 
-VERDICT_COLOURS = {"holds": "#e6f4ea", "does not hold": "#fce8e6", "holds (projected)": "#eef6f0",
-                   "does not hold (projected)": "#fbefed"}  # fmt: skip
+VERDICT_COLOURS = {HOLDS: "#e6f4ea", FAILS: "#fce8e6", PROJECTED_HOLDS: "#eef6f0", PROJECTED_FAILS: "#fbefed"}
 # The figures a reader should see first, by report: (report, what it shows).
 FIRST_FIGURES = (("architecture", "Fig. 2: FLOPS utilisation over batch and width, with the regression of what drives it"),
                  ("platform_comparison", "Fig. 9 and Table 3: this machine beside the 2019 V100 and TPU v2-8 on their own grid"),
@@ -576,10 +576,10 @@ def observations_table(observations: list[dict]) -> str:
 def standing(verdicts: list[dict]) -> str:
     """Where one observation stands over all its verdicts, counted: every decided verdict agrees,
     they disagree, or none decided."""
-    decided = [v["verdict"] for v in verdicts if v["verdict"] in ("holds", "does not hold")]
+    decided = [v["verdict"] for v in verdicts if v["verdict"] in (HOLDS, FAILS)]
     if not decided:
         return f"overall: undecided (none of its {len(verdicts)} verdict(s) decided)"
-    counts = {kind: decided.count(kind) for kind in ("holds", "does not hold") if kind in decided}
+    counts = {kind: decided.count(kind) for kind in (HOLDS, FAILS) if kind in decided}
     counted = ", ".join(f"{n} {kind}" for kind, n in counts.items())
     if len(counts) == 1:
         return f"overall: {decided[0]} ({counted} of {len(verdicts)} verdict(s); the others undecided)" \
@@ -595,14 +595,14 @@ def platform_lines(store: str | Path) -> list[str]:
     try:
         with Store(store, create=False, readonly=True) as s:
             platforms, counts = s.platforms(), s.conn.execute(
-                "SELECT platform, count(*), sum(state = 'ok') FROM results GROUP BY platform").fetchall()  # fmt: skip
+                "SELECT platform, count(*), sum(state = ?) FROM results GROUP BY platform", (OK,)).fetchall()  # fmt: skip
     except Exception:  # noqa: BLE001 - the index must never break on its store
         return []
     lines = []
     for name, rows, ok in counts:
         records = platforms[platforms["platform"] == name].sort_values("measured_at")
         info = json.loads(records.iloc[-1]["info"]) if len(records) else {}
-        if len(records) and records.iloc[-1]["source"] == "legacy":
+        if len(records) and records.iloc[-1]["source"] == LEGACY:
             where = f"the original study (2019), {info.get('name', name)}"
         elif info:
             where = f"{_machine(info)}; {_software(info.get('software', {}), info)}"
@@ -614,14 +614,14 @@ def platform_lines(store: str | Path) -> list[str]:
 
 def verdict_counts(observations: list[dict]) -> str:
     """How the verdicts came out, in one sentence."""
-    kinds = {"holds": 0, "does not hold": 0, "inconclusive": 0, "needs": 0}
+    kinds = {HOLDS: 0, FAILS: 0, INCONCLUSIVE: 0, NEEDS: 0}
     for r in observations:
         v = str(r["verdict"])
-        key = "needs" if v.startswith("needs") else v.replace(" (projected)", "")
+        key = NEEDS if v.startswith(NEEDS) else plain_outcome(v)
         kinds[key] = kinds.get(key, 0) + 1
-    return (f"{len(observations)} verdicts on the paper's 14 observations: <b>{kinds['holds']} hold</b>, "
-            f"<b>{kinds['does not hold']} do not hold</b>, {kinds['inconclusive']} inconclusive (the 95% interval "
-            f"crosses the threshold, or too few rows), {kinds['needs']} need hardware or data not here.")
+    return (f"{len(observations)} verdicts on the paper's 14 observations: <b>{kinds[HOLDS]} hold</b>, "
+            f"<b>{kinds[FAILS]} do not hold</b>, {kinds[INCONCLUSIVE]} inconclusive (the 95% interval "
+            f"crosses the threshold, or too few rows), {kinds[NEEDS]} need hardware or data not here.")
 
 
 def write_index(out: Path, pipeline: Pipeline, reports: list[Report], observations: list[dict] | None = None) -> Path:

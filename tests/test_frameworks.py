@@ -133,7 +133,7 @@ def test_a_framework_not_installed_says_how_to_install_it(monkeypatch):
 
 def test_a_family_without_jax_support_is_refused():
     with pytest.raises(ConfigError, match="framework: 'jax' is not valid; allowed: tensorflow, torch for family transformer"):
-        frameworks.check_family("transformer", "jax")
+        frameworks.check_framework("transformer", "jax")
 
 
 def test_jax_cannot_be_activated_where_keras_runs_tensorflow():

@@ -150,6 +150,24 @@ def test_the_api_refuses_a_negative_budget_before_creating_a_store(tmp_path):
     assert not target.exists()
 
 
+@pytest.mark.parametrize("kwargs, needle", [
+    ({"timeout_s": 0}, "--timeout: 0 is not valid; allowed: a positive number"),
+    ({"memory_gb": -2}, "--memory-budget: -2 is not valid"),
+    ({"backend": "ray"}, "--address: '(none)' is not valid"),
+    ({"backend": "slurm"}, "--backend: 'slurm' is not valid; allowed: local, ray"),
+    ({"budget": 10, "workers": 2}, "--workers: 2 is not valid; allowed: 1 with --adaptive"),
+    ({"budget": "soon"}, "budget"),
+])  # fmt: skip
+def test_the_api_takes_the_command_lines_sweep_options_and_refuses_them_alike(tmp_path, kwargs, needle):
+    """One sweep request for both front ends: the API's keywords are the command line's options, checked
+    by the same code before a store is created."""
+    target = tmp_path / "api.sqlite"
+    with pytest.raises(ConfigError) as refused:
+        paradnn.sweep("fc", store=target, progress=False, **kwargs)
+    assert needle in str(refused.value)
+    assert not target.exists()
+
+
 def test_more_threads_than_cores_is_one_line():
     one_line(cli("measure", "fc", "layer_1-node_2-input_3-output_4-bs_5", "--platform", "cpu[threads=999999]"), "cores")
     one_line(cli("platform", "--platform", "cpu[threads=999999]"), "cores")

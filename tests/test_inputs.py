@@ -98,7 +98,7 @@ def test_bad_input_settings_are_one_clear_error(settings, message):
 def test_host_prep_refuses_a_family_with_several_inputs():
     config = parse_label("transformer", "layer_1-width_64-vocab_100-length_8-bs_4")
     with pytest.raises(ConfigError, match="device or host for transformer"):
-        inputs.check_family("host-prep", get("transformer"), config)
+        inputs.check_input_mode("host-prep", get("transformer"), config)
 
 
 @pytest.mark.slow

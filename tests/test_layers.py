@@ -16,8 +16,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "paradnn"
 
 # Bottom up. A module's layer is the first entry that is a prefix of its dotted name.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("vocabulary", ("paradnn.config", "paradnn.identity", "paradnn.settings", "paradnn.markup", "paradnn.tfimport",
-                    "paradnn.imports", "paradnn.platform", "paradnn.version")),
+    ("vocabulary", ("paradnn.vocabulary", "paradnn.config", "paradnn.identity", "paradnn.settings", "paradnn.markup",
+                    "paradnn.tfimport", "paradnn.imports", "paradnn.platform", "paradnn.version")),
     ("families", ("paradnn.families", "paradnn.counting", "paradnn.space")),
     ("engine", ("paradnn.engine",)),
     ("store", ("paradnn.store",)),

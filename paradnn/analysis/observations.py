@@ -33,10 +33,9 @@ from paradnn import families
 from paradnn.analysis.regression import RegressionResult, regress
 from paradnn.analysis.results import Results
 from paradnn.analysis.speedup import SpeedupResult
+from paradnn.platform import DATASHEETS
+from paradnn.vocabulary import FAILS, HOLDS, INCONCLUSIVE, OOM, PROJECTED_FAILS, PROJECTED_HOLDS, TIMEOUT, plain_outcome
 
-HOLDS, FAILS, INCONCLUSIVE = "holds", "does not hold", "inconclusive"
-# Verdicts judged on projections (paradnn.analysis.projection), not on measurements of the platform.
-PROJECTED_HOLDS, PROJECTED_FAILS = "holds (projected)", "does not hold (projected)"
 UNKNOWN_SENTENCE = "it is inconclusive"
 FLAT = 0.02  # an adjacent step within 2% is flat
 LEVEL = 0.95  # every interval's confidence level
@@ -120,7 +119,7 @@ class Verdict:
     def __post_init__(self) -> None:
         decided = self.verdict in (HOLDS, FAILS, PROJECTED_HOLDS, PROJECTED_FAILS)
         if decided:
-            said = self.verdict.replace(" (projected)", "")
+            said = plain_outcome(self.verdict)
             judged = self.rule.judge(self.effect, self.interval, self.n or 0) if self.rule else None
             if judged != said:
                 raise ValueError(f"{self.observation}: {self.verdict!r} needs a rule its effect and interval meet "
@@ -798,9 +797,9 @@ def out_of_memory_first(df: pd.DataFrame, family: str = "fc") -> Verdict:
     per_platform = [set(g["label"]) for _, g in rows.groupby("platform")]
     labels = set.intersection(*per_platform) if len(per_platform) > 1 else set()
     shared = rows[rows["label"].isin(labels)]
-    oom = Results(shared).where(state="oom").frame.groupby("platform")["label"].nunique()
+    oom = Results(shared).where(state=OOM).frame.groupby("platform")["label"].nunique()
     oom = oom.reindex(sorted(shared["platform"].unique())).fillna(0).astype(int)
-    unfinished = Results(shared).where(state="timeout").frame.groupby("platform")["label"].nunique()
+    unfinished = Results(shared).where(state=TIMEOUT).frame.groupby("platform")["label"].nunique()
     memory = {p: _memory_bytes(p) for p in oom.index}
     smallest = min(memory, key=lambda p: memory[p] or math.inf) if memory else None
     platform = " vs ".join(oom.index)
@@ -824,7 +823,7 @@ def out_of_memory_first(df: pd.DataFrame, family: str = "fc") -> Verdict:
     first_part = exact_part("first", float(first == smallest), len(labels),
                             Rule("the platform with the least memory has the most out-of-memory cells (1: yes)", 0.5))
     largest = max(memory, key=lambda p: memory[p] or 0)
-    too_big = set(Results(shared).where(platform=smallest, state="oom").frame["label"])
+    too_big = set(Results(shared).where(platform=smallest, state=OOM).frame["label"])
     there = shared[(shared["platform"] == largest) & shared["label"].isin(too_big)]["state"].value_counts()
     numbers["on_largest"] = there.to_dict()
     evidence += f"; of the {len(too_big)} that ran out of memory on {smallest}, {largest}: " + \
@@ -837,14 +836,11 @@ def out_of_memory_first(df: pd.DataFrame, family: str = "fc") -> Verdict:
     return judged(name, paper, [first_part, runs], evidence, numbers, id="O6", platform=platform)
 
 
-# Memory one replica of a model has on the original study's platforms (paper Table 3), for O6: a
-# TPU board replicates the model on each of its 8 cores, each with its own 8 GiB (v2) or 16 GiB
-# (v3) of HBM; the V100 has 16 GiB.
-PLATFORM_MEMORY = {"tpu-v2-8": 8 * 2**30, "tpu-v3-8": 16 * 2**30, "v100": 16 * 2**30}
-
-
 def _memory_bytes(platform: str) -> float | None:
-    return PLATFORM_MEMORY.get(platform)
+    """Memory one replica of a model has on ``platform``, from its datasheet (paper Table 3: a TPU board
+    replicates the model on each of its 8 cores, each with its own 8 GiB (v2) or 16 GiB (v3) of HBM)."""
+    sheet = DATASHEETS.get(platform)
+    return sheet.replica_memory if sheet is not None else None
 
 
 def comparison_held(result: SpeedupResult) -> dict:

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from paradnn.analysis.observations import FAILS, HOLDS, INCONCLUSIVE, PROJECTED_FAILS, PROJECTED_HOLDS, Verdict
+from paradnn.analysis.observations import Verdict
+from paradnn.vocabulary import FAILS, HOLDS, INCONCLUSIVE, PROJECTED_FAILS, PROJECTED_HOLDS
 
 NEEDS = "needs"
 

@@ -32,6 +32,7 @@ from paradnn.analysis.speedup import SpeedupResult, compare, side_rows
 from paradnn.config import ConfigError
 from paradnn.identity import run_key
 from paradnn.store.bounds import CHIP, INPUT, row_bounds
+from paradnn.vocabulary import LEGACY, OK
 
 # The run settings a dominant run names (the platform is chosen by the caller).
 RUN_NAMES = tuple(s.name for s in settings.SETTINGS if s.identity and s.name != "platform")
@@ -111,7 +112,7 @@ def explain_unpaired(base: pd.DataFrame, target: pd.DataFrame, key: list[str], v
 
 def _original(rows: pd.DataFrame) -> bool:
     """Rows all of the original study (imported, not measured here)."""
-    return "source" in rows and bool(len(rows)) and bool(rows["source"].fillna("").str.startswith("legacy").all())
+    return "source" in rows and bool(len(rows)) and bool(rows["source"].fillna("").str.startswith(LEGACY).all())
 
 
 def _bound_of(rows: pd.DataFrame) -> dict[tuple[str, str], str]:
@@ -204,7 +205,7 @@ class Results:
                 continue
             keep = _column(df, declared) == declared.parse(value)
             if name == "input" and "source" in df:  # the original study's rows were all fed through the host
-                keep |= df["source"].fillna("").str.startswith("legacy")
+                keep |= df["source"].fillna("").str.startswith(LEGACY)
             df = df[keep]
         return self._with(df)
 
@@ -280,17 +281,17 @@ class Results:
 
     def ok(self) -> Results:
         """Rows that finished (state ``ok``)."""
-        return self._with(self.frame[self.frame["state"] == "ok"])
+        return self._with(self.frame[self.frame["state"] == OK])
 
     def measured(self) -> Results:
         """Rows measured by paradnn (not imported from the original study)."""
         if "source" not in self.frame:
             return self
-        return self._with(self.frame[~self.frame["source"].fillna("").str.startswith("legacy")])
+        return self._with(self.frame[~self.frame["source"].fillna("").str.startswith(LEGACY)])
 
     def failed(self) -> Results:
         """Rows that did not finish (out of memory, timeout, error, skipped)."""
-        return self._with(self.frame[self.frame["state"] != "ok"])
+        return self._with(self.frame[self.frame["state"] != OK])
 
     def with_value(self, column: str) -> Results:
         """Rows with a value in ``column`` (a metric some rows lack, such as ``infeed_share``)."""
@@ -358,7 +359,7 @@ class Results:
         wanted = [_column_name(f) for f in (tuple(owned) if free is None else free)]
         held_on_purpose = {_column_name(h) for h in hold}
         frame = newest_rows(self.frame) if column == "platform" else self.frame
-        rows = frame[(frame["state"] == "ok") & (pd.to_numeric(frame[metric], errors="coerce") > 0)]
+        rows = frame[(frame["state"] == OK) & (pd.to_numeric(frame[metric], errors="coerce") > 0)]
         rows = rows[rows["family"] == family] if family is not None else rows
         base, targ = rows[side_rows(rows, column, baseline)], rows[side_rows(rows, column, target)]
         sides, own = {}, []

@@ -349,11 +349,12 @@ HARDWARE_COLUMNS = ["metric", "platform", "class", "value", "source", "paper rat
 EVIDENCE = ("measured", "datasheet", "paper's class rating", "not measurable here")
 
 
-def _evidence(source: str) -> str:
-    if source.startswith("datasheet"):
+def _evidence(cell_source: str) -> str:
+    """A scorecard cell's kind of evidence (:data:`EVIDENCE`) from where its value came from."""
+    if cell_source.startswith("datasheet"):
         return "datasheet"
-    if source in ("measured", "not measurable here"):
-        return source
+    if cell_source in ("measured", "not measurable here"):
+        return cell_source
     return "paper's class rating"
 
 

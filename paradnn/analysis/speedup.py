@@ -22,6 +22,7 @@ import pandas as pd
 
 from paradnn.analysis.rows import MISSING, comparison_key, held_fixed, looks_of, quiet_first, round_ids, unpool
 from paradnn.store import hyperparameter_names
+from paradnn.vocabulary import OK
 
 # ``rounds``: the interleaved rounds a pair's speedup is the median of (0: its sides' pooled medians
 # divided); ``replicates``: the speedups a two-level bootstrap resamples within the pair (per round,
@@ -198,7 +199,7 @@ def compare(
         raise ValueError(f"baseline and target are both {baseline!r}; compare two different values of {by}")
     key = comparison_key(df, by, free) + list(within)
     df = unpool(df)  # pooled rows pair measurement by measurement, round by round
-    rows = quiet_first(df[(df["state"] == "ok") & (pd.to_numeric(df[metric], errors="coerce") > 0)])
+    rows = quiet_first(df[(df["state"] == OK) & (pd.to_numeric(df[metric], errors="coerce") > 0)])
     if family is not None:
         rows = rows[rows["family"] == family]
     rows = _keyed(rows.assign(**{metric: pd.to_numeric(rows[metric])}), key)
@@ -257,7 +258,7 @@ def bootstrap_interval(df: pd.DataFrame, result: SpeedupResult, n_boot: int = 20
         return math.nan, math.nan
     rng = np.random.default_rng(seed)
     key = list(result.key)
-    rows = _keyed(unpool(df)[lambda d: d["state"] == "ok"], key)
+    rows = _keyed(unpool(df)[lambda d: d["state"] == OK], key)
     logs = []
     for _, pair in result.table.iterrows():
         replicates = np.asarray(pair.get("replicates") or [], dtype=float)

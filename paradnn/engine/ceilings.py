@@ -34,6 +34,7 @@ from paradnn.config import cache_dir
 from paradnn.engine.machine import describe
 from paradnn.identity import fingerprint
 from paradnn.platform import Target
+from paradnn.vocabulary import OK
 
 
 def _operands(n: int) -> tuple:
@@ -208,7 +209,7 @@ def probe_xla(target: Target, family: str, dtype: str, seconds: float = 1.0, con
             on, off = Trainer(config, dtype, xla=True), Trainer(config, dtype, xla=False)
             m = run_protocol(on.run, RunSettings(dtype=dtype, device=target.tf_device, max_seconds=seconds),
                              reference=off.run)  # fmt: skip
-        if m.state == "ok" and m.samples and m.reference_samples:
+        if m.state == OK and m.samples and m.reference_samples:
             medians = {True: float(np.median(m.samples)), False: float(np.median(m.reference_samples))}
     except tf.errors.ResourceExhaustedError:
         pass

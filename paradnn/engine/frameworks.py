@@ -48,7 +48,7 @@ def check(framework: str) -> None:
         raise ConfigError("framework", framework, f"{here} (the {framework} package is not installed: {INSTALL[framework]})")
 
 
-def check_family(family: str, framework: str) -> None:
+def check_framework(family: str, framework: str) -> None:
     """ConfigError unless ``family`` declares it can be trained under ``framework``."""
     from paradnn.families import get
 

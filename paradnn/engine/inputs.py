@@ -36,7 +36,7 @@ def check(mode: str) -> None:
     check_choice("input", mode, MODES)
 
 
-def check_family(mode: str, family, config) -> None:
+def check_input_mode(mode: str, family, config) -> None:
     """ConfigError when ``host-prep`` has no preparation for a family whose inputs are a tuple (traced, not allocated)."""
     if mode != "host-prep":
         return

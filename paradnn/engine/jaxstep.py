@@ -30,6 +30,7 @@ from paradnn.engine.training import RMSPROP, keep, rerun_kept, sparse_cross_entr
 from paradnn.families import Config, family_of
 from paradnn.settings import ENGINE_DEFAULTS
 from paradnn.tfimport import keras, tf
+from paradnn.vocabulary import OK, OOM
 
 if keras.backend.backend() != "jax":  # the model would be built for another backend's arrays
     raise ImportError(f"paradnn.engine.jaxstep needs Keras's JAX backend; this process runs {keras.backend.backend()}")
@@ -150,12 +151,12 @@ def measure(config: Config, settings: RunSettings, count_graph: bool = True) -> 
     except jax.errors.JaxRuntimeError as exc:
         if "RESOURCE_EXHAUSTED" not in str(exc):
             raise
-        m = Measurement(state="oom", error=first_line(exc))
+        m = Measurement(state=OOM, error=first_line(exc))
     except MemoryError as exc:
-        m = Measurement(state="oom", error=f"MemoryError: {exc}")
+        m = Measurement(state=OOM, error=f"MemoryError: {exc}")
     stats = jax_device(settings.device).memory_stats() if not settings.device.upper().startswith("/CPU") else None
     m.peak_memory_bytes = int(stats["peak_bytes_in_use"]) if stats else max(0, host_rss() - rss_before)
     m.wall_time_s = time.perf_counter() - start
-    if m.state == "ok":  # trainer is bound: building it succeeded
+    if m.state == OK:  # trainer is bound: building it succeeded
         keep(config, settings, trainer, m)
     return m

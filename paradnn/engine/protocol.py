@@ -43,6 +43,7 @@ from paradnn.engine.gate import gate
 from paradnn.platform import Target
 from paradnn.settings import ENGINE_DEFAULTS, STEP_FIELDS
 from paradnn.settings import parse as parse_settings
+from paradnn.vocabulary import OK
 
 if TYPE_CHECKING:
     from paradnn.engine.energy import Meter
@@ -344,7 +345,7 @@ def run_protocol(run: Callable[[int], float], settings: RunSettings, meter: Mete
     ``kept``: a step compiled and calibrated in an earlier round, as (K, seconds per step):
     no first call (``compile_time_s`` stays unset for the caller to fill) and no calibration.
     """
-    m = Measurement(state="ok")
+    m = Measurement(state=OK)
     start = time.perf_counter()
     calls = _Calls(run, announce[0] if announce else None)
     gc_was_enabled = gc.isenabled()

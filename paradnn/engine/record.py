@@ -12,11 +12,12 @@ from collections.abc import Callable
 from paradnn import counting
 from paradnn.config import compute_dtype
 from paradnn.engine import ceilings as ceil
-from paradnn.engine.frameworks import check_family
+from paradnn.engine.frameworks import check_framework
 from paradnn.engine.protocol import Measurement, RunSettings
 from paradnn.families import Config, family_of
 from paradnn.platform import Target, peak
 from paradnn.settings import ENGINE_DEFAULTS, STEP_FIELDS, columns
+from paradnn.vocabulary import OK
 
 
 def describe_config(config: Config, policy: str = ENGINE_DEFAULTS["dtype"], graph=None, trace: bool = True,
@@ -65,7 +66,7 @@ def describe_config(config: Config, policy: str = ENGINE_DEFAULTS["dtype"], grap
 def derived(record: dict, peak_flops: float) -> dict:
     """Throughput and utilisation from the median step time and ``flops_model``."""
     step = record.get("step_time_s")
-    if not step or record.get("state") != "ok":
+    if not step or record.get("state") != OK:
         return {"examples_per_sec": None, "flops_per_sec": None, "utilization": None, "examples_per_joule": None}
     flops_per_sec = record["flops_model"] / step
     energy = record.get("energy_per_step_j")
@@ -110,7 +111,7 @@ def measure_config(config: Config, settings: RunSettings, target: Target, info: 
     ``settings.xla`` None is ``--xla auto``: the family's XLA choice for this platform
     (probed once, cached with the ceilings) is used, and the record says so (``xla_auto``).
     """
-    check_family(config.family, settings.framework)
+    check_framework(config.family, settings.framework)
     auto = settings.xla is None
     if auto:
         from dataclasses import replace

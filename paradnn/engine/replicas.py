@@ -40,6 +40,7 @@ from paradnn.config import ConfigError
 from paradnn.engine.contention import Usage
 from paradnn.engine.protocol import Measurement, RunSettings, Stats, run_protocol
 from paradnn.families import Config, parse_label
+from paradnn.vocabulary import OK, OOM
 
 REPLICA_TIMEOUT_ENV = "PARADNN_REPLICA_TIMEOUT_S"  # seconds the replicas of one configuration may take
 FAULT_ENV = "PARADNN_FAULT_REPLICA"  # fault injection for tests: "hang:I" (replica I never joins) or "die:I" (it exits 3)
@@ -178,12 +179,12 @@ class Replicated:
             graph = count_graph_flops(self.reference.trace().graph) if count_graph else None
             m = run_protocol(self.run_parallel, settings, reference=self.run_reference, announce=announce,
                              partners=partners)  # fmt: skip
-            if m.state == "ok":
+            if m.state == OK:
                 m.allreduce_share = self.profile(m.steps_per_call, announce)
         except tf.errors.ResourceExhaustedError as exc:
             from paradnn.engine.protocol import first_line
 
-            m, graph = Measurement(state="oom", error=first_line(exc)), None
+            m, graph = Measurement(state=OOM, error=first_line(exc)), None
         finally:
             if leads_others:
                 self.announce(STOP, 0)
@@ -265,7 +266,7 @@ def measure_processes(config: Config, settings: RunSettings, count_graph: bool =
     group = ReplicaGroup.reuse_or_start(n, cores)
     state, error, data = group.run({"family": config.family, "label": config.label, "settings": asdict(settings),
                                     "count_graph": count_graph}, timeout)  # fmt: skip
-    m = _measurement(data) if state == "ok" else Measurement(state=state, error=error, replicas=n)
+    m = _measurement(data) if state == OK else Measurement(state=state, error=error, replicas=n)
     m.wall_time_s = time.perf_counter() - start
     return m
 
@@ -324,7 +325,7 @@ class ReplicaGroup:
             except OSError:  # it exited: _wait says with what
                 pass
         state, error = _wait(self.processes, timeout, result)
-        if state != "ok":
+        if state != OK:
             self.stop()
             return state, error, {}
         ReplicaGroup._kept = self

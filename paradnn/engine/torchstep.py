@@ -33,6 +33,7 @@ from paradnn.engine.training import RMSPROP, RMSPROP_FLOPS_PER_WEIGHT, keep, rer
 from paradnn.families import Config, family_of
 from paradnn.settings import ENGINE_DEFAULTS
 from paradnn.tfimport import keras, tf
+from paradnn.vocabulary import ERROR, OK, OOM
 
 if keras.backend.backend() != "torch":  # the model would be built for another backend's arrays
     raise ImportError(f"paradnn.engine.torchstep needs Keras's torch backend; this process runs {keras.backend.backend()}")
@@ -146,16 +147,16 @@ def measure(config: Config, settings: RunSettings, count_graph: bool = True) -> 
         m.graph = GraphCount(flops, {}, []) if flops is not None else None
         m.phases.update(build_s=built - start, count_s=counted - built)
     except torch.OutOfMemoryError as exc:
-        m = Measurement(state="oom", error=first_line(exc))
+        m = Measurement(state=OOM, error=first_line(exc))
     except MemoryError as exc:
-        m = Measurement(state="oom", error=f"MemoryError: {exc}")
+        m = Measurement(state=OOM, error=f"MemoryError: {exc}")
     except torch._dynamo.exc.TorchDynamoException as exc:  # what torch.compile could not handle
-        m = Measurement(state="error", error=f"torch.compile: {first_line(exc)}")
+        m = Measurement(state=ERROR, error=f"torch.compile: {first_line(exc)}")
     if cuda:
         m.peak_memory_bytes = int(torch.cuda.max_memory_allocated(torch_device(settings.device)))
     else:
         m.peak_memory_bytes = max(0, host_rss() - rss_before)
     m.wall_time_s = time.perf_counter() - start
-    if m.state == "ok":  # trainer is bound: building it succeeded
+    if m.state == OK:  # trainer is bound: building it succeeded
         keep(config, settings, trainer, m)
     return m

@@ -20,6 +20,7 @@ from paradnn.engine.protocol import Measurement, RunSettings, first_line, host_r
 from paradnn.families import Config, family_of
 from paradnn.settings import ENGINE_DEFAULTS
 from paradnn.tfimport import keras, tf
+from paradnn.vocabulary import OK, OOM
 
 # Small enough that the loss stays finite over thousands of steps on random labels:
 # non-finite values change arithmetic speed on CPUs, so this is checked after each call.
@@ -293,14 +294,14 @@ def measure(config: Config, settings: RunSettings, count_graph: bool = True) -> 
             m.compile_time_s += traced - built
             m.phases.update(build_s=built - start, trace_s=traced - built, count_s=counted - traced)
     except tf.errors.ResourceExhaustedError as exc:
-        m = Measurement(state="oom", error=first_line(exc))
+        m = Measurement(state=OOM, error=first_line(exc))
     except MemoryError as exc:
-        m = Measurement(state="oom", error=f"MemoryError: {exc}")
+        m = Measurement(state=OOM, error=f"MemoryError: {exc}")
     if gpu:
         m.peak_memory_bytes = int(tf.config.experimental.get_memory_info(settings.device.strip("/"))["peak"])
     else:
         m.peak_memory_bytes = max(0, host_rss() - rss_before)
     m.wall_time_s = time.perf_counter() - start
-    if m.state == "ok":  # trainer is bound: building it succeeded
+    if m.state == OK:  # trainer is bound: building it succeeded
         keep(config, settings, trainer, m)
     return m

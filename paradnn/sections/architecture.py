@@ -15,6 +15,7 @@ from paradnn.config import compute_dtype
 from paradnn.platform import theoretical_sentence
 from paradnn.sections.common import canonical, caption, ensure_measured, held_words, is_local, load, show, table
 from paradnn.store import Store
+from paradnn.vocabulary import MEASURED
 
 if TYPE_CHECKING:
     from paradnn.analysis.observations import Verdict
@@ -100,7 +101,7 @@ def roofline_section(store: str | Path, df: pd.DataFrame, platform: str, dtype: 
     points = model_points(df)
     if ceilings is not None and len(points):
         show(plots.roofline(points, ceilings, f"Roofline of every measured model on {platform} ({dtype})"))
-        theoretical = infos[0].get("theoretical") if infos and ceilings.source == "measured" else None
+        theoretical = infos[0].get("theoretical") if infos and ceilings.source == MEASURED else None
         beside = theoretical_sentence(theoretical, ceilings.peak_flops, compute_dtype(dtype))
         caption(roofline_caption(points, ceilings) + (" " + beside if beside else ""))
     else:

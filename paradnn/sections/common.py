@@ -20,9 +20,10 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from paradnn.analysis.results import Results
-from paradnn.config import ConfigError, check_number
+from paradnn.config import PROGRESS_ENV, ConfigError, check_number
 from paradnn.settings import DEFAULTS
 from paradnn.store import Store
+from paradnn.vocabulary import MEASURED, OK
 
 if TYPE_CHECKING:
     from paradnn.analysis.observations import Verdict
@@ -211,7 +212,7 @@ def ensure_measured(
     options = SweepOptions(settings=settings[0], target=target, max_minutes=budget_minutes,
                            workers=SWEEP_WORKERS if several_workers else 1, rounds=rounds, look=look, force=look > 1,
                            keep_order=look > 1)  # fmt: skip
-    if os.environ.get("PARADNN_PROGRESS_FILE"):  # run by `paradnn report`: it shows the progress
+    if os.environ.get(PROGRESS_ENV):  # run by `paradnn report`: it shows the progress
         progress = ProgressFile
     else:  # a notebook opened by hand: a progress bar in the notebook itself
         from tqdm.auto import tqdm as progress
@@ -245,9 +246,9 @@ def look_again(store: str | Path, comparisons: list[tuple[SpeedupResult, Verdict
     minutes left since ``started`` (a monotonic time). The rows carry the look, and every interval
     drawn from them is at the level the looks leave (95% split over them), so looking again cannot
     manufacture a verdict. Returns the sweeps' lines."""
-    from paradnn.analysis.observations import INCONCLUSIVE
     from paradnn.families import parse_label
     from paradnn.sweeps.plan import MAX_LOOKS
+    from paradnn.vocabulary import INCONCLUSIVE
 
     undecided = [(r, v, variants) for r, v, variants in comparisons
                  if v.verdict == INCONCLUSIVE and (v.n or 0) >= 2 and r.looks < MAX_LOOKS]  # fmt: skip
@@ -290,7 +291,7 @@ def rerun_sample(store: str | Path, platform: str = DEFAULTS["platform"], count:
     target = parse_target(platform)
     results = Results.load(store)
     once = set(results.frame["run_key"]) - set(results.reruns()["run_key"])
-    rows = results.where(state="ok", source="measured", run_key=list(once)).newest_stack()
+    rows = results.where(state=OK, source=MEASURED, run_key=list(once)).newest_stack()
     rows = rows.for_settings(platform=target.id, framework="tensorflow", input="device", devices=1).frame
     rows = rows.sort_values("id")
     picks = rows.assign(turn=rows.groupby("family").cumcount()).sort_values(["turn", "id"]).head(count)  # a family each in turn
@@ -300,19 +301,19 @@ def rerun_sample(store: str | Path, platform: str = DEFAULTS["platform"], count:
         options = SweepOptions(settings=settings, target=target, max_minutes=budget_minutes, force=True)
         configs = [parse_label(f, label) for f, label in zip(group["family"], group["label"])]
         with Store(store) as s:
-            summary = run_sweep(configs, s, options, progress=ProgressFile if os.environ.get("PARADNN_PROGRESS_FILE") else None)
+            summary = run_sweep(configs, s, options, progress=ProgressFile if os.environ.get(PROGRESS_ENV) else None)
         lines.append(f"reruns on {target.id}, {dtype}, XLA {'on' if xla else 'off'}: {summary.line()}")
     return lines or [f"{platform}: no measured configuration to rerun"]
 
 
 class ProgressFile:
     """A sweep's progress bar for reports: appends "done/total, failed, time left" lines to the
-    file ``paradnn report`` names in ``PARADNN_PROGRESS_FILE``, which it shows on the terminal."""
+    file ``paradnn report`` names in :data:`~paradnn.config.PROGRESS_ENV`, which it shows on the terminal."""
 
     def __init__(self, total: int = 0, desc: str = "", **kwargs) -> None:
         self.total, self.desc, self.done, self.note = total, desc, 0, ""
         self.start = time.monotonic()
-        self.path = Path(os.environ["PARADNN_PROGRESS_FILE"])
+        self.path = Path(os.environ[PROGRESS_ENV])
         self._write("started")
 
     def _write(self, state: str) -> None:

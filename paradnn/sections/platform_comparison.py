@@ -12,10 +12,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from paradnn.analysis.registry import BY_ID
 from paradnn.analysis.results import Results
 from paradnn.config import ConfigError
 from paradnn.sections.common import caption, held_words, is_local, load, show, table
 from paradnn.store import Store
+from paradnn.vocabulary import OK
 
 if TYPE_CHECKING:
     from paradnn.analysis.observations import Verdict
@@ -265,15 +267,14 @@ def platform_section(df: pd.DataFrame, baseline: str, target: str, families: lis
         if not result.n:
             print(f"{title}: nothing pairs {target} with {baseline}: {result.why or f'all {fed} pairs had an input-bound side'}.")
             continue
-        pairs = result.table.assign(state="ok", log2_speedup=np.log2(result.table["speedup"]))
+        pairs = result.table.assign(state=OK, log2_speedup=np.log2(result.table["speedup"]))
         show(plots.heatmaps(with_failed_sides(pairs, df, family, baseline, target), family, "speedup",
                             f"{title} speedup of {target} over {baseline}",
                             "speedup (x; red: target faster, blue: baseline faster)", fmt="{:.2f}", center=1.0,
                             cmap="RdBu_r"))  # fmt: skip
         pair = f"{target} vs {baseline}"
         if paper_pair and family == "fc":
-            paper7 = "large batches favour the TPU: its speedup over the GPU grows with batch"
-            paper8 = "small FC models favour the TPU and large ones the GPU: its speedup shrinks with width"
+            paper7, paper8 = BY_ID["O7"].claim, BY_ID["O8"].claim
             held = {**result.held_fixed, "free": list(result.free)}  # each platform at the precision the study ran it
             found = [obs.speedup_direction(pairs, family, "batch", True, "O7", pair, paper7, held),
                      obs.speedup_direction(pairs, family, "nodes", False, "O8", pair, paper8, held)]  # fmt: skip
@@ -357,7 +358,7 @@ def original_beside_section(store: str | Path, target: str) -> list:
         if not result.n:
             print(f"{what}: nothing pairs: {result.why}.")
             continue
-        found = result.table.assign(state="ok", log2_speedup=np.log2(result.table["speedup"]))
+        found = result.table.assign(state=OK, log2_speedup=np.log2(result.table["speedup"]))
         if baseline not in REFERENCE_PAIR:  # the 2019 pair's own maps are Fig. 8's, drawn above once
             show(plots.heatmaps(found, "fc", "speedup", f"FC speedup of {other} over {baseline}",
                                 "speedup (x; red: target faster, blue: baseline faster)", fmt="{:.2f}", center=1.0,

@@ -12,6 +12,7 @@ import pandas as pd
 
 from paradnn.analysis.results import Results
 from paradnn.sections.common import caption, ensure_measured, is_local, load, look_again, show, table
+from paradnn.vocabulary import OK
 
 if TYPE_CHECKING:
     from paradnn.analysis.observations import Verdict
@@ -25,7 +26,7 @@ def speedup_maps(result, what: str, platform: str, families: list[str]) -> None:
     from paradnn.analysis import plots
 
     for family in families:
-        pairs = result.table[result.table["family"] == family].assign(state="ok")
+        pairs = result.table[result.table["family"] == family].assign(state=OK)
         if len(pairs):
             show(plots.heatmaps(pairs, family, "speedup", f"{registry.get(family).title}: speedup from {what} on {platform}",
                                 "speedup (x; red: faster, blue: slower)", fmt="{:.2f}", center=1.0, cmap="RdBu_r"))  # fmt: skip

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from paradnn.vocabulary import LEGACY, OK
+
 INPUT, CHIP = "input", "chip"
 BOUNDS = (INPUT, CHIP)
 INPUT_SHARE = 0.5  # a step that waited on its input at least half its time
@@ -32,7 +34,7 @@ WHOLE = "all"  # the traces' category of a whole configuration (paradnn.store.le
 
 
 def _legacy(frame: pd.DataFrame) -> pd.Series:
-    return frame["source"].fillna("").str.startswith("legacy")
+    return frame["source"].fillna("").str.startswith(LEGACY)
 
 
 def traced_infeed(traces: pd.DataFrame) -> dict[tuple[str, str], float]:
@@ -69,7 +71,7 @@ def row_bounds(frame: pd.DataFrame, traces: pd.DataFrame | None = None) -> pd.Da
         return out
     infeed = traced_infeed(traces)
     legacy = _legacy(frame)
-    ok = frame["state"].eq("ok") & pd.to_numeric(frame["examples_per_sec"], errors="coerce").gt(0)
+    ok = frame["state"].eq(OK) & pd.to_numeric(frame["examples_per_sec"], errors="coerce").gt(0)
     old = frame[legacy & ok]
     if len(old) and "batch" in old:
         ceilings = input_ceilings(old, infeed)

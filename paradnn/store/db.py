@@ -46,6 +46,7 @@ from paradnn.settings import FRAMEWORK_VERSION_COLUMNS, ORIGINAL_INPUT, stored
 from paradnn.store.errors import StoreError
 from paradnn.store.names import check_writes, machine, records, row_machine
 from paradnn.store.peaks import PEAK_COLUMNS, current_peaks, current_utilisation, platform_ceilings
+from paradnn.vocabulary import LEGACY, MEASURED, OK, STATES
 
 __all__ = ["STATES", "SCHEMA_VERSION", "Store", "StoreError", "export", "run_key"]
 
@@ -54,7 +55,6 @@ APP = "paradnn"
 # traces' ``op_size`` (a profile's matrix-product size per category). Results columns are
 # not versioned: every column this paradnn knows is added to an older store when it opens.
 SCHEMA_VERSION = 4
-STATES = ("ok", "oom", "error", "timeout", "skipped")
 
 # (column, SQL type) of the results table, in order; the hyperparameter columns (one per
 # axis of every family) follow ``label``. Adding a column here is all a new metric needs.
@@ -159,7 +159,7 @@ def _schema() -> list[str]:
         f"CREATE TABLE results (id INTEGER PRIMARY KEY AUTOINCREMENT, {columns})",
         "CREATE INDEX results_run_key ON results(run_key)",
         "CREATE INDEX results_platform ON results(platform, family)",
-        "CREATE UNIQUE INDEX results_imported_once ON results(source, platform, label, state) WHERE source != 'measured'",
+        f"CREATE UNIQUE INDEX results_imported_once ON results(source, platform, label, state) WHERE source != '{MEASURED}'",
         "CREATE TABLE platforms (fingerprint TEXT PRIMARY KEY, platform TEXT NOT NULL, name TEXT, info TEXT NOT NULL, "
         "ceilings TEXT, source TEXT NOT NULL, measured_at REAL)",
         f"CREATE TABLE traces ({traces}, UNIQUE (source, label, category))",
@@ -171,7 +171,7 @@ def fed_as_measured(row: dict) -> dict:
     """``row`` with the input mode it was measured in: an original study's row written before
     schema 4 said device-resident, where the study fed its chips through the host; its run key
     follows. Other rows as they are."""
-    if not str(row.get("source") or "").startswith("legacy:") or row.get("input_mode") == ORIGINAL_INPUT:
+    if not str(row.get("source") or "").startswith(LEGACY + ":") or row.get("input_mode") == ORIGINAL_INPUT:
         return row
     fixed = {**row, "input_mode": ORIGINAL_INPUT}
     return {**fixed, "run_key": run_key(fixed)}
@@ -179,7 +179,7 @@ def fed_as_measured(row: dict) -> dict:
 
 def _original_input_mode(c: sqlite3.Connection) -> None:
     """Version 4: the original study's rows read their input through the host (:func:`fed_as_measured`)."""
-    rows = [fed_as_measured(dict(r)) for r in c.execute("SELECT * FROM results WHERE source LIKE 'legacy:%'")]
+    rows = [fed_as_measured(dict(r)) for r in c.execute("SELECT * FROM results WHERE source LIKE ?", (LEGACY + ":%",))]
     c.executemany("UPDATE results SET input_mode = ?, run_key = ? WHERE id = ?",
                   [(r["input_mode"], r["run_key"], r["id"]) for r in rows])  # fmt: skip
 
@@ -369,7 +369,7 @@ class Store:
         (:mod:`paradnn.store.names`)."""
         with self.transaction() as c:
             found = machine(info, platform, info.get("name"))
-            check_writes(c, {platform: [(found, "this write")]}, [platform] if source == "measured" else [],
+            check_writes(c, {platform: [(found, "this write")]}, [platform] if source == MEASURED else [],
                          str(self.path), name_hint)  # fmt: skip
             c.execute(
                 "INSERT OR REPLACE INTO platforms VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -424,14 +424,14 @@ class Store:
     def platform_infos(self, platform: str) -> list[dict]:
         """Identity records of measured ``platform`` rows, newest first."""
         rows = self.conn.execute(
-            "SELECT info FROM platforms WHERE platform = ? AND source = 'measured' ORDER BY measured_at DESC", (platform,)
+            "SELECT info FROM platforms WHERE platform = ? AND source = ? ORDER BY measured_at DESC", (platform, MEASURED)
         )
         return [json.loads(r[0]) for r in rows]
 
     def xla_choices(self, platform: str) -> dict[str, bool]:
         """``--xla auto``'s choices recorded for a measured platform: ``{"family|dtype": xla}`` (newest stack)."""
         for row in self.conn.execute(
-            "SELECT ceilings FROM platforms WHERE platform = ? AND source = 'measured' ORDER BY measured_at DESC", (platform,)
+            "SELECT ceilings FROM platforms WHERE platform = ? AND source = ? ORDER BY measured_at DESC", (platform, MEASURED)
         ):
             choices = (json.loads(row[0] or "null") or {}).get("xla")
             if choices:
@@ -470,7 +470,7 @@ class Store:
         """Every platform's peak per compute dtype as it stands now (:func:`paradnn.store.peaks.current_peaks`)."""
         if not set(PEAK_COLUMNS) <= self._columns():  # an older store opened read-only: as stored
             return {}
-        rows = pd.read_sql_query(f"SELECT {', '.join(PEAK_COLUMNS)} FROM results WHERE state = 'ok'", self.conn)
+        rows = pd.read_sql_query(f"SELECT {', '.join(PEAK_COLUMNS)} FROM results WHERE state = ?", self.conn, params=(OK,))
         return current_peaks(rows, platform_ceilings(self.platforms()))
 
     def traces(self) -> pd.DataFrame:
@@ -491,7 +491,7 @@ def _check_rows(conn: sqlite3.Connection, rows: list[dict], store: str) -> None:
     incoming: dict[str, set] = {}
     for row in rows:
         incoming.setdefault(str(row.get("platform")), set()).add(row_machine(row, known))
-    measured = {str(row.get("platform")) for row in rows if row.get("source", "measured") == "measured"}
+    measured = {str(row.get("platform")) for row in rows if row.get("source", MEASURED) == MEASURED}
     check_writes(conn, {name: [(m, "this write") for m in found] for name, found in incoming.items()}, measured, store,
                  name_hint)  # fmt: skip
 

@@ -42,6 +42,7 @@ from paradnn.families.fc import FCConfig
 from paradnn.platform import DATASHEETS
 from paradnn.settings import ORIGINAL_INPUT
 from paradnn.store import Store
+from paradnn.vocabulary import LEGACY, OK
 
 STUDY = "ParaDnn 2019"
 # The original release's files as shipped in paradnn/data/paradnn-2019, with their SHA-256.
@@ -396,9 +397,9 @@ def _record_platform(store: Store, plat: LegacyPlatform) -> None:
     """Record the study's platform once (re-recording it would only change the timestamp)."""
     info = {"name": plat.device_name, "datasheet": plat.name, "source": STUDY}
     known = store.platform(plat.fingerprint)
-    if known and known["platform"] == plat.name and known["info"] == info and known["source"] == "legacy":
+    if known and known["platform"] == plat.name and known["info"] == info and known["source"] == LEGACY:
         return
-    store.put_platform(fingerprint=plat.fingerprint, platform=plat.name, info=info, ceilings=None, source="legacy")
+    store.put_platform(fingerprint=plat.fingerprint, platform=plat.name, info=info, ceilings=None, source=LEGACY)
 
 
 def import_files(store: Store, paths: Iterable[str | Path], platform: str | None = None) -> dict:
@@ -464,7 +465,7 @@ def bundled_rows():
     from paradnn.store.bounds import row_bounds
 
     loaded = [load_file(path) for path in bundled_files()]
-    rows = pd.DataFrame([row for f in loaded for row in f.results if row.get("state") == "ok"])
+    rows = pd.DataFrame([row for f in loaded for row in f.results if row.get("state") == OK])
     return rows.join(row_bounds(rows, pd.DataFrame([row for f in loaded for row in f.traces])))
 
 

@@ -47,6 +47,7 @@ from paradnn.identity import LATER_IDENTITY, PROFILE_SOURCE, run_key
 from paradnn.platform import platform_name
 from paradnn.store.db import TRACE_COLUMNS, Store, StoreError, fed_as_measured
 from paradnn.store.names import Machine, check_writes, machine, name_problem
+from paradnn.vocabulary import MEASURED
 
 __all__ = ["BATCH", "MergeError", "MergeSummary", "merge", "parse_rename"]
 
@@ -263,12 +264,12 @@ def _machines(source: _Source, renames: Mapping[str, str]) -> tuple[dict[str, li
         found = known.get(r["platform_fingerprint"]) or machine({}, r["platform_id"] or r["platform"], r["device_name"])
         name = renames.get(r["platform"], r["platform"])
         out.setdefault(name, []).append((found, source.label))
-        if (r["source"] or "measured") == "measured":
+        if (r["source"] or MEASURED) == MEASURED:
             measured.add(name)
     for p in source.platforms:
         name = renames.get(p["platform"], p["platform"])
         out.setdefault(name, []).append((known[p["fingerprint"]], source.label))
-        if p.get("source") == "measured":
+        if p.get("source") == MEASURED:
             measured.add(name)
     return out, measured
 
@@ -367,15 +368,15 @@ class _Seen:
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.measured: set[tuple] = {(r[0], r[1]) for r in conn.execute(
-            "SELECT run_key, finished_at FROM results WHERE source = 'measured'")}  # fmt: skip
+            "SELECT run_key, finished_at FROM results WHERE source = ?", (MEASURED,))}  # fmt: skip
         self.keys = {r[0] for r in conn.execute("SELECT DISTINCT run_key FROM results")}
         self.imported: set[tuple] = {tuple(r) for r in conn.execute(
-            "SELECT source, platform, label, state FROM results WHERE source != 'measured'")}  # fmt: skip
+            "SELECT source, platform, label, state FROM results WHERE source != ?", (MEASURED,))}  # fmt: skip
 
     def add(self, row: dict, key: str, summary: MergeSummary) -> bool:
         """True (and counted in ``summary``) for a row not seen before; a duplicate is counted as one."""
         mark: tuple
-        if (row.get("source") or "measured") == "measured":
+        if (row.get("source") or MEASURED) == MEASURED:
             marks, mark = self.measured, (key, row.get("finished_at"))
         else:
             marks, mark = self.imported, (row.get("source"), row["platform"], row.get("label"), row.get("state"))

@@ -42,9 +42,9 @@ PEAK_COLUMNS = ("platform_fingerprint", "compute_dtype", "label", "flops_per_sec
 
 def measured_peak(rows: pd.DataFrame) -> pd.Series:
     """Which rows ran against a measured (or achieved) peak and have a rate: the rows a peak can rise for."""
-    source = rows["peak_source"].fillna("")
+    peak = rows["peak_source"].fillna("")  # a peak's source: measured, achieved:..., datasheet
     rate = pd.to_numeric(rows["flops_per_sec"], errors="coerce")
-    return (source.str.startswith("measured") | source.str.startswith("achieved")) & (rate > 0)
+    return (peak.str.startswith("measured") | peak.str.startswith("achieved")) & (rate > 0)
 
 
 def current_peaks(rows: pd.DataFrame, ceilings: dict[str, dict]) -> dict[tuple[str, str], tuple[float, str]]:

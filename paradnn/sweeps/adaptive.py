@@ -33,7 +33,7 @@ from paradnn.families import Config
 from paradnn.platform import Target
 from paradnn.settings import STEP_FIELDS
 from paradnn.store import Store
-from paradnn.sweeps.backends import LocalBackend, run_sweep
+from paradnn.sweeps.backends import run_sweep
 from paradnn.sweeps.loop import Backend
 from paradnn.sweeps.plan import Progress, SweepOptions, SweepSummary
 from paradnn.sweeps.worker import Worker
@@ -88,7 +88,7 @@ def grid_rows(configs: list[Config], dtype: str, xla: str) -> pd.DataFrame:
 def check_adaptive(options: SweepOptions, backend: Backend) -> None:
     """ConfigError for what adaptive rounds cannot take: they are plain sweeps of this machine,
     one worker and one round each (the design and the fit assume one row per measurement)."""
-    if type(backend) is not LocalBackend:
+    if "adaptive" not in backend.supports:
         raise ConfigError("--adaptive", backend.label, "a plain local sweep (adaptive rounds run on this machine)")
     for name, value in (("--rounds", options.rounds or 1), ("--workers", options.workers)):
         if value != 1:

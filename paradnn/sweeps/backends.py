@@ -74,7 +74,7 @@ class LocalBackend:
 
     label = "a local sweep"
     where = ""
-    supports = frozenset({"workers", "runs", "devices", "frameworks"})
+    supports = frozenset({"workers", "runs", "devices", "frameworks", "adaptive"})
     together = False
     shares_machine = True
 

@@ -49,11 +49,13 @@ from paradnn.sweeps.plan import (
     skip_states,
 )
 from paradnn.sweeps.worker import POLL_S, Started, register
+from paradnn.vocabulary import OK, OOM, SKIPPED
 
 RETRIES = 1  # a job whose lane was lost (a Ray node died) is tried once more on another lane of its slot
 
 # What a backend may support beyond one plain run, and the option that asks for it.
-FEATURES = {"workers": "--workers", "runs": "variants", "devices": "--devices", "frameworks": "--framework"}
+FEATURES = {"workers": "--workers", "runs": "variants", "devices": "--devices", "frameworks": "--framework",
+            "adaptive": "--adaptive"}  # fmt: skip
 
 
 @dataclass
@@ -259,7 +261,7 @@ def _with_xla(plan: SweepOptions, configs: list[Config], info: dict, backend: Ba
 def _run_rounds(todo: list[Job], run: _Pass, rounds: int, seed: int) -> None:
     """Every job once; then each further round a whole pass later, for the jobs whose first round finished."""
     first = run.run(todo)
-    again = [job for job in todo if (first.get(job.key) or {}).get("state") == "ok"]
+    again = [job for job in todo if (first.get(job.key) or {}).get("state") == OK]
     for round_no in range(2, rounds + 1):
         if run.summary.out_of_time or run.summary.interrupted:
             return
@@ -392,7 +394,7 @@ class _Pass:
         if record is None:  # the sweep's own time ran out mid-configuration: not a result
             self.summary.out_of_time = True
             self.queue.clear()
-        elif not job.alone and self.backend.shares_machine and record["state"] in ("oom", "skipped"):
+        elif not job.alone and self.backend.shares_machine and record["state"] in (OOM, SKIPPED):
             self.queue.appendleft(replace(job, alone=True))  # did not fit beside another lane
         else:
             self._settle(job, record)

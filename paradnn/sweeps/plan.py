@@ -31,6 +31,7 @@ from paradnn.identity import fingerprint, run_key
 from paradnn.platform import Target
 from paradnn.settings import FRAMEWORK_VERSION_COLUMNS
 from paradnn.store import STATES
+from paradnn.vocabulary import OK
 
 MAX_ROUNDS = 5  # rounds per configuration (--rounds)
 COMPARE_ROUNDS = 3  # rounds of a sweep that compares alternatives (several runs or stacks), unless told otherwise
@@ -117,7 +118,7 @@ class SweepSummary:
 
     def account(self, record: dict) -> None:
         """Count what a stored row says of the machine's contention."""
-        if record.get("state") != "ok":
+        if record.get("state") != OK:
             return
         self.refused += int(record.get("refused_windows") or 0)
         if record.get("contended") is None:
@@ -222,7 +223,7 @@ def run_key_of(config: Config, options: SweepOptions, info: dict) -> str:
 def skip_states(options: SweepOptions) -> tuple[str, ...]:
     if options.force:
         return ()
-    return ("ok",) if options.retry_failed else STATES
+    return (OK,) if options.retry_failed else STATES
 
 
 def check_settings(configs: list[Config], options: SweepOptions) -> None:
@@ -231,12 +232,12 @@ def check_settings(configs: list[Config], options: SweepOptions) -> None:
     framework = options.settings.framework
     frameworks.check_target(framework, options.target)
     for family in sorted({c.family for c in configs}):
-        frameworks.check_family(family, framework)
+        frameworks.check_framework(family, framework)
     if options.settings.input == "host-prep":  # a family host-prep cannot feed is bad input, not an error row
         from paradnn.engine import inputs
 
         for config in {c.family: c for c in configs}.values():
-            inputs.check_family("host-prep", family_of(config), config)
+            inputs.check_input_mode("host-prep", family_of(config), config)
     devices = options.settings.devices
     if options.workers > 1 and (options.target.kind != "cpu" or devices > 1):
         why = "1 with --devices > 1 (the replicas are processes of their own)" if devices > 1 else \

@@ -52,6 +52,7 @@ from paradnn.platform import Target
 from paradnn.store import Store
 from paradnn.sweeps.messages import ChooseXLA, Describe, Failed, Measure, Profile, Ready, Result, StartFailed
 from paradnn.sweeps.plan import SweepOptions, identity_record
+from paradnn.vocabulary import OOM
 
 FAULT_CRASH_ENV = "PARADNN_FAULT_CRASH_ON"  # fault injection for tests: a label whose worker aborts
 WORKER_START_TIMEOUT_S = 300.0
@@ -435,7 +436,7 @@ def run_one(
     record = message.record
     record.update({k: v for k, v in base.items() if k not in record or record[k] is None})
     record["xla_auto"] = base["xla_auto"]  # the worker measured a resolved setting; the sweep knows it chose it
-    return record, record["state"] != "oom"  # after a real OOM the worker's heap is suspect
+    return record, record["state"] != OOM  # after a real OOM the worker's heap is suspect
 
 
 def _death(code: int | None, kills_before: int) -> dict:

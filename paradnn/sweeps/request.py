@@ -1,0 +1,152 @@
+"""One sweep request: what the command line (``paradnn sweep``) and the Python API
+(:func:`paradnn.sweep`) ask of the one sweep loop, declared once and checked whole before a
+store is opened.
+
+A :class:`SweepRequest` names what to measure (a family's preset grid, with overrides), the run
+settings, the backend and its options, the budget, the timeout, ``force`` and ``adaptive``;
+:func:`prepare` checks every value and the backend's declared features
+(:func:`paradnn.sweeps.loop.check_supported`) and returns the :class:`Prepared` sweep;
+:func:`run` measures it in a store; :func:`rows` reads its rows back, as both front ends show them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from paradnn.config import ConfigError
+from paradnn.engine.protocol import RunSettings
+from paradnn.families import Config
+from paradnn.platform import Target
+from paradnn.store import Store
+from paradnn.sweeps import stacks as stk
+from paradnn.sweeps.loop import Backend
+from paradnn.sweeps.plan import Progress, SweepOptions, SweepSummary
+
+if TYPE_CHECKING:  # adaptive sweeps load scikit-learn: imported when one is asked for
+    from paradnn.sweeps.adaptive import Budget
+
+BACKENDS = ("local", "ray")
+
+
+@dataclass(frozen=True)
+class SweepRequest:
+    """A sweep as a front end asks for it (every field as the command line's option of that name).
+
+    ``run``: the run settings (``dtype``, ``xla``, ``platform``, ``framework``, ``input``,
+    ``devices``; :mod:`paradnn.settings`), defaults for the rest; ``stacks``: software stacks
+    (``tensorflow==2.16.2``, ``current``), measured side by side; ``name``: what to call the
+    platform in the store; ``backend``/``address``: this machine or a Ray cluster at HOST:PORT;
+    ``budget``: with ``adaptive``, configurations (``40``) or minutes (``30m``) to measure."""
+
+    family: str
+    preset: str = "smoke"
+    overrides: Mapping[str, Iterable] | None = None
+    run: Mapping[str, object] = field(default_factory=dict)
+    stacks: tuple[str, ...] = ()
+    name: str | None = None
+    max_seconds: float = 3.0
+    max_minutes: float | None = None
+    timeout_s: float = 600.0
+    memory_gb: float | None = None
+    retry_failed: bool = False
+    force: bool = False
+    rounds: int | None = None
+    workers: int = 1
+    adaptive: bool = False
+    budget: str | None = None
+    backend: str = "local"
+    address: str | None = None
+
+
+@dataclass
+class Prepared:
+    """A checked request: its configurations, parsed run settings, target, options and backend."""
+
+    request: SweepRequest
+    configs: list[Config]
+    parsed: dict[str, object]
+    target: Target
+    options: SweepOptions
+    backend: Backend
+    budget: Budget | None = None  # with ``adaptive``
+
+
+def run_settings(run: Mapping[str, object], name: str | None = None, **knobs: object) -> tuple[dict, Target, RunSettings]:
+    """The parsed run settings (defaults filled in), the target (called ``name``) and the RunSettings they make."""
+    from paradnn.platform import parse_target
+    from paradnn.settings import parse
+
+    parsed = parse(run)
+    target = parse_target(str(parsed["platform"])).named(name)
+    return parsed, target, RunSettings.of(parsed, target, **knobs)
+
+
+def prepare(request: SweepRequest, echo: Callable[[str], None] = print) -> Prepared:
+    """Check every value of ``request`` and what its backend supports; ConfigError (one line: what
+    was wrong, what is allowed) before any store is opened or any worker started."""
+    from paradnn.store.legacy import grid_of
+    from paradnn.sweeps.backends import backend_for
+    from paradnn.sweeps.loop import check_supported
+    from paradnn.sweeps.plan import check_settings
+
+    configs = grid_of(request.family, request.preset, dict(request.overrides or {}))
+    parsed, target, settings = run_settings(request.run, request.name, max_seconds=request.max_seconds)
+    for option, value in (("--max-minutes", request.max_minutes), ("--timeout", request.timeout_s),
+                          ("--memory-budget", request.memory_gb)):  # fmt: skip
+        if value is not None and not value > 0:
+            raise ConfigError(option, value, "a positive number")
+    if request.backend not in BACKENDS:
+        raise ConfigError("--backend", request.backend, ", ".join(BACKENDS))
+    if request.backend == "ray" and not request.address:
+        raise ConfigError("--address", "(none)", "HOST:PORT of a running Ray cluster, or $RAY_ADDRESS")
+    if request.adaptive != (request.budget is not None):
+        raise ConfigError("--adaptive/--budget", request.budget or "(none)", "both together: --adaptive --budget N (or Nm)")
+    stacks = [stk.parse(text) for text in request.stacks]
+    address = (request.address or "") if request.backend == "ray" else ""
+    backend = backend_for(stacks, address, echo=echo)
+    memory = request.memory_gb * 1e9 if request.memory_gb else None
+    options = SweepOptions(settings=settings, target=target, memory_budget_bytes=memory, timeout_s=request.timeout_s,
+                           max_minutes=request.max_minutes, retry_failed=request.retry_failed, force=request.force,
+                           rounds=request.rounds, workers=request.workers)  # fmt: skip
+    budget = None
+    if request.adaptive:
+        from paradnn.sweeps.adaptive import Budget, check_adaptive
+
+        check_adaptive(options, backend)
+        budget = Budget.parse(request.budget or "")
+    check_supported(backend, [options])
+    if address:
+        from paradnn.sweeps.cluster import check_reachable
+
+        check_reachable(address)
+    check_settings(configs, options)
+    return Prepared(request, configs, parsed, target, options, backend, budget)
+
+
+def run(prepared: Prepared, store: Store, echo: Callable[[str], None] = print,
+        progress: Callable[..., Progress] | None = None) -> tuple[SweepSummary, object]:  # fmt: skip
+    """Measure a prepared sweep in ``store``: the loop's summary, and with ``adaptive`` the outcome
+    (:class:`paradnn.sweeps.adaptive.AdaptiveResult`: its predictions of the rest), else None."""
+    from paradnn.sweeps.loop import sweep
+
+    if prepared.budget is not None:
+        from paradnn.sweeps.adaptive import adaptive_sweep
+
+        outcome = adaptive_sweep(prepared.configs, store, prepared.options, prepared.budget, progress=progress, echo=echo)
+        return outcome.summary, outcome
+    return sweep(prepared.configs, store, prepared.options, prepared.backend, progress=progress), None
+
+
+def rows(prepared: Prepared, store: str | Path) -> pd.DataFrame:
+    """The request's grid as the store holds it under its run settings (XLA auto: the setting it
+    chose): one pooled row per configuration (per TensorFlow version with software stacks)."""
+    from paradnn.analysis.results import Results
+
+    mine = Results.load(store).where(family=prepared.request.family, label=[c.label for c in prepared.configs])
+    settings = {**prepared.parsed, "platform": prepared.target.platform}
+    return mine.for_settings(**settings).pooled(per_stack=bool(prepared.request.stacks)).frame
