@@ -23,7 +23,6 @@ from paradnn.analysis.results import Results
 from paradnn.config import PROGRESS_ENV, ConfigError, check_number
 from paradnn.settings import DEFAULTS
 from paradnn.store import Store
-from paradnn.vocabulary import MEASURED, OK
 
 if TYPE_CHECKING:
     from paradnn.analysis.observations import Verdict
@@ -291,7 +290,7 @@ def rerun_sample(store: str | Path, platform: str = DEFAULTS["platform"], count:
     target = parse_target(platform)
     results = Results.load(store)
     once = set(results.frame["run_key"]) - set(results.reruns()["run_key"])
-    rows = results.where(state=OK, source=MEASURED, run_key=list(once)).newest_stack()
+    rows = results.where(run_key=list(once)).measured().ok().newest_stack()
     rows = rows.for_settings(platform=target.id, framework="tensorflow", input="device", devices=1).frame
     rows = rows.sort_values("id")
     picks = rows.assign(turn=rows.groupby("family").cumcount()).sort_values(["turn", "id"]).head(count)  # a family each in turn
