@@ -21,6 +21,7 @@ from paradnn.config import POLICIES, ConfigError, read_bounded
 from paradnn.families import Config
 from paradnn.store import StoreError
 from paradnn.store.guard import damaged, store_errors
+from paradnn.sweeps.plan import BACKENDS
 from paradnn.vocabulary import OK, STATES
 
 FAMILIES = families.names()
@@ -354,7 +355,7 @@ store_option = click.option("--store", "store_path", default=DEFAULT_STORE, show
               help="Worker processes on this CPU: they build and compile side by side, and time one at a time.")
 @click.option("--adaptive", is_flag=True, help="Measure part of the grid where the model is least sure; predict the rest.")
 @click.option("--budget", help="With --adaptive: configurations to measure (40) or minutes (30m).")
-@click.option("--backend", default="local", show_default=True, type=click.Choice(("local", "ray")),
+@click.option("--backend", default="local", show_default=True, type=click.Choice(BACKENDS),
               help="Where configurations run: this machine, or a Ray cluster (one configuration per device).")
 @click.option("--address", envvar="RAY_ADDRESS", help="With --backend ray: HOST:PORT of the cluster (default $RAY_ADDRESS).")
 @setting_option("stack", "stack_texts", metavar="REQ[,REQ...]|current")
@@ -995,7 +996,7 @@ def _finite(value):
 @click.option("-p", "--parameter", "parameters", multiple=True, metavar="NAME=VALUE", help="Override a notebook parameter.")
 @click.option("--reference", type=click.Path(file_okay=False), help="Folder with the original study's JSON files.")
 @click.option("--outputs", default="outputs", show_default=True, type=click.Path(file_okay=False), help="Root output folder.")
-@click.option("--backend", default="local", show_default=True, type=click.Choice(("local", "ray")),
+@click.option("--backend", default="local", show_default=True, type=click.Choice(BACKENDS),
               help="Where the notebooks' sweeps run: this machine, or a Ray cluster.")
 @click.option("--address", envvar="RAY_ADDRESS", help="With --backend ray: HOST:PORT of the cluster (default $RAY_ADDRESS).")
 @click.option("--store", "store_path", type=click.Path(dir_okay=False),

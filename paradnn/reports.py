@@ -33,7 +33,18 @@ from paradnn.imports import papermill
 from paradnn.markup import literal
 from paradnn.platform import DATASHEETS
 from paradnn.sweeps.plan import MAX_WORKERS
-from paradnn.vocabulary import FAILS, HOLDS, INCONCLUSIVE, LEGACY, MEASURED, OK, PROJECTED_FAILS, PROJECTED_HOLDS, plain_outcome
+from paradnn.vocabulary import (
+    DECIDED,
+    FAILS,
+    HOLDS,
+    INCONCLUSIVE,
+    LEGACY,
+    MEASURED,
+    OK,
+    PROJECTED_FAILS,
+    PROJECTED_HOLDS,
+    plain_outcome,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 KERNEL = "paradnn"
@@ -576,10 +587,10 @@ def observations_table(observations: list[dict]) -> str:
 def standing(verdicts: list[dict]) -> str:
     """Where one observation stands over all its verdicts, counted: every decided verdict agrees,
     they disagree, or none decided."""
-    decided = [v["verdict"] for v in verdicts if v["verdict"] in (HOLDS, FAILS)]
+    decided = [v["verdict"] for v in verdicts if v["verdict"] in DECIDED]
     if not decided:
         return f"overall: undecided (none of its {len(verdicts)} verdict(s) decided)"
-    counts = {kind: decided.count(kind) for kind in (HOLDS, FAILS) if kind in decided}
+    counts = {kind: decided.count(kind) for kind in DECIDED if kind in decided}
     counted = ", ".join(f"{n} {kind}" for kind, n in counts.items())
     if len(counts) == 1:
         return f"overall: {decided[0]} ({counted} of {len(verdicts)} verdict(s); the others undecided)" \

@@ -26,11 +26,6 @@ def legacy_source(file: str) -> str:
     return f"{LEGACY}:{file}"
 
 
-def is_legacy(source: object) -> bool:
-    """Whether a row's (or record's) source is the original study's."""
-    return str(source or "").startswith(LEGACY)
-
-
 # A verdict's outcome on one of the paper's observations.
 HOLDS, FAILS, INCONCLUSIVE = "holds", "does not hold", "inconclusive"
 # Verdicts on what the study measured and no platform here can: drawn by projection.

@@ -42,7 +42,7 @@ from paradnn.families.fc import FCConfig
 from paradnn.platform import DATASHEETS
 from paradnn.settings import ORIGINAL_INPUT
 from paradnn.store import Store
-from paradnn.vocabulary import LEGACY, OK
+from paradnn.vocabulary import LEGACY, OK, legacy_source
 
 STUDY = "ParaDnn 2019"
 # The original release's files as shipped in paradnn/data/paradnn-2019, with their SHA-256.
@@ -105,7 +105,7 @@ class LegacyPlatform:
 
     @property
     def fingerprint(self) -> str:
-        return f"legacy:{self.name}"
+        return legacy_source(self.name)
 
 
 PLATFORMS: dict[str, LegacyPlatform] = {
@@ -137,7 +137,7 @@ class LegacyFile:
 
 def source_of(path: Path) -> str:
     """The ``source`` value of rows imported from ``path``."""
-    return f"legacy:{path.name}"
+    return legacy_source(path.name)
 
 
 def _fail(path: Path, problem: str, expected: str) -> LegacyError:

@@ -41,6 +41,7 @@ MAX_LOOKS = 2
 MAX_WORKERS = 4  # worker processes of one local sweep (--workers)
 BUSY_ROWS = 3  # contended rows in a row after which a sweep stops refusing windows (SweepSummary.machine_busy)
 T = TypeVar("T")
+BACKENDS = ("local", "ray")  # where a sweep runs: this machine, or a Ray cluster (--backend)
 
 
 class Progress(Protocol):

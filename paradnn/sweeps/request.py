@@ -25,12 +25,11 @@ from paradnn.platform import Target
 from paradnn.store import Store
 from paradnn.sweeps import stacks as stk
 from paradnn.sweeps.loop import Backend
-from paradnn.sweeps.plan import Progress, SweepOptions, SweepSummary
+from paradnn.sweeps.plan import BACKENDS, Progress, SweepOptions, SweepSummary
 
 if TYPE_CHECKING:  # adaptive sweeps load scikit-learn: imported when one is asked for
     from paradnn.sweeps.adaptive import Budget
 
-BACKENDS = ("local", "ray")
 
 
 @dataclass(frozen=True)
