@@ -29,7 +29,24 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from paradnn.config import ConfigError
 from paradnn.settings import CURRENT_STACK, DEFAULTS
+
+
+def _store_path(value: object, field: str = "store") -> str | Path:
+    """A store argument: a path as text or ``pathlib.Path``; ConfigError for anything else."""
+    if not isinstance(value, (str, Path)) or not str(value).strip():
+        raise ConfigError(field, value, "the path of a store file, as text or a pathlib.Path")
+    return value
+
+
+def _sources(value: object) -> list[str | Path]:
+    """Merge sources: one path, or an iterable of paths; ConfigError for anything else."""
+    if isinstance(value, (str, Path)):
+        return [value]
+    if value is None or isinstance(value, (bytes, Mapping)) or not isinstance(value, Iterable):
+        raise ConfigError("sources", value, "a store path or a list of store paths")
+    return [_store_path(v, "sources") for v in value]
 
 
 def describe(family: str, label: str, dtype: str = DEFAULTS["dtype"]) -> dict:
@@ -39,6 +56,8 @@ def describe(family: str, label: str, dtype: str = DEFAULTS["dtype"]) -> dict:
     from paradnn.platform import Target
     from paradnn.sweeps.plan import default_memory_budget
 
+    if not isinstance(family, str):
+        raise ConfigError("family", family, "a family's name as text, e.g. 'fc'")
     return describe_config(parse_label(family, label), dtype, memory_budget=default_memory_budget(Target()))
 
 
@@ -118,6 +137,7 @@ def sweep(family: str, *, preset: str = "smoke", store: str | Path = "outputs/re
                              retry_failed, force, rounds, workers, budget is not None,
                              None if budget is None else str(budget), backend, address)  # fmt: skip
     prepared = req.prepare(asked)
+    store = _store_path(store)
     with store_errors(store):
         with Store(store) as s:
             req.run(prepared, s, progress=None if progress else SilentProgress)
@@ -131,7 +151,7 @@ def load(store: str | Path):
     from paradnn.analysis.results import Results
     from paradnn.store.guard import store_errors
 
-    with store_errors(store):
+    with store_errors(_store_path(store)):
         return Results.load(store)
 
 
@@ -146,9 +166,9 @@ def merge(sources: Iterable[str | Path], store: str | Path, rename: Mapping[str,
     """
     from paradnn.store.merge import merge as merge_stores
 
-    if isinstance(sources, (str, Path)):
-        sources = [sources]
-    return merge_stores(sources, store, rename).as_dict()
+    if rename is not None and not isinstance(rename, Mapping):
+        raise ConfigError("rename", rename, "a mapping of old name -> new name, e.g. {'cpu': 'xeon-lab'}")
+    return merge_stores(_sources(sources), _store_path(store), rename).as_dict()
 
 
 def project(source: str, target: str, family: str, labels: Iterable[str] | None = None, *, store: str | Path | None = None,
@@ -163,5 +183,5 @@ def project(source: str, target: str, family: str, labels: Iterable[str] | None 
 
     if store is None:
         return projection(None, source, target, family, list(labels) if labels else None, batch_scale, dtype)
-    with store_errors(store):
+    with store_errors(_store_path(store)):
         return projection(str(store), source, target, family, list(labels) if labels else None, batch_scale, dtype)

@@ -135,13 +135,15 @@ class _OneLineErrors(click.Group):
             with click.Context(self, info_name="paradnn") as ctx:
                 click.echo(self.get_help(ctx))
             sys.exit(0)
-        try:
-            return super().main(args, *rest, standalone_mode=False, **kwargs)
+        terminated: list[bool] = []
+        try:  # SIGTERM (what `timeout` and `kill` send) unwinds like Ctrl-C: temporary files are removed
+            with _terminate_as_interrupt() as terminated:
+                return super().main(args, *rest, standalone_mode=False, **kwargs)
         except click.exceptions.Exit as exc:
             sys.exit(exc.exit_code)
         except click.Abort:
             click.echo("paradnn: interrupted", err=True)
-            sys.exit(130)
+            sys.exit(128 + signal.SIGTERM if terminated else 130)
         except click.UsageError as exc:
             _fail(exc.format_message())
         except ConfigError as exc:
@@ -414,6 +416,9 @@ def _terminate_as_interrupt():
 def _refused_leaves_nothing(path: str):
     """A store this command creates is removed again when the command is refused (ConfigError)
     before anything was written to it: an absent GPU found by the first worker, say."""
+    from paradnn.store.db import check_store_path
+
+    check_store_path(path)
     existed = Path(path).exists()
     try:
         yield
@@ -1005,7 +1010,8 @@ def _finite(value):
 def report(pipeline: str, parameters: tuple[str, ...], reference: str | None, outputs: str, backend: str,
            address: str | None, store_path: str | None) -> None:  # fmt: skip
     """Execute PIPELINE's notebooks (smoke, quick, paper, study or a .yaml file) and render HTML reports."""
-    from paradnn.reports import load_pipeline, parse_parameter, run_pipeline, validate_overrides
+    from paradnn.parameters import parse_parameter, validate_overrides
+    from paradnn.reports import load_pipeline, run_pipeline
 
     spec = load_pipeline(pipeline)  # bad names and parameters fail before anything runs
     given = dict(parse_parameter(p) for p in parameters)

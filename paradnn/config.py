@@ -57,14 +57,32 @@ def read_bounded(path: str | Path, field: str, limit: int) -> str:
         raise ConfigError(field, str(path), "a UTF-8 text file (this one is binary)") from None
 
 
+YAML_DEPTH = 16  # the deepest nesting paradnn reads: a mapping of families of axes of values is 3
+YAML_NUMBER_DIGITS = 40  # no number paradnn takes is longer (and int() of a huge text is slow)
+
+
 def load_yaml(text: str, field: str, where: object) -> object:
-    """YAML (safe types) without aliases: an alias (``*name``) can expand a few lines into
-    gigabytes, and nothing paradnn reads needs one. ConfigError for an alias; yaml.YAMLError
-    for text that is not YAML."""
+    """YAML (safe types) without aliases, nested at most :data:`YAML_DEPTH` deep, numbers of at most
+    :data:`YAML_NUMBER_DIGITS` characters: an alias (``*name``) can expand a few lines into
+    gigabytes, thousands of nested brackets exhaust the parser's recursion, and nothing paradnn
+    reads needs either. ConfigError for those; yaml.YAMLError for text that is not YAML."""
+    import re
+
     import yaml
 
-    if any(isinstance(event, yaml.AliasEvent) for event in yaml.parse(text, Loader=yaml.SafeLoader)):
-        raise ConfigError(field, where, "YAML without aliases (*name): write each value out")
+    depth = 0
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, yaml.AliasEvent):
+            raise ConfigError(field, where, "YAML without aliases (*name): write each value out")
+        if isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+            depth += 1
+            if depth > YAML_DEPTH:
+                raise ConfigError(field, where, f"YAML nested at most {YAML_DEPTH} deep")
+        elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
+            depth -= 1
+        elif (isinstance(event, yaml.ScalarEvent) and event.style is None and len(event.value) > YAML_NUMBER_DIGITS
+              and re.fullmatch(r"[-+]?[0-9_.,:eExXoObBa-fA-F]+", event.value)):  # fmt: skip
+            raise ConfigError(field, where, f"numbers of at most {YAML_NUMBER_DIGITS} characters")
     return yaml.safe_load(text)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import unicodedata
 from dataclasses import dataclass
 
 from paradnn.config import ConfigError, compute_dtype
@@ -147,10 +148,10 @@ def parse_target(text: str) -> Target:
     line holds a second ``=``. ``tpu:N`` is refused: nothing here initialises a TPU, and no
     TPU path has been run on one (the original study's TPU rows are imported, not measured).
     """
-    if re.fullmatch(r"tpu(:\d+)?", text.strip()):
+    if re.fullmatch(r"tpu(:[0-9]+)?", text.strip()):
         raise ConfigError("platform", text, "cpu, cpu[threads=N] or gpu:N (no TPU path exists yet: TPU results come "
                                             "from imported stores, e.g. the original study's tpu-v2-8)")  # fmt: skip
-    m = re.fullmatch(r"(cpu|gpu)(?::(\d{1,4}))?(?:\[threads[=:](\d{1,9})\])?", text.strip())
+    m = re.fullmatch(r"(cpu|gpu)(?::([0-9]{1,4}))?(?:\[threads[=:]([0-9]{1,9})\])?", text.strip())  # ASCII digits
     if not m or (m.group(3) is not None and int(m.group(3)) < 1):
         raise ConfigError("platform", text, "cpu, cpu[threads=N] or gpu:N")
     cores = os.cpu_count() or 1
@@ -162,6 +163,17 @@ def parse_target(text: str) -> Target:
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
 
 
+def folded(name: str) -> str:
+    """``name`` as names are compared: Unicode-normalised (NFKC: a full-width ``ｖ１００`` is ``v100``) and
+    case-folded (``GPU`` is ``gpu``), so no name passes for a reserved one by its case or width."""
+    return unicodedata.normalize("NFKC", name).strip().casefold()
+
+
+def device_id(name: str) -> bool:
+    """True for a device id (``cpu``, ``gpu:0``, ``TPU``), in any case or width."""
+    return re.fullmatch(r"(cpu|gpu|tpu)(:[0-9]+)?", folded(name)) is not None
+
+
 def platform_name(text: object, target: Target | None = None) -> str:
     """A platform's name as people give it (``xeon-lab``, ``a100-cloud``): letters, digits and
     ``. _ + -``, at most 64; not another device's id (``--platform cpu --name gpu:0``) nor a
@@ -169,9 +181,9 @@ def platform_name(text: object, target: Target | None = None) -> str:
     if not isinstance(text, str) or not NAME.fullmatch(text.strip()):
         raise ConfigError("--name", text, "a platform name: letters, digits and . _ + - (at most 64), e.g. xeon-lab")
     text = text.strip()
-    if re.fullmatch(r"(cpu|gpu|tpu)(:\d+)?", text) and (target is None or text != target.id):
+    if device_id(text) and (target is None or text != target.id):
         raise ConfigError("--name", text, "a name of your own (e.g. xeon-lab), not a device id such as cpu or gpu:0")
-    if text.lower() in DATASHEETS:  # kept for the datasheet and the original study's rows (paradnn.store.names)
+    if folded(text) in DATASHEETS:  # kept for the datasheet and the original study's rows (paradnn.store.names)
         raise ConfigError("--name", text, f"a name of your own (e.g. {text}-lab), not a datasheet's name such as v100 or h100, "
                                           "which stand for that datasheet and the original study's rows")  # fmt: skip
     return text

@@ -28,11 +28,10 @@ import yaml
 
 from paradnn.analysis import registry
 from paradnn.analysis.registry import NEEDS
-from paradnn.config import PROGRESS_ENV, ConfigError, check_number, load_yaml, read_bounded
+from paradnn.config import PROGRESS_ENV, ConfigError, load_yaml, read_bounded
 from paradnn.imports import papermill
 from paradnn.markup import literal
-from paradnn.platform import DATASHEETS
-from paradnn.sweeps.plan import MAX_WORKERS
+from paradnn.parameters import check_platforms, declared, validate_overrides
 from paradnn.vocabulary import (
     DECIDED,
     FAILS,
@@ -174,95 +173,6 @@ def outputs_folder(outputs: Path, pipeline: Pipeline) -> Path:
     return out
 
 
-def parse_parameter(text: str) -> tuple[str, object]:
-    """``NAME=VALUE`` with VALUE read as YAML (numbers, booleans, lists, dicts, strings)."""
-    name, sep, value = text.partition("=")
-    if not sep or not name.strip().isidentifier():
-        raise ConfigError("-p", text, "NAME=VALUE, e.g. -p budget_minutes=5 or -p families=[fc]")
-    try:
-        return name.strip(), load_yaml(value, f"-p {name.strip()}", value)
-    except yaml.YAMLError:
-        return name.strip(), value
-
-
-# What a declared parameter type accepts from -p (YAML-parsed). A text parameter also takes
-# a YAML boolean or number (``-p xla=on`` reads as True), which the notebook interprets.
-ACCEPTS = {"int": (int,), "float": (int, float), "bool": (bool,), "list": (list,), "dict": (dict,),
-           "str": (str, bool, int, float)}  # fmt: skip
-
-
-def validate_overrides(pipeline: Pipeline, overrides: dict) -> dict:
-    """Check ``-p`` names and types against the parameters the pipeline's notebooks declare.
-
-    Returns the overrides, a text value of a list parameter read as a one-item list; an
-    unknown name, ``store`` (the pipeline's own) or a value of the wrong type is one
-    ConfigError naming what is allowed, before anything runs.
-    """
-    declared: dict[str, dict] = {}
-    for entry in pipeline.notebooks:
-        for name, spec in declared_parameters(entry["source"]).items():
-            declared.setdefault(name, spec)
-    known = ", ".join(sorted(set(declared) - {"store"}))
-    for given in [pipeline.parameters] + [entry["parameters"] for entry in pipeline.notebooks]:
-        for name, value in given.items():  # the pipeline file's own values: the same names, types and bounds
-            if name not in declared:
-                raise ConfigError(f"{pipeline.path}: parameters", name, f"a parameter of this pipeline's notebooks: {known}")
-            _check_type(name, value, declared[name], f"{pipeline.path}: parameter {name}")
-    checked = {}
-    for name, value in overrides.items():
-        if name == "store":
-            raise ConfigError("-p store", value, "nothing: each pipeline keeps its store in outputs/<pipeline>/ (use --outputs)")
-        if name not in declared:
-            raise ConfigError("-p", name, f"a parameter of this pipeline's notebooks: {known}")
-        checked[name] = _check_type(name, value, declared[name], f"-p {name}")
-    return checked
-
-
-def _check_type(name: str, value: object, declared: dict, field: str) -> object:
-    """``value`` checked against a notebook's declared parameter (its type, then its bounds); a text
-    value of a list parameter is read as a one-item list."""
-    kind = declared["inferred_type_name"]
-    if kind == "list" and isinstance(value, str):
-        value = [value]
-    allowed = ACCEPTS.get(kind)
-    if allowed and (not isinstance(value, allowed) or (kind in ("int", "float") and isinstance(value, bool))):
-        raise ConfigError(field, value, f"a {kind} ({declared['help']})")
-    check_bounds(name, value, field)
-    return value
-
-
-# The bounds of the notebooks' numeric parameters (beyond their declared types): name ->
-# (positive: above 0, else from 0; the largest value; whole numbers only). Every other
-# number a notebook takes must at least be finite.
-PARAMETER_BOUNDS: dict[str, tuple[bool, float, bool]] = {
-    "budget_minutes": (True, 7 * 24 * 60, False),  # a week
-    "max_seconds": (True, 3600, False),
-    "profile_count": (False, 1000, True),
-    "parallel_devices": (False, 1024, True),  # 0 or 1 skips the replica sweep
-    "folds": (True, 100, True),
-    "max_rows": (False, 10**7, True),
-    "replay_seeds": (True, 100, True),
-    "fill_fraction": (True, 1, False),
-    "seed": (False, 2**32 - 1, True),
-    "projection_count": (False, 100, True),
-    "workers": (True, MAX_WORKERS, True),
-}
-# Text parameters with a fixed set of values: name -> what is allowed.
-PARAMETER_CHOICES: dict[str, tuple[str, ...]] = {"project_to": ("", *DATASHEETS)}
-
-
-def check_bounds(name: str, value: object, field: str = "") -> None:
-    """ConfigError unless a notebook parameter's number is finite and within :data:`PARAMETER_BOUNDS`."""
-    field = field or name
-    if name in PARAMETER_BOUNDS:
-        positive, most, integer = PARAMETER_BOUNDS[name]
-        check_number(field, value, positive=positive, most=most, integer=integer)
-    elif isinstance(value, float) and not math.isfinite(value):
-        raise ConfigError(field, value, "a finite number")
-    if name in PARAMETER_CHOICES and value not in PARAMETER_CHOICES[name]:
-        raise ConfigError(field, value, "one of " + ", ".join(repr(v) for v in PARAMETER_CHOICES[name]))
-
-
 def ensure_kernel(name: str = KERNEL) -> None:
     """Register this interpreter as Jupyter kernel ``name`` if it is not registered yet."""
     from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
@@ -380,18 +290,9 @@ def notebook_parameters(pipeline: Pipeline, entry: dict, overrides: dict, store:
     """
     params = {**pipeline.parameters, **(entry.get("parameters") or {}), **overrides}
     params["store"] = str(store)
-    if reference is not None and "reference_dir" in declared_parameters(entry["source"]):
+    if reference is not None and "reference_dir" in declared(entry["source"]):
         params["reference_dir"] = str(reference.resolve())
     return params
-
-
-def declared_parameters(notebook: Path) -> dict:
-    """The parameters a notebook declares in its ``parameters`` cell (papermill reads them);
-    ConfigError (naming the file, never echoing its content) for a file that is not a notebook."""
-    try:
-        return papermill().inspect_notebook(str(notebook))
-    except Exception as exc:  # noqa: BLE001 - papermill raises anything from JSON, nbformat or a kernel lookup
-        raise ConfigError("notebook", str(notebook), f"a Jupyter notebook with kernel metadata ({type(exc).__name__})") from None
 
 
 def provenance(store: Path, params: dict, observations: Path | None = None) -> str:
@@ -510,6 +411,9 @@ def run_pipeline(
             overrides = {**overrides, "measure_missing": False}
         pipeline = Pipeline(pipeline.name, str(store.resolve()), pipeline.kernel, pipeline.parameters, pipeline.notebooks,
                             pipeline.path)  # fmt: skip
+    for entry in pipeline.notebooks:  # the platform names, against what the store holds
+        check_platforms(notebook_parameters(pipeline, entry, overrides, Path(), None),
+                        store if store is not None else outputs / own.name / own.store)
     out = outputs_folder(outputs, own)  # created once nothing is refused
     store = out / pipeline.store  # an absolute store stays as it is
     store.parent.mkdir(parents=True, exist_ok=True)

@@ -43,7 +43,7 @@ def positive_int(name: str, most: int) -> Callable[[object], int]:
     """A parser of whole numbers from 1 to ``most`` (text or int; never a bool or a fraction)."""
 
     def parse(value: object) -> int:
-        if isinstance(value, str) and re.fullmatch(r"\s*\d+\s*", value):
+        if isinstance(value, str) and re.fullmatch(r"\s*[0-9]+\s*", value):
             value = int(value)
         if isinstance(value, float) and math.isfinite(value) and value.is_integer():
             value = int(value)

@@ -23,7 +23,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("store", ("paradnn.store",)),
     ("analysis", ("paradnn.analysis",)),
     ("sweep", ("paradnn.sweeps",)),
-    ("front ends", ("paradnn.api", "paradnn.cli", "paradnn.sections", "paradnn.reports", "paradnn.checks", "paradnn")),
+    ("front ends", ("paradnn.api", "paradnn.cli", "paradnn.sections", "paradnn.reports", "paradnn.parameters", "paradnn.checks",
+                    "paradnn")),
 ]  # fmt: skip
 
 

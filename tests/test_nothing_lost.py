@@ -137,3 +137,199 @@ def test_matched_takes_one_setting_name_or_several_and_refuses_the_rest(store):
         results.matched("platform", "v100", "x", free="dtype", hold="dtype")
     with Store(store, create=False, readonly=True) as s:
         assert s.count() > 0
+
+
+# Validation before side effects (issue 62, second slice): a report's parameters are checked in
+# depth, store paths and YAML are bounded, names are compared case- and width-insensitively.
+
+REPORT_REFUSALS = [
+    ("families=[nope]", "-p families: 'nope'"),
+    ("families=[fc", "-p families: '[fc'"),  # not YAML: read as the text '[fc', which names no family
+    ("workloads=[fc]", "-p workloads: 'fc'"),  # a parameterized family where real workloads are asked for
+    ("overrides={fc: {nodes: [0]}}", "-p overrides: fc: nodes: 0"),
+    ("overrides={fc: {nodez: [64]}}", "-p overrides: fc: 'nodez'"),
+    ("overrides={nope: {nodes: [64]}}", "-p overrides: 'nope'"),
+    ("fill_overrides={batch: [-1]}", "-p fill_overrides: batch: -1"),
+    ("xla=maybe", "-p xla: 'maybe'"),
+    ("dtype=float8", "-p dtype: 'float8'"),
+    ("preset=huge", "-p preset: 'huge'"),
+    ("infeed_inputs=[device]", "-p infeed_inputs: 'device'"),
+    ("replay_fractions=[0.5, 2]", "-p replay_fractions: 2"),
+    ("stacks=['tensorflow==2.16.2,current']", "-p stacks: 'tensorflow==2.16.2,current'"),
+    ("reference_dir=/no/such/folder", "-p reference_dir: '/no/such/folder'"),
+    ("backend=cloud", "-p backend: 'cloud'"),
+    ("seed=" + "9" * 5000, "numbers of at most 40 characters"),
+    ("families=" + "[" * 3000 + "]" * 3000, "-p families"),
+    ("overrides=" + "{a: " * 40 + "1" + "}" * 40, "nested at most 16 deep"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("parameter,needle", REPORT_REFUSALS, ids=[p[:30] for p, _ in REPORT_REFUSALS])
+def test_a_report_parameter_wrong_inside_is_refused_before_anything_runs(parameter, needle, tmp_path):
+    outputs = tmp_path / "outputs"
+    refused(cli("report", "smoke", "-p", parameter, "--outputs", str(outputs)), needle)
+    assert not outputs.exists()  # nothing imported, measured or written
+
+
+def test_a_platform_parameter_must_name_this_machine_the_store_or_the_original_study(store, tmp_path):
+    outputs = tmp_path / "outputs"
+    refused(cli("report", "smoke", "-p", "baseline=nope", "--outputs", str(outputs)), "-p baseline: 'nope'")
+    refused(cli("report", "study", "--store", str(store), "-p", "target=laptop", "--outputs", str(outputs)),
+            "the store or the original study: tpu-v2-8, v100")  # fmt: skip
+    assert not outputs.exists()
+
+
+def test_every_declared_report_parameter_is_checked_inside():
+    """A parameter a notebook declares has a check of its content, bounds, or is plain (a flag, the store)."""
+    from paradnn.parameters import PARAMETER_BOUNDS, PLAIN, VALUE_CHECKS, declared
+
+    notebooks = sorted((Path(__file__).parents[1] / "notebooks").glob("*.ipynb"))
+    names = {name for notebook in notebooks for name in declared(notebook)}
+    unchecked = names - set(VALUE_CHECKS) - set(PARAMETER_BOUNDS) - set(PLAIN)
+    assert not unchecked, f"declared but not checked: {sorted(unchecked)}"
+    assert set(VALUE_CHECKS) - names == set()  # no check for a parameter nothing declares
+
+
+def test_a_pipeline_file_nested_too_deep_or_with_a_huge_number_is_refused_at_once(tmp_path):
+    head = "name: x\nnotebooks:\n- notebooks/architecture.ipynb\nparameters:\n"
+    for body, needle in (("  overrides: " + "{a: " * 3000 + "1" + "}" * 3000, "nested at most 16 deep"),
+                         ("  seed: " + "1" * 5000, "numbers of at most 40 characters")):  # fmt: skip
+        pipeline = tmp_path / "p.yaml"
+        pipeline.write_text(head + body)
+        refused(cli("report", str(pipeline), "--outputs", str(tmp_path / "out")), needle)
+
+
+@pytest.mark.parametrize("text", ["４", "٣", "1２"])
+def test_digits_of_other_scripts_are_not_numbers(text, tmp_path):
+    from paradnn.platform import parse_target
+    from paradnn.settings import positive_int
+
+    target = tmp_path / "s.sqlite"
+    refused(cli("sweep", "fc", "--set", f"layers={text}", "--store", str(target)), "ASCII digits")
+    assert not target.exists()
+    with pytest.raises(ConfigError):
+        parse_target(f"cpu[threads={text}]")
+    with pytest.raises(ConfigError):
+        positive_int("devices", 8)(text)
+
+
+@pytest.mark.parametrize("name", ["GPU", "Tpu", "CPU:0", "V100", "H100"])
+def test_reserved_names_are_reserved_in_any_case(name, tmp_path):
+    from paradnn.platform import platform_name
+
+    with pytest.raises(ConfigError, match="--name"):
+        platform_name(name)
+    refused(cli("merge", str(tmp_path / "none.sqlite"), "--rename", f"cpu={name}", "--store", str(tmp_path / "d.sqlite")),
+            "")  # fmt: skip
+
+
+def test_a_full_width_lookalike_of_a_datasheet_name_is_reserved():
+    from paradnn.store.names import reserved
+
+    assert reserved("ｖ１００") and reserved("V100") and reserved("h100") and not reserved("xeon-lab")
+
+
+def test_a_renamed_store_merged_back_adds_nothing(store, tmp_path):
+    target = tmp_path / "d.sqlite"
+    assert cli("merge", str(store), "--store", str(target), "--rename", "v100=mygpu").exit_code == 0
+    again = cli("merge", str(store), "--store", str(target), "--json")
+    assert again.exit_code == 0, again.output
+    summary = json.loads(again.stdout)
+    with Store(store, create=False, readonly=True) as s:
+        rows = s.count()
+    assert summary["added"] == {} and summary["duplicates"] == rows
+    with Store(target, create=False, readonly=True) as s:
+        assert s.count() == rows and s.platform_names() == ["mygpu"]
+
+
+def test_a_refused_merge_leaves_none_of_the_folders_it_made(store, tmp_path):
+    target = tmp_path / "a" / "b" / "c" / "d.sqlite"
+    other = tmp_path / "other.sqlite"
+    assert cli("merge", str(store), "--store", str(other), "--rename", "v100=lab").exit_code == 0
+    with Store(other) as s:  # the same name for another machine: the merge below folds, and is refused
+        s.conn.execute("UPDATE platforms SET info = json_set(info, '$.name', 'another device')")
+        s.conn.execute("UPDATE results SET device_name = 'another device'")
+    refused(cli("merge", str(store), str(other), "--rename", "v100=lab", "--store", str(target)), "fold")
+    assert not (tmp_path / "a").exists()
+
+
+def test_sigterm_during_a_merge_removes_its_temporary_file(store, tmp_path, monkeypatch):
+    import signal
+
+    import paradnn.store.merge as merge_module
+
+    written = merge_module._write
+
+    def terminated(conn, *args):
+        summary = written(conn, *args)
+        os.kill(os.getpid(), signal.SIGTERM)  # as `timeout` sends it, in the middle of the transaction
+        return summary
+
+    monkeypatch.setattr(merge_module, "_write", terminated)
+    result = cli("merge", str(store), "--store", str(tmp_path / "d.sqlite"))
+    assert result.exit_code == 128 + signal.SIGTERM, result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("path,needle", [
+    ("x" * 300 + ".sqlite", "each folder and file name takes at most 255"),
+    ("file/s.sqlite", "is a file, not a folder"),
+    ("newdir/", "is a folder name; a store is a file"),
+    ("fifo", "not a regular file"),
+    ("y/" * 2100 + "s.sqlite", "at most 4,096"),
+])  # fmt: skip
+@pytest.mark.parametrize("command", [["sweep", "fc", "--set", "layers=1"], ["results"], ["import-legacy"],
+                                     ["merge", "SRC"]])  # fmt: skip
+def test_a_store_path_no_file_can_have_is_one_line_and_creates_nothing(store, tmp_path, monkeypatch, path, needle,
+                                                                       command):  # fmt: skip
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "file").write_text("")
+    os.mkfifo(tmp_path / "fifo")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    refused(cli(*[str(store) if c == "SRC" else c for c in command], "--store", path), needle)
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_an_overlap_filter_that_keeps_nothing_is_refused_and_creates_no_store(tmp_path):
+    target = tmp_path / "s.sqlite"
+    refused(cli("sweep", "fc", "--preset", "paper-overlap", "--set", "nodes=3", "--store", str(target)),
+            "which hold nodes 32, 128")  # fmt: skip
+    assert not target.exists()
+
+
+def test_the_scorecard_of_an_imported_store_says_its_rows_are_not_judged(store):
+    result = cli("scorecard", "--store", str(store))
+    assert result.exit_code == 0, result.output
+    assert "imported rows of the original study are not judged" in result.stdout and "no ok rows" not in result.stdout
+
+
+def test_a_batch_scale_without_rows_says_which_batches_there_are():
+    refused(cli("project", "--from", "tpu-v2-8", "--to", "h100", "--family", "fc", "--batch-scale", "3"),
+            "their batches: ")  # fmt: skip
+
+
+def test_the_original_study_is_not_set_beside_itself(store, capsys):
+    from paradnn.sections.platform_comparison import original_beside_section
+
+    assert original_beside_section(store, "v100") == []
+    assert "one of the original study's platforms" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("call,needle", [
+    (lambda p, s: p.describe(["fc"], "layer_1-node_16-input_10-output_10-bs_8"), "family: ['fc']"),
+    (lambda p, s: p.sweep("fc", store=None), "store: None"),
+    (lambda p, s: p.load(123), "store: 123"),
+    (lambda p, s: p.merge(None, "x.sqlite"), "sources: None"),
+    (lambda p, s: p.merge([s], None), "store: None"),
+    (lambda p, s: p.merge([s], "x.sqlite", rename="cpu=lab"), "rename: 'cpu=lab'"),
+    (lambda p, s: p.load(s).matched("nope", "a", "b"), "column: 'nope'"),
+    (lambda p, s: p.load(s).where(nope=1), "column: 'nope'"),
+    (lambda p, s: p.load(s).matched("platform", "v100", "v100"), "other than the baseline's"),
+    (lambda p, s: p.project("tpu-v2-8", "h100", "fc", store=1), "store: 1"),
+])  # fmt: skip
+def test_the_python_api_raises_its_own_errors(store, call, needle):
+    import paradnn
+
+    with pytest.raises(ConfigError) as raised:
+        call(paradnn, str(store))
+    assert needle in str(raised.value)

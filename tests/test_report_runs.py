@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from paradnn.store import Store
+from paradnn.store.legacy import import_files
 
 pytestmark = pytest.mark.slow
 
@@ -22,9 +23,9 @@ ROOT = Path(__file__).resolve().parents[1]
 UNUSED_BY_REPORTS = """
 import sys
 from pathlib import Path
-from paradnn import reports
+from paradnn import parameters, reports
 print("after_import", sorted({"statsmodels", "papermill"} & set(sys.modules)))
-reports.declared_parameters(Path("notebooks/prediction.ipynb"))
+parameters.declared(Path("notebooks/prediction.ipynb"))
 print("after_papermill", "papermill" in sys.modules, "rfc3987_syntax" in sys.modules)
 import rfc3987_syntax
 print("importable_after", callable(rfc3987_syntax.is_valid_syntax))
@@ -89,10 +90,19 @@ def test_rerun_with_new_parameters_measures_only_what_is_new(tmp_path, report):
 
 
 def test_a_failing_notebook_gets_a_red_row_and_the_others_run(tmp_path, report):
+    """Every parameter is checked before anything runs, so the failure comes from inside a notebook."""
+    import nbformat
+
+    source = nbformat.read(ROOT / "notebooks" / "software_stack.ipynb", as_version=4)
+    source.cells = [source.cells[0], nbformat.v4.new_code_cell(
+        "from paradnn.store import Store\nStore(store).close()  # the store the next notebook reads\n"
+        "raise RuntimeError('the sky fell on float8')")]  # fmt: skip
+    broken = tmp_path / "falling.ipynb"
+    nbformat.write(source, broken)
     pipeline = tmp_path / "broken.yaml"
     pipeline.write_text(
         "name: broken\nnotebooks:\n"
-        "  - notebook: notebooks/architecture.ipynb\n    parameters: {families: [fc], dtype: float8}\n"
+        f"  - notebook: {broken}\n    parameters: {{families: [fc]}}\n"
         "  - notebook: notebooks/software_stack.ipynb\n    parameters: {families: [fc], measure_missing: false}\n"
     )
     result = report(str(pipeline), "--outputs", str(tmp_path))
@@ -100,8 +110,8 @@ def test_a_failing_notebook_gets_a_red_row_and_the_others_run(tmp_path, report):
     out = tmp_path / "broken"
     index = (out / "index.html").read_text()
     assert index.count(">failed") == 1 and index.count(">ok<") == 1
-    assert (out / "software_stack.html").exists() and (out / "architecture.html").exists()
-    assert "float8" in (out / "architecture.html").read_text()
+    assert (out / "software_stack.html").exists() and (out / "falling.html").exists()
+    assert "the sky fell on float8" in (out / "falling.html").read_text()
 
 
 @pytest.mark.parametrize(
@@ -124,12 +134,19 @@ def test_bad_report_input_exits_2(args, needle, report):
 HOSTILE = "<script>document.title='pwned'</script>`</code><img src=x onerror=\"document.title='pwned'\">*[x](javascript:alert(1))"
 
 
-def test_hostile_values_show_literally_and_run_nothing(tmp_path, report, chromium_dom):
-    """A parameter value flows into the provenance header, captions and the index: every page must escape it."""
+def test_hostile_values_show_literally_and_run_nothing(tmp_path, report, chromium_dom, reference):
+    """A platform name flows from a store into parameters, the provenance header, captions and the index:
+    every page must escape it. (A name the store holds is what ``target`` may take; a merge source's
+    names are only required to be printable.)"""
+    store = tmp_path / "hostile.sqlite"
+    with Store(store) as s:
+        import_files(s, [reference / "gpu_fc.json"])
+        for table in ("results", "platforms"):
+            s.conn.execute(f"UPDATE {table} SET platform = ?", (HOSTILE,))
     pipeline = tmp_path / "hostile.yaml"
     pipeline.write_text("name: hostile\nnotebooks:\n  - notebook: notebooks/platform_comparison.ipynb\n"
                         "    parameters: {measure_missing: false}\n")  # fmt: skip
-    result = report(str(pipeline), "--outputs", str(tmp_path), "-p", f"target={json.dumps(HOSTILE)}")
+    result = report(str(pipeline), "--outputs", str(tmp_path), "--store", str(store), "-p", f"target={json.dumps(HOSTILE)}")
     assert result.returncode == 0, result.stdout + result.stderr
     out = tmp_path / "hostile"
     for name in ("platform_comparison.html", "index.html"):

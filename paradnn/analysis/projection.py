@@ -464,6 +464,10 @@ def projection(store: str | None, source: str, target: str, family: str, labels:
     others = theirs[~theirs["label"].isin(projected)] if theirs is not None else pd.DataFrame()
     floor_s, floor_source = step_floor(target, family, others) if floor else (0.0, "no floor")
     rows = project(start, src, dst, family, labels, batch_scale, theirs, floor_s)
+    if rows.empty and batch_scale != 1:  # nothing to project from: say why rather than print an empty table
+        batches = ", ".join(map(str, sorted({families.parse_label(family, label).batch for label in start.profiles["label"]})))
+        raise ConfigError("--batch-scale", batch_scale, f"a factor at which {source} has rows of its profiled {family} "
+                                                        f"configurations (their batches: {batches})")  # fmt: skip
     return rows, {**summary(rows, src, dst), "from": vars(src), "to": vars(dst), "profiles": start.where,
                   "batch_scale": batch_scale, "held_fixed": start.held, "floor_s": floor_s,
                   "floor_source": floor_source}  # fmt: skip

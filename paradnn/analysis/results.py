@@ -183,8 +183,14 @@ class Results:
         for column, value in values.items():
             if value is None:
                 continue
+            self._known(column)
             df = df[df[column].isin(value) if isinstance(value, (list, tuple, set)) else df[column] == value]
         return self._with(df)
+
+    def _known(self, column: str) -> None:
+        """ConfigError naming the columns for one a store does not have (never a bare KeyError)."""
+        if column not in self.frame:
+            raise ConfigError("column", column, "a column of the results: " + ", ".join(self.frame.columns))
 
     def for_settings(self, **run: object) -> Results:
         """Rows run with these settings (declared names: ``dtype``, ``xla``, ``platform``,
@@ -351,6 +357,9 @@ class Results:
         pairs, the result's ``why`` says what differs and how to free it.
         """
         column = _column_name(vary)
+        self._known(column)
+        if metric not in self.frame:
+            raise ConfigError("metric", metric, "a column of the results, e.g. examples_per_sec or step_time_s")
         owned = SIDE_OWNED.get(column, {})
         free, hold = _names("free", free), _names("hold", hold) or ()
         both = sorted(set(free or ()) & set(hold))

@@ -131,12 +131,15 @@ def principles_audit(results: pd.DataFrame) -> pd.DataFrame:
     """
     measured = Results(results).measured().frame
     ok = Results(measured).ok().frame
+    imported = len(results) - len(measured)
+    nothing = "no finished rows measured here" + (f" ({imported:,} imported rows of the original study are not judged)"
+                                                  if imported else "")  # fmt: skip
     judged_ = {
-        "relevance": _relevance(ok),
-        "representativeness": _representativeness(ok),
-        "equity": _equity(measured),
+        "relevance": _relevance(ok, nothing),
+        "representativeness": _representativeness(ok, nothing),
+        "equity": _equity(measured, nothing),
         "repeatability": _repeatability(results),
-        "cost-effectiveness": _cost(measured["wall_time_s"]),
+        "cost-effectiveness": _cost(measured["wall_time_s"], nothing),
         "scalability": _scalability(measured),
         "transparency": _provenance(measured),
     }
@@ -191,9 +194,9 @@ def _yes(name: str, yes: bool, n: int, statistic: str) -> Part:
     return exact_part(name, float(yes), n, Rule(f"{statistic} (1: yes)", 0.5, min_n=1))
 
 
-def _relevance(ok: pd.DataFrame) -> tuple[str, Part | None]:
+def _relevance(ok: pd.DataFrame, nothing: str) -> tuple[str, Part | None]:
     if ok.empty:
-        return "no ok rows", None
+        return nothing, None
     roles = {f: (families.get(f).role if f in families.names() else "unknown") for f in ok["family"].unique()}
     kinds = sorted(set(roles.values()) - {"unknown"})
     both = {"model", "workload"} <= set(kinds)
@@ -201,11 +204,11 @@ def _relevance(ok: pd.DataFrame) -> tuple[str, Part | None]:
             _yes("kinds", both, len(ok), "a parameterized family and a real workload measured"))  # fmt: skip
 
 
-def _representativeness(ok: pd.DataFrame) -> tuple[str, Part | None]:
+def _representativeness(ok: pd.DataFrame, nothing: str) -> tuple[str, Part | None]:
     """The share of finished measured rows that report every accepted metric, each within its range
     (a positive rate and step, a utilisation above 0 and at most 100%)."""
     if ok.empty:
-        return "no rows", None
+        return nothing, None
     values = {m: pd.to_numeric(ok[m], errors="coerce") if m in ok else pd.Series(math.nan, index=ok.index)
               for m in ACCEPTED_METRICS}  # fmt: skip
     use = values["utilization"]
@@ -217,17 +220,17 @@ def _representativeness(ok: pd.DataFrame) -> tuple[str, Part | None]:
     return text, exact_part("share", float(reported.mean()), len(ok), rule)
 
 
-def _cost(seconds: pd.Series) -> tuple[str, Part | None]:
+def _cost(seconds: pd.Series, nothing: str) -> tuple[str, Part | None]:
     v = seconds.dropna()
     if v.empty:
-        return "no rows", None
+        return nothing, None
     rule = Rule("median device time per configuration (s)", MAX_DEVICE_SECONDS, "<=", min_n=1)
     return f"{v.median():.3g} s over {len(v)} rows", median_part("seconds", v, rule)
 
 
-def _equity(measured: pd.DataFrame) -> tuple[str, Part | None]:
+def _equity(measured: pd.DataFrame, nothing: str) -> tuple[str, Part | None]:
     if measured.empty:
-        return "no measured rows", None
+        return nothing, None
     dtypes = measured.groupby("platform")["dtype"].apply(lambda d: tuple(sorted(d.unique())))
     unrecorded = int(measured["xla"].isna().sum())
     value = "; ".join(f"{p}: {', '.join(d)}" for p, d in dtypes.items()) + f"; {unrecorded} rows without an XLA setting"

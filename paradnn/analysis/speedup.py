@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from paradnn.analysis.rows import MISSING, comparison_key, held_fixed, looks_of, quiet_first, round_ids, unpool
+from paradnn.config import ConfigError
 from paradnn.store import hyperparameter_names
 from paradnn.vocabulary import OK
 
@@ -196,7 +197,7 @@ def compare(
     """
     _check_columns(df, ["family", "label", "state", by, metric, *within])
     if _same(baseline, target):
-        raise ValueError(f"baseline and target are both {baseline!r}; compare two different values of {by}")
+        raise ConfigError("target", target, f"a value of {by} other than the baseline's ({baseline!r})")
     key = comparison_key(df, by, free) + list(within)
     df = unpool(df)  # pooled rows pair measurement by measurement, round by round
     rows = quiet_first(df[(df["state"] == OK) & (pd.to_numeric(df[metric], errors="coerce") > 0)])

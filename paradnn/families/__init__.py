@@ -74,7 +74,7 @@ def of_role(role: str) -> tuple[str, ...]:
 def get(name: str) -> Family:
     """The family called ``name``, or ConfigError listing the known ones."""
     registry = _registry()
-    if name not in registry:
+    if not isinstance(name, str) or name not in registry:
         raise ConfigError("family", name, ", ".join(registry))
     return registry[name]
 

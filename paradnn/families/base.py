@@ -80,6 +80,8 @@ class Axis:
         text = text.strip()
         if len(text) > 32:  # no number an axis takes is this long (and int() of a huge text is slow)
             raise ConfigError(self.name, text[:40] + "...", self.allowed)
+        if not text.isascii():  # int() reads other scripts' digits ('４' is 4); a label never holds them
+            raise ConfigError(self.name, text, self.allowed + " (ASCII digits)")
         try:
             value = self.kind(text) if self.kind is not int else int(text, 10)
         except ValueError:

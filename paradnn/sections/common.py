@@ -410,6 +410,7 @@ def styled(df: pd.DataFrame, digits: int = 3):
     decimals, and no row numbers (an unnamed whole-number index, a filtered frame's included, is
     hidden; a meaningful index, such as a pivot's, is kept)."""
     styler = df.style.format(precision=digits, na_rep="not measured", escape="html")  # values users typed stay text
+    styler = styler.format_index(escape="html", axis=0).format_index(escape="html", axis=1)  # so do names in headings
     numbers = df.index.name is None and df.index.nlevels == 1 and pd.api.types.is_integer_dtype(df.index)
     return styler.hide(axis="index") if numbers else styler
 

@@ -329,6 +329,10 @@ def original_beside_section(store: str | Path, target: str) -> list:
     from paradnn.analysis import workloads as wl
     from paradnn.analysis.regression import regress
 
+    if target in REFERENCE_PAIR:
+        print(f"The target, {target}, is one of the original study's platforms: this section sets a machine beside the "
+              "study, so it is skipped (the study's own TPU v2-8 against its V100 has a section of its own).")  # fmt: skip
+        return []
     here = load(store, platform=target, families=["fc"], dtype=None, xla=None)
     theirs = Results(load(store, families=["fc"])).where(platform=list(REFERENCE_PAIR)).frame
     if Results(here).ok().frame.empty or theirs["platform"].nunique() < 2:

@@ -205,6 +205,7 @@ class Store:
     """
 
     def __init__(self, path: str | Path, create: bool = True, readonly: bool = False, snapshot: bool = False) -> None:
+        check_store_path(path)
         self.path = Path(path)
         self.readonly = readonly
         _check_file(self.path, create and not readonly)
@@ -521,6 +522,35 @@ def _operational(path: Path, exc: sqlite3.OperationalError) -> StoreError:
     if "unable to open" in text:
         return StoreError(f"{path}: cannot be opened ({text}; check the folder's permissions)")
     return StoreError(f"{path}: {text}")
+
+
+NAME_BYTES, PATH_CHARS = 255, 4096  # the longest file name and path Linux and macOS take
+
+
+def check_store_path(path: str | Path) -> None:
+    """Refuse a store path no file can have, before anything is created: a folder (``newdir/``), a
+    name over :data:`NAME_BYTES` bytes, a path over :data:`PATH_CHARS` characters, a parent that is
+    a file, or something other than a regular file (a FIFO or device would block or never end)."""
+    text = os.fspath(path)
+    if text.endswith(("/", os.sep)):
+        folder = _cut(text.rstrip('/' + os.sep))
+        raise StoreError(f"{_cut(text)}: is a folder name; a store is a file (e.g. {folder}/results.sqlite)")
+    long = next((part for part in Path(text).parts if len(part.encode()) > NAME_BYTES), None)
+    if long is not None:
+        raise StoreError(f"{_cut(text)}: holds a name of {len(long.encode()):,} bytes; each folder and file name "
+                         f"takes at most {NAME_BYTES}")  # fmt: skip
+    if len(os.path.abspath(text)) > PATH_CHARS:
+        raise StoreError(f"{_cut(text)}: a path of {len(os.path.abspath(text)):,} characters; at most {PATH_CHARS:,}")
+    found = Path(text)
+    if found.exists() and not found.is_dir() and not found.is_file():
+        raise StoreError(f"{_cut(text)}: not a regular file (a FIFO, socket or device), not a paradnn store")
+    parent = next((p for p in Path(text).absolute().parents if p.exists()), None)
+    if parent is not None and not parent.is_dir():
+        raise StoreError(f"{_cut(text)}: {_cut(str(parent))} is a file, not a folder")
+
+
+def _cut(text: str, limit: int = 120) -> str:
+    return text if len(text) <= limit else f"{text[: limit - 20]}... ({len(text):,} characters)"
 
 
 def _check_file(path: Path, create: bool) -> None:

@@ -519,5 +519,11 @@ def grid_of(family: str, preset: str, overrides: dict | None = None) -> list:
     if family != "fc":
         raise ConfigError("--preset", preset, f"{OVERLAP_PRESET} with the fc family only (the original study's sweeps are "
                                               "FC), or smoke, quick or paper")  # fmt: skip
-    return overlap_configs(None, overrides)
+    configs = overlap_configs(None, overrides)
+    if not configs:  # a filter that keeps nothing is a mistake, not an empty sweep
+        every = overlap_configs(None)
+        held = "; ".join(f"{name} " + ", ".join(map(str, sorted({getattr(c, name) for c in every})))
+                         for name in (overrides or {}))  # fmt: skip
+        raise ConfigError("--set", overrides, f"values of the {OVERLAP_PRESET} configurations, which hold {held}")
+    return configs
 

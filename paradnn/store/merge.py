@@ -10,8 +10,9 @@ the source stores into a destination store, in one transaction on the destinatio
 * **De-duplicated by run identity.** A measured row is the same row when its run key and
   its ``finished_at`` are (merging a store twice, or two copies of one, adds nothing); the
   same run key finished at another time is a *rerun*, kept beside the other. An imported
-  row (``source`` ``legacy:<file>``) is the same row when its source, platform, label and
-  state are. Every row merged in records where it came from in ``origin`` (the source
+  row (``source`` ``legacy:<file>``) is the same row when its source, the platform it was
+  measured as (``platform_id``, else its name), label and state are: a renamed store merged back
+  adds nothing. Every row merged in records where it came from in ``origin`` (the source
   store as given; a row merged before keeps its first origin); rows written into the
   destination itself have none.
 * **One name, one machine.** A platform's name is its rows' ``platform`` (``cpu`` unless
@@ -45,7 +46,7 @@ import psutil
 
 from paradnn.identity import LATER_IDENTITY, PROFILE_SOURCE, run_key
 from paradnn.platform import platform_name
-from paradnn.store.db import TRACE_COLUMNS, Store, StoreError, fed_as_measured
+from paradnn.store.db import TRACE_COLUMNS, Store, StoreError, check_store_path, fed_as_measured
 from paradnn.store.names import Machine, check_writes, machine, name_problem
 from paradnn.vocabulary import MEASURED
 
@@ -138,6 +139,7 @@ def merge(sources: Iterable[str | Path], store: str | Path, rename: Mapping[str,
     source or the destination is not a readable paradnn store of a schema this paradnn
     reads, a source is damaged, two machines would share a name) or :class:`MergeError` (a
     bad rename) with nothing written."""
+    check_store_path(store)
     dst = Path(store)
     given = [str(s) for s in sources]
     if not given:
@@ -193,9 +195,10 @@ def _remove_stale(dst: Path) -> None:
 def _into_new(dst: Path, write) -> MergeSummary | None:
     """Write a new store beside ``dst`` and link it into place at the end, so nothing appears at
     ``dst`` unless the merge commits; None when another writer created ``dst`` meanwhile."""
-    made = not dst.parent.exists()
+    made = [folder for folder in (dst.parent, *dst.parent.parents) if not folder.exists()]  # innermost first
     dst.parent.mkdir(parents=True, exist_ok=True)
     tmp = _temporary(dst, os.getpid())
+    linked = False
     try:
         with Store(tmp) as out, out.transaction() as conn:
             summary = write(conn)
@@ -203,15 +206,14 @@ def _into_new(dst: Path, write) -> MergeSummary | None:
             os.link(tmp, dst)
         except FileExistsError:
             return None
+        linked = True
         return summary
-    except BaseException:
-        if made:
-            with contextlib.suppress(OSError):
-                dst.parent.rmdir()
-        raise
     finally:
         for suffix in ("", "-wal", "-shm", "-journal"):
             Path(f"{tmp}{suffix}").unlink(missing_ok=True)
+        for folder in made if not linked else ():  # the folders it created, if still empty
+            with contextlib.suppress(OSError):
+                folder.rmdir()
 
 
 def _damaged(label: str, what: str) -> StoreError:
@@ -364,14 +366,17 @@ def _write(conn: sqlite3.Connection, read: list[_Source], renames: Mapping[str, 
 
 class _Seen:
     """What the destination holds (and the merge has added): measured rows by run key and finish
-    time, imported rows by source, platform, label and state, and every run key (for reruns)."""
+    time, imported rows by source, the platform they were measured as, label and state, and every
+    run key (for reruns). Neither depends on the name a row now carries, so a renamed store merged
+    back adds nothing."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.measured: set[tuple] = {(r[0], r[1]) for r in conn.execute(
             "SELECT run_key, finished_at FROM results WHERE source = ?", (MEASURED,))}  # fmt: skip
         self.keys = {r[0] for r in conn.execute("SELECT DISTINCT run_key FROM results")}
         self.imported: set[tuple] = {tuple(r) for r in conn.execute(
-            "SELECT source, platform, label, state FROM results WHERE source != ?", (MEASURED,))}  # fmt: skip
+            "SELECT source, COALESCE(platform_id, platform), label, state FROM results WHERE source != ?",
+            (MEASURED,))}  # fmt: skip
 
     def add(self, row: dict, key: str, summary: MergeSummary) -> bool:
         """True (and counted in ``summary``) for a row not seen before; a duplicate is counted as one."""
@@ -379,7 +384,8 @@ class _Seen:
         if (row.get("source") or MEASURED) == MEASURED:
             marks, mark = self.measured, (key, row.get("finished_at"))
         else:
-            marks, mark = self.imported, (row.get("source"), row["platform"], row.get("label"), row.get("state"))
+            measured_as = row.get("platform_id") or row["platform"]
+            marks, mark = self.imported, (row.get("source"), measured_as, row.get("label"), row.get("state"))
         if mark in marks:
             summary.duplicates += 1
             return False

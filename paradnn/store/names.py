@@ -20,7 +20,7 @@ import json
 import sqlite3
 from collections.abc import Callable, Iterable, Mapping
 
-from paradnn.platform import DATASHEETS
+from paradnn.platform import DATASHEETS, folded
 from paradnn.store.errors import StoreError
 
 __all__ = ["MAX_NAME", "FoldError", "check_writes", "machine", "name_problem", "reserved"]
@@ -50,8 +50,9 @@ def same(a: Machine, b: Machine) -> bool:
 
 
 def reserved(name: str) -> bool:
-    """True for a datasheet's name, which only its datasheet and the original study's rows may use."""
-    return name.strip().lower() in DATASHEETS
+    """True for a datasheet's name, which only its datasheet and the original study's rows may use, in any
+    case or width (``V100``, a full-width ``ｖ１００``)."""
+    return folded(name) in DATASHEETS
 
 
 def name_problem(name: object) -> str | None:
