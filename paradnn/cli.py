@@ -17,7 +17,7 @@ from pathlib import Path
 import click
 
 from paradnn import families
-from paradnn.config import POLICIES, ConfigError, read_bounded
+from paradnn.config import POLICIES, ConfigError, gigabytes, read_bounded
 from paradnn.families import Config
 from paradnn.store import StoreError
 from paradnn.store.guard import damaged, store_errors
@@ -311,7 +311,7 @@ def measure(family: str, label: str, max_seconds: float, memory_gb: float | None
         from paradnn.engine.record import describe_config
 
         record = {**describe_config(config, dtype, trace=False), "state": "skipped",
-                  "error": f"predicted {predicted / 1e9:.1f} GB > budget {budget / 1e9:.1f} GB"}  # fmt: skip
+                  "error": f"predicted {gigabytes(predicted)} > budget {gigabytes(budget)}"}  # fmt: skip
         _emit(record, as_json)
         click.echo(f"paradnn: skipped: {record['error']}", err=True)
         sys.exit(1)
@@ -644,7 +644,8 @@ def compare(baseline: str, target: str, by: str, free_text: str, hold_text: str,
     for option, value in (("--baseline", baseline), ("--target", target)):
         if value not in present:
             shown = ", ".join(map(str, present)) or "nothing (no finished results)"
-            raise ConfigError(option, value, f"a {by} with finished results in the store: {shown}")
+            among = f"{family} results (--family {family})" if family else "results"
+            raise ConfigError(option, value, f"a {by} with finished {among} in the store: {shown}")
     freed = tuple(f for f in dict.fromkeys([*SIDE_OWNED.get(column, {}), *free]) if f not in hold)  # --hold wins a default
     result = results.matched(column, baseline, target, family=family, free=freed, hold=hold,
                              carry=COMPARE_CARRY.get(column, ()))  # fmt: skip

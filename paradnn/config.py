@@ -57,6 +57,11 @@ def read_bounded(path: str | Path, field: str, limit: int) -> str:
         raise ConfigError(field, str(path), "a UTF-8 text file (this one is binary)") from None
 
 
+def gigabytes(n: float) -> str:
+    """Bytes as an error line shows them: three significant digits, so a tiny budget is not "0.0 GB"."""
+    return f"{n / 1e9:.3g} GB"
+
+
 YAML_DEPTH = 16  # the deepest nesting paradnn reads: a mapping of families of axes of values is 3
 YAML_NUMBER_DIGITS = 40  # no number paradnn takes is longer (and int() of a huge text is slow)
 

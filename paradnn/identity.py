@@ -40,10 +40,29 @@ LATER_IDENTITY: dict[str, object] = {"family_version": 1, **settings.LEGACY,
                                      **dict.fromkeys(settings.FRAMEWORK_VERSION_COLUMNS.values())}  # fmt: skip
 
 
+# The CPU features that tell two hosts of one model name apart (cloud VMs say "AMD EPYC" for
+# every generation): the vector and matrix units TensorFlow's kernels use.
+ISA_FLAGS = ("avx", "avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16",
+             "amx_int8", "asimd", "sve")  # fmt: skip
+
+
+def hardware(info: dict) -> tuple[str | None, str | None]:
+    """What tells two hosts of one CPU model and core count apart, as a platform record says it: the
+    memory (whole GiB) and the vector units (``avx2+fma``); None where the record does not say
+    (a record written before paradnn kept the units: it is matched on model and cores alone)."""
+    memory, isa = info.get("memory_bytes"), info.get("isa")
+    known = isinstance(memory, (int, float)) and not isinstance(memory, bool) and memory > 0
+    return (f"{round(memory / 2**30)} GiB" if known else None,  # type: ignore[operator]
+            ("+".join(isa) or "none") if isinstance(isa, list) else None)
+
+
 def fingerprint(info: dict) -> str:
-    """A key that changes when the hardware, thread count or software stack changes."""
+    """A key that changes when the hardware (model, cores, memory, vector units), thread count or
+    software stack changes."""
     sw = info["software"]
     parts = [info["id"], info["name"], str(info["cores"]), sw["tensorflow"], sw["keras"], sw["cuda"]]
+    if "isa" in info:  # a record of this paradnn: two hosts of one model name get two fingerprints
+        parts += [part or "-" for part in hardware(info)]
     return re.sub(r"[^A-Za-z0-9_.=\-]+", "_", "|".join(parts))
 
 

@@ -82,6 +82,8 @@ def stack_text(value: object) -> str:
     if CURRENT_STACK in parts:
         raise ConfigError("--stack", value, "current alone (this environment), or pip requirements without it")
     for part in parts:
+        if len(part) > REQUIREMENT_CHARS:  # no real requirement is this long; uv would answer it in kilobytes
+            raise ConfigError("--stack", part, f"a pip requirement of at most {REQUIREMENT_CHARS} characters")
         try:
             Requirement(part)
         except InvalidRequirement:
@@ -90,6 +92,7 @@ def stack_text(value: object) -> str:
 
 
 CURRENT_STACK = "current"
+REQUIREMENT_CHARS = 200
 
 
 @dataclass(frozen=True)

@@ -40,9 +40,9 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
         (["sweep", "fc", "--platform", "tpu"], "no TPU path exists yet"),
         (["sweep", "fc", "--input", "tape"], "input: 'tape' is not valid; allowed: device, host, host-prep"),
         (["sweep", "fc", "--devices", "0"], "devices: 0 is not valid; allowed: a whole number from 1 to 1024"),
-        (["sweep", "fc", "--rounds", "0"], "rounds: 0 is not valid; allowed: a whole number from 1 to 5"),
+        (["sweep", "fc", "--rounds", "0"], "--rounds (rounds): 0 is not valid; allowed: a whole number from 1 to 5"),
         (["sweep", "fc", "--rounds", "2", "--adaptive", "--budget", "3"], "--rounds: 2 is not valid; allowed: 1 with"),
-        (["sweep", "fc", "--workers", "5"], "workers: 5 is not valid; allowed: a whole number from 1 to 4"),
+        (["sweep", "fc", "--workers", "5"], "--workers (workers): 5 is not valid; allowed: a whole number from 1 to 4"),
         (["sweep", "fc", "--workers", "2", "--stack", "current"], "--workers: 2 is not valid; allowed: 1 with --stack"),
         (["compare", "--by", "input", "--baseline", "device", "--target", "tape"], "--target: 'tape'"),
         (["compare", "--baseline", "cpu", "--target", "gpu:0", "--free", "colour"], "--free: 'colour' is not valid"),
@@ -110,7 +110,7 @@ def test_describe_skips_the_graph_count_of_a_model_too_large_to_build():
 def test_measure_refuses_a_configuration_over_the_memory_budget():
     result = CliRunner().invoke(main, ["measure", "fc", "layer_1-node_8-input_8-output_4-bs_1000000000", "--memory-budget", "1"])
     assert result.exit_code == 1
-    assert "state" in result.output and "skipped" in result.output and "budget 1.0 GB" in result.output
+    assert "state" in result.output and "skipped" in result.output and "budget 1 GB" in result.output
 
 
 def test_bare_paradnn_prints_help_and_succeeds():

@@ -41,9 +41,11 @@ def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
 
 
 def machine_store(path: Path, device: str = "AMD EPYC 7B13", cores: int = 2, finished: float = 1_000.0,
-                  platform: str = "cpu") -> Path:  # fmt: skip
-    """A store as a sweep on one machine leaves it (no TensorFlow): three FC rows and the platform's record."""
-    info = {"id": "cpu", "name": device, "host": f"host-{cores}", "cores": cores, "memory_bytes": 2**33, "software": SOFTWARE}
+                  platform: str = "cpu", memory_bytes: int = 2**33, isa: list[str] | None = None) -> Path:  # fmt: skip
+    """A store as a sweep on one machine leaves it (no TensorFlow): three FC rows and the platform's record
+    (``isa``: the vector units a record of this paradnn holds; None: a record written before it kept them)."""
+    info = {"id": "cpu", "name": device, "host": f"host-{cores}", "cores": cores, "memory_bytes": memory_bytes,
+            "software": SOFTWARE, **({"isa": isa} if isa is not None else {})}  # fmt: skip
     fp = fingerprint(info)
     records = [{"family": "fc", "family_version": 1, "label": label, "layers": 1, "nodes": 8 * 2**i, "input": 2000,
                 "output": 1000, "batch": 4, "dtype": "float32", "xla": False, "platform": platform,
@@ -305,7 +307,7 @@ def test_a_second_machine_whose_cpu_has_another_fingerprint_is_kept_apart(walkth
     dst = tmp_path / "study.sqlite"
     assert cli("merge", str(folder / "machine-a.sqlite"), "--store", str(dst)).returncode == 0
     line = one_line_refusal(cli("merge", str(other), "--store", str(dst)))
-    assert "Simulated Xeon (96 cores)" in line and "--rename cpu=" in line
+    assert "Simulated Xeon (96 cores, " in line and "--rename cpu=" in line
     assert cli("merge", str(other), "--rename", "cpu=xeon-96", "--store", str(dst)).returncode == 0
     results = Results.load(dst)
     assert sorted(results.frame["platform"].unique()) == ["cpu", "xeon-96"]

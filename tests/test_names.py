@@ -161,5 +161,26 @@ def test_a_sweep_named_as_another_machine_is_refused_before_it_measures(tmp_path
     store = machine_store(tmp_path / "s.sqlite", device="Intel Xeon", cores=64, platform="xeon-lab")
     line = one_line_refusal(cli("sweep", "fc", "--set", "layers=1", "--set", "nodes=8", "--set", "batch=8", "--max-seconds",
                                 "0.2", "--name", "xeon-lab", "--store", str(store)))  # fmt: skip
-    assert "'xeon-lab' would fold two machines" in line and "Intel Xeon (64 cores)" in line
+    assert "'xeon-lab' would fold two machines" in line and "Intel Xeon (64 cores, 8 GiB)" in line
     assert platforms_of(store) == {"xeon-lab": {"Intel Xeon"}}
+
+
+def test_two_hosts_of_one_cpu_model_and_core_count_are_told_apart_by_memory_and_vector_units(tmp_path):
+    """Cloud VMs say "AMD EPYC" for every generation: a 4 GiB host with AVX2 only is not a 24 GiB one with AVX-512."""
+    big = machine_store(tmp_path / "big.sqlite", device="AMD EPYC", memory_bytes=24 * 2**30, isa=["avx2", "avx512f", "fma"])
+    small = machine_store(tmp_path / "small.sqlite", device="AMD EPYC", memory_bytes=4 * 2**30, isa=["avx2", "fma"],
+                          finished=5_000.0)  # fmt: skip
+    dst = tmp_path / "study.sqlite"
+    line = one_line_refusal(cli("merge", str(big), str(small), "--store", str(dst)))
+    assert "'cpu' would fold two machines" in line and "24 GiB, avx2+avx512f+fma" in line and "4 GiB, avx2+fma" in line
+    assert not dst.exists()
+    one_isa = machine_store(tmp_path / "isa.sqlite", device="AMD EPYC", memory_bytes=24 * 2**30, isa=["avx2", "fma"])
+    assert "would fold" in one_line_refusal(cli("merge", str(big), str(one_isa), "--store", str(dst)))
+
+
+def test_one_host_matches_itself_across_stacks_and_records_of_an_older_paradnn(tmp_path):
+    here = machine_store(tmp_path / "here.sqlite", memory_bytes=24 * 2**30, isa=["avx2", "fma"])
+    older = machine_store(tmp_path / "older.sqlite", memory_bytes=24 * 2**30 - 2**20, finished=5_000.0)  # no isa kept
+    summary = merge([here, older], tmp_path / "study.sqlite")  # one machine: no fold
+    assert summary.added == {"cpu": 6} and summary.platforms == 2  # the vector units are part of the fingerprint
+    assert platforms_of(tmp_path / "study.sqlite") == {"cpu": {"AMD EPYC 7B13"}}

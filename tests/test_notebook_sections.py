@@ -223,7 +223,7 @@ def test_the_notebooks_workers_reach_plain_cpu_sweeps_only(monkeypatch, tmp_path
     for run in ({}, {"devices": 2}):  # replicas are processes of their own: one worker
         common.ensure_measured(tmp_path / "s.sqlite", ["fc"], preset="smoke", max_seconds=0.3, xla=False, **run)
     assert seen == [2, 1]
-    with pytest.raises(ConfigError, match="workers: 5 is not valid"):
+    with pytest.raises(ConfigError, match=r"\(workers\): 5 is not valid"):
         common.setup("local", 5)
 
 

@@ -333,3 +333,53 @@ def test_the_python_api_raises_its_own_errors(store, call, needle):
     with pytest.raises(ConfigError) as raised:
         call(paradnn, str(store))
     assert needle in str(raised.value)
+
+
+# Messages that say what is wrong (issue 62): the value as given, the option as typed.
+
+def test_a_newline_in_a_rename_is_shown_as_one(tmp_path, store):
+    line = cli("merge", str(store), "--rename", "nope\nx=lab", "--store", str(tmp_path / "d.sqlite")).stderr
+    assert "nope\\nx" in line and len(line.strip().splitlines()) == 1
+
+
+def test_a_fold_inside_one_source_does_not_suggest_a_rename_that_moves_both(tmp_path):
+    from tests.test_merge import machine_store
+
+    source = machine_store(tmp_path / "two.sqlite")
+    other = machine_store(tmp_path / "other.sqlite", device="Intel Xeon", cores=64)
+    with Store(other, create=False, readonly=True) as s:
+        rows = [dict(r) for r in s.conn.execute("SELECT * FROM results")]
+    with Store(source) as s:  # two machines under one name, as no paradnn write would leave them
+        columns = [c for c in rows[0] if c != "id"]
+        s.conn.executemany(f"INSERT INTO results ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})",
+                           [[r[c] for c in columns] for r in rows])  # fmt: skip
+    line = cli("merge", str(source), "--store", str(tmp_path / "d.sqlite")).stderr
+    assert "itself holds two machines under 'cpu'" in line and "--rename" not in line
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_an_original_study_file_that_is_no_regular_file_is_refused_before_it_blocks(kind, tmp_path):
+    path = tmp_path / "tpu_fc.json"
+    os.mkfifo(path) if kind == "fifo" else path.symlink_to("/dev/zero")
+    refused(cli("import-legacy", str(path), "--store", str(tmp_path / "s.sqlite")), "not a folder, FIFO or device")
+    assert not (tmp_path / "s.sqlite").exists()
+
+
+def test_a_requirement_no_index_holds_is_refused_in_one_short_line(tmp_path):
+    result = cli("sweep", "fc", "--stack", "tensorflow==" + "9" * 5000, "--store", str(tmp_path / "s.sqlite"))
+    refused(result, "a pip requirement of at most 200 characters")
+    assert len(result.stderr) < 500
+
+
+def test_an_empty_side_of_a_comparison_names_the_family_filter(store):
+    refused(cli("compare", "--store", str(store), "--baseline", "v100", "--target", "x", "--family", "rnn"),
+            "finished rnn results (--family rnn)")  # fmt: skip
+
+
+def test_sizes_and_options_are_said_as_given():
+    from paradnn.config import gigabytes
+    from paradnn.sweeps.plan import SweepOptions
+
+    assert gigabytes(1.0) == "1e-09 GB" and gigabytes(12.3e9) == "12.3 GB"
+    with pytest.raises(ConfigError, match=r"--timeout \(timeout_s\): -1"):
+        SweepOptions(timeout_s=-1)

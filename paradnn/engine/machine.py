@@ -15,6 +15,7 @@ import subprocess
 from pathlib import Path
 
 from paradnn.config import ConfigError
+from paradnn.identity import ISA_FLAGS
 from paradnn.platform import Target, cpu_theoretical_peak, datasheet_for
 from paradnn.version import __version__
 
@@ -139,6 +140,7 @@ def describe(target: Target | None = None) -> dict:
         "cores": os.cpu_count() or 1,
         "threads": target.threads,
         "memory_bytes": _memory_bytes(),
+        "isa": sorted(set(ISA_FLAGS) & _cpu_flags()),  # the host's vector units: with the memory, what tells hosts apart
         "devices": {k: len(tf.config.list_physical_devices(k)) for k in ("CPU", "GPU", "TPU")},
         "software": software_stack(),
         "packages": installed_packages(),

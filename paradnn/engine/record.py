@@ -10,7 +10,7 @@ import math
 from collections.abc import Callable
 
 from paradnn import counting
-from paradnn.config import compute_dtype
+from paradnn.config import compute_dtype, gigabytes
 from paradnn.engine import ceilings as ceil
 from paradnn.engine.frameworks import check_framework
 from paradnn.engine.protocol import Measurement, RunSettings
@@ -37,7 +37,7 @@ def describe_config(config: Config, policy: str = ENGINE_DEFAULTS["dtype"], grap
     if graph is None and trace:
         weights = counting.BYTES_PER_PARAM * params
         if memory_budget is not None and weights > memory_budget:
-            note = f"not traced: weights and optimizer slots need {weights / 1e9:.1f} GB > budget {memory_budget / 1e9:.1f} GB"
+            note = f"not traced: weights and optimizer slots need {gigabytes(weights)} > budget {gigabytes(memory_budget)}"
         else:
             from paradnn.engine.graphcount import count_graph_flops
             from paradnn.engine.training import Trainer

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from paradnn import counting, families
-from paradnn.config import ConfigError, compute_dtype
+from paradnn.config import ConfigError, compute_dtype, read_bounded
 from paradnn.families.fc import FCConfig
 from paradnn.platform import DATASHEETS
 from paradnn.settings import ORIGINAL_INPUT
@@ -153,12 +153,16 @@ def _json_type(value: object) -> str:
 # ------------------------------------------------------------------ reading and checking
 
 
+LEGACY_BYTES = 50_000_000  # the original study's largest file is 0.3 MB
+
+
 def _read_json(path: Path) -> dict:
-    """The file's JSON object, or LegacyError if it cannot be read or is not an object."""
+    """The file's JSON object, or LegacyError if it cannot be read (a FIFO or device is refused before
+    it is opened: it would block or never end; at most :data:`LEGACY_BYTES`) or is not an object."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise _fail(path, f"cannot be read ({exc.__class__.__name__}: {exc})", "a readable UTF-8 JSON file") from None
+        text = read_bounded(path, "legacy file", LEGACY_BYTES)
+    except ConfigError as exc:
+        raise _fail(path, "cannot be read", f"{exc.allowed}: a UTF-8 JSON file") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

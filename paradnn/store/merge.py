@@ -47,7 +47,7 @@ import psutil
 from paradnn.identity import LATER_IDENTITY, PROFILE_SOURCE, run_key
 from paradnn.platform import platform_name
 from paradnn.store.db import TRACE_COLUMNS, Store, StoreError, check_store_path, fed_as_measured
-from paradnn.store.names import Machine, check_writes, machine, name_problem
+from paradnn.store.names import Machine, check_writes, machine, name_problem, same
 from paradnn.vocabulary import MEASURED
 
 __all__ = ["BATCH", "MergeError", "MergeSummary", "merge", "parse_rename"]
@@ -128,8 +128,9 @@ def parse_rename(texts: Iterable[str]) -> dict[str, str]:
 
 
 def _short(text: object, limit: int = 80) -> str:
-    """A value for an error line: one line, at most ``limit`` characters."""
-    flat = " ".join(str(text).split()) if str(text).strip() else repr(str(text))
+    """A value for an error line: one line (a newline or tab shown as ``\\n``, ``\\t``), at most ``limit`` characters."""
+    shown = str(text).replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
+    flat = shown if shown.strip() else repr(str(text))
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
@@ -287,6 +288,10 @@ def _check(conn: sqlite3.Connection, read: list[_Source], renames: Mapping[str, 
         measured |= names
 
     def hint(name: str, where: str) -> str:
+        own = [m for m, w in incoming.get(name, []) if w == where]
+        if any(not same(a, b) for a in own for b in own):  # the fold is inside one source
+            return (f"{shlex.quote(where)} itself holds two machines under {name!r} (a rename would move both): merge "
+                    "the other sources, and measure that store's machines again under names of their own")  # fmt: skip
         rename = shlex.quote(f"{name}=NEW-NAME")
         return (f"name them apart: paradnn merge {shlex.quote(where)} --rename {rename} --store {shlex.quote(dst)}"
                 " (merge the stores one at a time to rename each)")  # fmt: skip

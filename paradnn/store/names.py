@@ -20,13 +20,14 @@ import json
 import sqlite3
 from collections.abc import Callable, Iterable, Mapping
 
+from paradnn.identity import hardware
 from paradnn.platform import DATASHEETS, folded
 from paradnn.store.errors import StoreError
 
 __all__ = ["MAX_NAME", "FoldError", "check_writes", "machine", "name_problem", "reserved"]
 
 MAX_NAME = 100
-Machine = tuple  # (platform id, device name, cores or None)
+Machine = tuple  # (platform id, device name, cores, memory, vector units; each but the id None where unknown)
 
 
 class FoldError(StoreError):
@@ -34,18 +35,21 @@ class FoldError(StoreError):
 
 
 def machine(info: Mapping, platform_id: object, device: object) -> Machine:
-    """A machine: platform id, device name and core count (its fingerprint without the software stack)."""
-    return (info.get("id") or platform_id, info.get("name") or device, info.get("cores"))
+    """A machine: platform id, device name, core count, memory and vector units (its fingerprint
+    without the software stack; :func:`paradnn.identity.hardware`)."""
+    return (info.get("id") or platform_id, info.get("name") or device, info.get("cores"), *hardware(dict(info)))
 
 
 def describe(found: Machine) -> str:
-    platform_id, device, cores = found
-    return f"{device or 'an unnamed device'}" + (f" ({cores} cores)" if cores else "") + f" as {platform_id}"
+    platform_id, device, cores, memory, isa = found
+    said = [f"{cores} cores" if cores else "", memory or "", isa or ""]
+    return f"{device or 'an unnamed device'}" + (f" ({', '.join(p for p in said if p)})" if any(said) else "") + \
+        f" as {platform_id}"
 
 
 def same(a: Machine, b: Machine) -> bool:
-    """One machine: the same id, and the same device and cores where both say (a row without its
-    platform's record may not say them)."""
+    """One machine: the same id, and the same device, cores, memory and vector units where both say
+    (a row without its platform's record, or a record of an older paradnn, may not say them)."""
     return a[0] == b[0] and all(x is None or y is None or x == y for x, y in zip(a[1:], b[1:]))
 
 

@@ -71,14 +71,15 @@ class SweepOptions:
     workers: int = 1  # worker processes preparing side by side, timing one at a time (see paradnn.sweeps.loop)
 
     def __post_init__(self) -> None:  # every bound checked here, whichever front end made the options
-        for name, value, top in (("rounds", self.rounds, MAX_ROUNDS), ("workers", self.workers, MAX_WORKERS),
-                                 ("look", self.look, MAX_LOOKS)):  # fmt: skip
-            if value is None and name == "rounds":
+        # Each named as its option, then as the API's keyword (the same request from both front ends).
+        for name, value, top in (("--rounds (rounds)", self.rounds, MAX_ROUNDS),
+                                 ("--workers (workers)", self.workers, MAX_WORKERS), ("look", self.look, MAX_LOOKS)):  # fmt: skip
+            if value is None and name.startswith("--rounds"):
                 continue
             if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top:
                 raise ConfigError(name, value, f"a whole number from 1 to {top}")
-        for name, number in (("max_minutes", self.max_minutes), ("timeout_s", self.timeout_s),
-                             ("memory_budget", self.memory_budget_bytes)):  # fmt: skip
+        for name, number in (("--max-minutes (max_minutes)", self.max_minutes), ("--timeout (timeout_s)", self.timeout_s),
+                             ("--memory-budget (memory_gb, in bytes)", self.memory_budget_bytes)):  # fmt: skip
             if number is not None:
                 check_number(name, number)
 

@@ -40,7 +40,7 @@ from typing import Any, Protocol
 
 import psutil
 
-from paradnn.config import ConfigError, cache_dir
+from paradnn.config import ConfigError, cache_dir, gigabytes
 from paradnn.engine import frameworks
 from paradnn.engine.gate import GATE_ENV, gate
 from paradnn.engine.machine import die_with_parent
@@ -413,14 +413,15 @@ def run_one(
     predicted = base.get("memory_estimate_bytes", 0) + s.devices * worker.base_rss
     base["memory_estimate_bytes"] = predicted
     if budget and predicted > budget:
-        return {**base, "state": "skipped", "error": f"predicted {_gb(predicted)} > budget {_gb(budget)}"}, True
+        return {**base, "state": "skipped", "error": f"predicted {gigabytes(predicted)} > budget {gigabytes(budget)}"}, True
     kills_before = oom_kills()
     worker.send(Measure(config.family, config.label, asdict(s)))
     started = time.monotonic()
     while not worker.poll(POLL_S):
         rss = worker.rss()
         if budget and rss > budget:
-            return {**base, "state": "oom", "error": f"worker grew to {_gb(rss)} > budget {_gb(budget)}; stopped"}, False
+            grew = f"worker grew to {gigabytes(rss)} > budget {gigabytes(budget)}; stopped"
+            return {**base, "state": "oom", "error": grew}, False
         if not worker.alive():
             break
         if time.monotonic() - started > options.timeout_s:
@@ -452,10 +453,6 @@ def _death(code: int | None, kills_before: int) -> dict:
             name = str(-code)
         return {"state": "error", "error": f"worker crashed (killed by signal {name})"}
     return {"state": "error", "error": f"worker crashed (exit code {code})"}
-
-
-def _gb(n: float) -> str:
-    return f"{n / 1e9:.1f} GB"
 
 
 # ---------------------------------------------------------------------------- profiles for projection
