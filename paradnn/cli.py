@@ -448,10 +448,12 @@ def _overrides(family: str, texts: tuple[str, ...]) -> dict[str, list]:
 
 
 def _open_store(path: str, create: bool = True, readonly: bool = False):
+    """The store at ``path``; read-only as a snapshot where no process has it open, so reading a store
+    (a damaged one included) leaves no ``-wal``/``-shm`` files beside it."""
     from paradnn.store import Store, StoreError
 
     try:
-        return Store(path, create=create, readonly=readonly)
+        return Store(path, create=create, readonly=readonly, snapshot=readonly)
     except StoreError as exc:
         raise ConfigError("--store", path, f"a paradnn store ({exc})") from None
 

@@ -383,3 +383,38 @@ def test_sizes_and_options_are_said_as_given():
     assert gigabytes(1.0) == "1e-09 GB" and gigabytes(12.3e9) == "12.3 GB"
     with pytest.raises(ConfigError, match=r"--timeout \(timeout_s\): -1"):
         SweepOptions(timeout_s=-1)
+
+
+def test_a_machine_measured_under_one_name_is_not_renamed_by_a_sweep(tmp_path):
+    """`sweep --name lab-b` on a machine measured as lab-a would move its record and measure nothing."""
+    from paradnn.store.names import FoldError
+    from tests.test_merge import machine_store
+
+    store = machine_store(tmp_path / "s.sqlite", platform="lab-a")
+    with Store(store, create=False, readonly=True) as s:
+        fp, info = s.conn.execute("SELECT fingerprint, info FROM platforms").fetchone()
+    before = digest(store)
+    with Store(store) as s, pytest.raises(FoldError, match="named 'lab-a'.*--rename lab-a=lab-b"):
+        s.put_platform(fp, "lab-b", json.loads(info), None, "measured")
+    assert digest(store) == before
+
+
+def test_the_original_study_imported_into_a_renamed_store_adds_nothing(store, tmp_path, reference):
+    target = tmp_path / "renamed.sqlite"
+    assert cli("merge", str(store), "--store", str(target), "--rename", "v100=gpu-2019").exit_code == 0
+    again = cli("import-legacy", str(reference / "gpu_fc.json"), "--store", str(target))
+    assert again.exit_code == 0, again.output
+    with Store(target, create=False, readonly=True) as s, Store(store, create=False, readonly=True) as original:
+        assert s.count() == original.count() and s.platform_names() == ["gpu-2019"]
+        assert s.platforms()["platform"].tolist() == ["gpu-2019"]
+
+
+@pytest.mark.parametrize("command", [["results"], ["scorecard"], ["compare", "--baseline", "v100", "--target", "x"]])
+def test_reading_a_damaged_store_leaves_nothing_beside_it(store, tmp_path, command):
+    damaged = tmp_path / "damaged.sqlite"
+    shutil.copy(store, damaged)
+    with open(damaged, "r+b") as f:  # the header and meta table intact, pages in the middle overwritten
+        f.seek(damaged.stat().st_size // 2)
+        f.write(b"\xff" * 8192)
+    refused(cli(*command, "--store", str(damaged)), "damaged")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["damaged.sqlite"]

@@ -165,7 +165,7 @@ class Results:
         """Every row of ``store`` (read-only) and its platforms' XLA choices."""
         from paradnn.store import Store
 
-        with Store(store, create=False, readonly=True) as s:
+        with Store(store, create=False, readonly=True, snapshot=True) as s:  # nothing left beside it
             frame = s.results()
             choices = {p: s.xla_choices(p) for p in frame["platform"].unique()}
             traces = s.traces()

@@ -44,7 +44,7 @@ from paradnn.families import hyperparameter_columns
 from paradnn.identity import LATER_IDENTITY, SOFTWARE, run_key
 from paradnn.settings import FRAMEWORK_VERSION_COLUMNS, ORIGINAL_INPUT, stored
 from paradnn.store.errors import StoreError
-from paradnn.store.names import check_writes, machine, records, row_machine
+from paradnn.store.names import FoldError, check_writes, machine, records, row_machine
 from paradnn.store.peaks import PEAK_COLUMNS, current_peaks, current_utilisation, platform_ceilings
 from paradnn.vocabulary import LEGACY, MEASURED, OK, STATES
 
@@ -372,6 +372,7 @@ class Store:
             found = machine(info, platform, info.get("name"))
             check_writes(c, {platform: [(found, "this write")]}, [platform] if source == MEASURED else [],
                          str(self.path), name_hint)  # fmt: skip
+            _check_not_stranded(c, fingerprint, platform, str(self.path))
             c.execute(
                 "INSERT OR REPLACE INTO platforms VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (fingerprint, platform, info.get("name"), _dumps(info), _dumps(ceilings), source, time.time()),
@@ -479,6 +480,21 @@ class Store:
 
     def count(self) -> int:
         return int(self.conn.execute("SELECT count(*) FROM results").fetchone()[0])
+
+
+def _check_not_stranded(conn: sqlite3.Connection, fingerprint: str, platform: str, store: str) -> None:
+    """Refuse a record that would take a machine's record from the name its rows carry (``sweep --name
+    lab-b`` on a machine measured as ``lab-a``: ``lab-a``'s rows would be left without a record, and the
+    sweep would measure nothing, since a name is no part of a run's identity)."""
+    held = conn.execute("SELECT platform FROM platforms WHERE fingerprint = ?", (fingerprint,)).fetchone()
+    if held is None or held[0] == platform:
+        return
+    if conn.execute("SELECT 1 FROM results WHERE platform = ? AND platform_fingerprint = ? LIMIT 1",
+                    (held[0], fingerprint)).fetchone():  # fmt: skip
+        rename = shlex.quote(f"{held[0]}={platform}")
+        raise FoldError(f"this machine is named {held[0]!r} in {store} (its rows carry that name); to call it {platform!r}, "
+                        f"rename it on the way into a new store: paradnn merge {shlex.quote(store)} --rename {rename} "
+                        "--store NEW.sqlite")  # fmt: skip
 
 
 def name_hint(name: str, where: str) -> str:

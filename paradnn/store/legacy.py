@@ -397,13 +397,25 @@ def load_file(path: str | Path, platform: str | None = None) -> LegacyFile:
 # ------------------------------------------------------------------ writing
 
 
-def _record_platform(store: Store, plat: LegacyPlatform) -> None:
-    """Record the study's platform once (re-recording it would only change the timestamp)."""
+def _record_platform(store: Store, plat: LegacyPlatform) -> str:
+    """Record the study's platform once (re-recording it would only change the timestamp); returns the
+    name its rows take: the device's own, or the one a merge renamed its record to (``--rename
+    v100=gpu-2019``), so an import into a renamed store adds nothing twice and strands nothing."""
     info = {"name": plat.device_name, "datasheet": plat.name, "source": STUDY}
     known = store.platform(plat.fingerprint)
+    if known and known["source"] == LEGACY and known["platform"] != plat.name:
+        return known["platform"]
     if known and known["platform"] == plat.name and known["info"] == info and known["source"] == LEGACY:
-        return
+        return plat.name
     store.put_platform(fingerprint=plat.fingerprint, platform=plat.name, info=info, ceilings=None, source=LEGACY)
+    return plat.name
+
+
+def _named(rows: list[dict], name: str, plat: LegacyPlatform) -> list[dict]:
+    """Rows under ``name``, keeping the device they were measured on as their platform id."""
+    if name == plat.name:
+        return rows
+    return [{**r, "platform": name, "platform_id": plat.name} if "platform" in r else r for r in rows]
 
 
 def import_files(store: Store, paths: Iterable[str | Path], platform: str | None = None) -> dict:
@@ -416,12 +428,12 @@ def import_files(store: Store, paths: Iterable[str | Path], platform: str | None
     files = [load_file(p, platform) for p in paths]
     summary: dict = {"files": {}, "results_added": 0, "traces_added": 0}
     for f in files:
-        _record_platform(store, f.platform)
+        name = _record_platform(store, f.platform)
         if f.kind == "sweep":
-            added = store.add_results(f.results, ignore_duplicates=True)
+            added = store.add_results(_named(f.results, name, f.platform), ignore_duplicates=True)
             summary["results_added"] += added
         else:
-            added = store.add_traces(f.traces)
+            added = store.add_traces(_named(f.traces, name, f.platform))
             summary["traces_added"] += added
         entry = summary["files"].setdefault(f.path.name, {"kind": f.kind, "platform": f.platform.name, "rows": 0, "added": 0})
         entry["rows"] += len(f.results) + len(f.traces)
