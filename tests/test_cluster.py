@@ -107,13 +107,13 @@ def test_an_unreachable_cluster_is_one_line_and_exit_2(tmp_path):
     assert not store.exists()
 
 
-def test_the_notebooks_sweep_on_the_cluster_their_backend_names(cluster, tmp_path, monkeypatch):
-    from paradnn.sections.common import ensure_measured, setup
+def test_the_notebooks_sweep_on_the_cluster_their_backend_names(cluster, tmp_path):
+    from paradnn.sections.common import Lanes, ensure_measured, setup
 
-    monkeypatch.setenv("PARADNN_BACKEND", "local")
     setup(f"ray:{cluster.address}")
     overrides = {"fc": {"nodes": [16], "batch": [8, 16], "layers": [1], "input": [32], "output": [10]}}
-    line = ensure_measured(tmp_path / "r.sqlite", ["fc"], preset="smoke", overrides=overrides, max_seconds=0.3)[0]
+    line = ensure_measured(tmp_path / "r.sqlite", ["fc"], preset="smoke", overrides=overrides, max_seconds=0.3,
+                           lanes=Lanes(f"ray:{cluster.address}"))[0]  # fmt: skip
     assert "2 configurations: 0 already in the store; this run: 2 ok" in line
     assert {json.loads(r["extra"]).get("ray_node") for r in rows(tmp_path / "r.sqlite")} != {None}
 

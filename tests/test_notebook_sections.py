@@ -217,12 +217,12 @@ def test_the_notebooks_workers_reach_plain_cpu_sweeps_only(monkeypatch, tmp_path
 
     seen = []
     monkeypatch.setattr(backends, "run_sweep", lambda configs, store, opts, **kw: seen.append(opts.workers) or SweepSummary())
-    monkeypatch.setattr(common, "SWEEP_WORKERS", 1)
-    monkeypatch.setenv("PARADNN_BACKEND", "local")
-    common.setup("local", 2)
+    lanes = common.Lanes("local", 2)  # the notebook's backend and workers, handed over explicitly
     for run in ({}, {"devices": 2}):  # replicas are processes of their own: one worker
-        common.ensure_measured(tmp_path / "s.sqlite", ["fc"], preset="smoke", max_seconds=0.3, xla=False, **run)
-    assert seen == [2, 1]
+        common.ensure_measured(tmp_path / "s.sqlite", ["fc"], preset="smoke", max_seconds=0.3, xla=False, lanes=lanes, **run)
+    common.ensure_measured(tmp_path / "s.sqlite", ["fc"], preset="smoke", max_seconds=0.3, xla=False)  # no lanes: one
+    assert seen == [2, 1, 1]
+    assert "SWEEP_WORKERS" not in vars(common)  # no module global carries it
     with pytest.raises(ConfigError, match=r"\(workers\): 5 is not valid"):
         common.setup("local", 5)
 

@@ -84,7 +84,7 @@ def test_code_cells_are_calls_without_row_logic(path):
 def test_every_notebook_first_calls_prepare(path):
     cells = json.loads(path.read_text())["cells"]
     first = next(c for c in cells if c["cell_type"] == "code" and "parameters" not in c["metadata"].get("tags", []))
-    assert "p = prepare(globals())" in "".join(first["source"])
+    assert "p = prepare(globals(), report.Parameters)" in "".join(first["source"])
 
 
 @pytest.mark.parametrize("code", [
@@ -96,3 +96,43 @@ def test_every_notebook_first_calls_prepare(path):
 ])  # fmt: skip
 def test_the_thin_check_finds_row_logic(code):
     assert thin_problems("from paradnn.sections.common import load, show\n" + code, "x")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_each_report_declares_its_notebooks_parameters_with_their_types(path):
+    """A parameter misspelt or retyped in a notebook or its report's dataclass fails here, in seconds."""
+    import dataclasses
+    import importlib
+    import typing
+
+    from paradnn.parameters import declared
+
+    kind = importlib.import_module(f"paradnn.sections.{path.stem}").Parameters
+    hints = typing.get_type_hints(kind)
+    notebook = {name: spec["inferred_type_name"] for name, spec in declared(path).items()}
+    assert set(notebook) == {f.name for f in dataclasses.fields(kind)} == set(hints)
+    for name, written in notebook.items():
+        accepted = {getattr(t, "__name__", str(t)) for t in typing.get_args(hints[name]) or (hints[name],)}
+        assert written in accepted, f"{path.stem}: {name} is {written} in the notebook, {hints[name]} in {kind.__qualname__}"
+
+
+def test_a_misspelt_or_mistyped_report_parameter_fails_when_the_notebook_starts():
+    from paradnn.config import ConfigError
+    from paradnn.sections.common import typed
+    from paradnn.sections.prediction import Parameters
+
+    values = {"store": "s.sqlite", "measure_missing": False, "budget_minutes": 1, "max_seconds": 0.5, "backend": "local",
+              "workers": 1, "platform": "cpu", "family": "fc", "preset": "smoke", "fill_overrides": {}, "folds": 3,
+              "max_rows": 0, "replay_platform": "tpu-v2-8", "replay_fractions": [0.1], "replay_seeds": 1,
+              "fill_fraction": 0.2, "reference_dir": "", "seed": 0}  # fmt: skip
+    assert typed(Parameters, values).budget_minutes == 1  # a whole number where a float is asked
+    with pytest.raises(ConfigError, match="parameter: 'fold'"):
+        typed(Parameters, {**{k: v for k, v in values.items() if k != "folds"}, "fold": 3})
+    with pytest.raises(ConfigError, match="parameter: 'seed'.*declared"):
+        typed(Parameters, {k: v for k, v in values.items() if k != "seed"})
+    with pytest.raises(ConfigError, match=r"folds: '3' is not valid; allowed: a int"):
+        typed(Parameters, {**values, "folds": "3"})
+    with pytest.raises(ConfigError, match="measure_missing: 1"):
+        typed(Parameters, {**values, "measure_missing": 1})
+    with pytest.raises(ConfigError, match="folds: True"):
+        typed(Parameters, {**values, "folds": True})

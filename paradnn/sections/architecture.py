@@ -4,8 +4,8 @@ precision, the original TPU's traces, replicas and input pipelines.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
 import pandas as pd
@@ -13,6 +13,7 @@ import pandas as pd
 from paradnn.analysis.results import Results
 from paradnn.config import compute_dtype
 from paradnn.platform import theoretical_sentence
+from paradnn.sections import common
 from paradnn.sections.common import canonical, caption, ensure_measured, held_words, is_local, load, show, table
 from paradnn.store import Store
 from paradnn.vocabulary import MEASURED
@@ -21,6 +22,29 @@ if TYPE_CHECKING:
     from paradnn.analysis.observations import Verdict
     from paradnn.analysis.roofline import Ceilings
 
+
+@dataclass
+class Parameters(common.Parameters):
+    """The architecture report's parameters, as its notebook declares them (see the notebook for each one's help)."""
+
+    platform: str
+    families: list
+    preset: str
+    overrides: dict
+    dtype: str
+    xla: str | bool
+    low_precision: str
+    low_precision_families: list
+    precision_overrides: dict
+    regression_form: str
+    profile_count: int
+    infeed_inputs: list
+    infeed_families: list
+    infeed_overrides: dict
+    parallel_devices: int
+    parallel_families: list
+    parallel_overrides: dict
+    reference_dir: str
 
 
 WEIGHT_LABEL = "weight (Δ utilisation per s.d. of the hyperparameter;\nin s.d. of utilisation for the paper form)"
@@ -275,13 +299,14 @@ def _traced_share(traces: pd.DataFrame, verdict: Verdict, category: str, column:
 
 
 def measure_replicas(store: str | Path, families: list[str], devices: int, *, preset: str, overrides: dict,
-                     platform: str, measure_missing: bool, budget_minutes: float, max_seconds: float) -> list[str]:  # fmt: skip
+                     platform: str, measure_missing: bool, budget_minutes: float, max_seconds: float,
+                     lanes: common.Lanes = common.LOCAL) -> list[str]:  # fmt: skip
     """Measure ``families`` data-parallel on ``devices`` replicas of a local platform (nothing,
     and no line, for fewer than 2 devices, an imported platform or ``measure_missing`` off)."""
     if devices < 2 or not measure_missing or not is_local(platform):
         return []
     return ensure_measured(store, families, preset=preset, overrides=overrides, devices=devices, platform=platform,
-                           budget_minutes=budget_minutes, max_seconds=max_seconds)  # fmt: skip
+                           budget_minutes=budget_minutes, max_seconds=max_seconds, lanes=lanes)  # fmt: skip
 
 
 def replicated_rows(df: pd.DataFrame) -> pd.DataFrame:
@@ -325,13 +350,13 @@ def traced_infeed_section(traces: pd.DataFrame) -> Verdict:
                          "TPU v2-8: share of step time waiting for infeed, FC (original traces)")  # fmt: skip
 
 
-def low_precision_part(p: SimpleNamespace, ceilings: Ceilings | None) -> list[Verdict] | None:
+def low_precision_part(p: Parameters, ceilings: Ceilings | None) -> list[Verdict] | None:
     """float32 against ``p.low_precision`` on ``p.low_precision_families``, measured first where the
     store lacks it (with each family's XLA setting of the main run); None when ``low_precision`` is ""."""
     if not p.low_precision:
         return None
     for line in measure_precision(p.store, p.low_precision_families, p.dtype, p.low_precision, p.xla, preset=p.preset,
                                   overrides=p.precision_overrides, platform=p.platform, measure_missing=p.measure_missing,
-                                  budget_minutes=p.budget_minutes / 2, max_seconds=p.max_seconds):  # fmt: skip
+                                  budget_minutes=p.budget_minutes / 2, max_seconds=p.max_seconds, lanes=p.lanes):  # fmt: skip
         print(line)
     return precision_section(p.store, p.platform, p.low_precision_families, p.dtype, p.low_precision, ceilings)

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import os
 import time
+import types
+import typing
 import warnings
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from types import SimpleNamespace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import pandas as pd
 
@@ -53,18 +54,14 @@ def as_dict(value: object) -> dict:
 
 
 def setup(backend: str = "local", workers: int = 1) -> None:
-    """Plot style and display options shared by every notebook, where its sweeps run (``backend``)
-    and with how many worker processes a local CPU sweep measures (``workers``, see
-    :func:`ensure_measured`)."""
+    """Plot style and display options shared by every notebook; ``backend`` and ``workers`` (where
+    its sweeps run, see :class:`Lanes`) are checked here, before anything is measured."""
     import matplotlib.pyplot as plt
 
     from paradnn.sweeps.plan import SweepOptions
 
     ray_address(backend)  # a bad value fails here, before anything is measured
     SweepOptions(workers=workers)  # so does a bad number of workers
-    os.environ["PARADNN_BACKEND"] = backend
-    global SWEEP_WORKERS
-    SWEEP_WORKERS = workers
     import seaborn as sns
 
     sns.set_theme(style="whitegrid", context="notebook")
@@ -76,29 +73,62 @@ def setup(backend: str = "local", workers: int = 1) -> None:
     warnings.filterwarnings("ignore", category=UserWarning, module="seaborn")
 
 
-SWEEP_WORKERS = 1  # worker processes of this kernel's local CPU sweeps (the notebook's ``workers``, set by setup)
-
-
 ROLE_OF_EMPTY = {"families": "model", "workloads": "workload"}  # an empty list of these means every registered one
 PLATFORM_PARAMETERS = ("platform", "baseline", "target")  # platform ids, made canonical (cpu[threads:1] -> cpu[threads=1])
 
 
-def prepare(namespace: Mapping[str, object]) -> SimpleNamespace:
-    """Every report notebook's first call: its parameters, prepared, and the kernel set up.
+@dataclass
+class Parameters:
+    """What every report's parameters hold. Each report declares its own (a dataclass beside its
+    section module, ``paradnn.sections.architecture.Parameters``) with every parameter its
+    notebook's ``parameters`` cell declares, typed; ``tests/test_notebooks.py`` checks the two agree."""
+
+    store: str
+    measure_missing: bool
+    budget_minutes: float
+    max_seconds: float
+    backend: str
+    workers: int
+
+    @property
+    def lanes(self) -> Lanes:
+        """Where this report's sweeps run and with how many local workers (handed to :func:`ensure_measured`)."""
+        return Lanes(self.backend, self.workers)
+
+
+@dataclass(frozen=True)
+class Lanes:
+    """Where a report's sweeps run: ``backend`` (``local``, ``ray:HOST:PORT``, or ``ray`` with
+    $RAY_ADDRESS) and ``workers``, the worker processes of a plain local CPU sweep (the notebook's
+    ``backend`` and ``workers``). Passed to :func:`ensure_measured` explicitly: no module global
+    or environment variable carries it."""
+
+    backend: str = "local"
+    workers: int = 1
+
+
+LOCAL = Lanes()
+P = TypeVar("P", bound=Parameters)
+
+
+def prepare(namespace: Mapping[str, object], kind: type[P]) -> P:
+    """Every report notebook's first call: its parameters, prepared and checked against the report's
+    declaration ``kind``, and the kernel set up.
 
     ``namespace``: the notebook's globals, where its parameters cell declared each parameter
     with a type (``families: list = []``) and papermill left the values given. Lists and
     mappings given as text (``-p families fc,cnn``) become lists and dicts; an empty
     ``families`` or ``workloads`` means every registered family of that role; an empty
-    ``X_overrides`` means ``overrides``; platform ids are made canonical. Then the plot style,
-    where sweeps run and with how many workers (:func:`setup`). Returns the parameters as
-    attributes (``p.store``, ``p.families``)."""
+    ``X_overrides`` means ``overrides``; platform ids are made canonical. A parameter ``kind``
+    does not declare, one it declares that the notebook lacks, or a value of another type is a
+    ConfigError here, when the notebook starts. Then the plot style, where sweeps run and with
+    how many workers (:func:`setup`). Returns the parameters as ``kind``."""
     from paradnn.families import of_role
 
     values = {}
-    for name, kind in namespace.get("__annotations__", {}).items():
+    for name, annotated in namespace.get("__annotations__", {}).items():
         value = namespace[name]
-        values[name] = as_list(value) if kind is list else as_dict(value) if kind is dict else value
+        values[name] = as_list(value) if annotated is list else as_dict(value) if annotated is dict else value
     for name, role in ROLE_OF_EMPTY.items():
         if name in values and not values[name]:
             values[name] = list(of_role(role))
@@ -108,8 +138,29 @@ def prepare(namespace: Mapping[str, object]) -> SimpleNamespace:
     for name in PLATFORM_PARAMETERS:
         if name in values:
             values[name] = canonical(str(values[name]))
-    setup(str(values.get("backend", "local")), int(values.get("workers", 1)))
-    return SimpleNamespace(**values)
+    prepared = typed(kind, values)
+    setup(prepared.backend, prepared.workers)
+    return prepared
+
+
+def typed(kind: type[P], values: Mapping[str, object]) -> P:
+    """``values`` as the dataclass ``kind``: every field given, nothing else, each of its declared type
+    (a ``float`` takes an int, never a bool); ConfigError naming the first that is not."""
+    hints = typing.get_type_hints(kind)
+    unknown, missing = sorted(set(values) - set(hints)), sorted(set(hints) - set(values))
+    if unknown:
+        raise ConfigError("parameter", unknown[0], f"a parameter of {kind.__module__}.{kind.__qualname__}: "
+                                                   + ", ".join(hints))  # fmt: skip
+    if missing:
+        raise ConfigError("parameter", missing[0], f"declared in the notebook's parameters cell ({kind.__qualname__} needs it)")
+    for name, hint in hints.items():
+        accepted = tuple(typing.get_origin(t) or t for t in (typing.get_args(hint) if typing.get_origin(hint) in
+                                                             (typing.Union, types.UnionType) else (hint,)))  # fmt: skip
+        value = values[name]
+        loose = float in accepted and isinstance(value, int)  # a whole number where a float is asked
+        if (isinstance(value, bool) and bool not in accepted) or not (isinstance(value, accepted) or loose):
+            raise ConfigError(name, value, f"a {getattr(hint, '__name__', str(hint))} ({kind.__qualname__}.{name})")
+    return kind(**values)
 
 
 def ray_address(backend: str) -> str:
@@ -156,6 +207,7 @@ def ensure_measured(
     configs: list | None = None,
     rounds: int | None = None,
     look: int = 1,
+    lanes: Lanes = LOCAL,
     **run: object,
 ) -> list[str]:
     """Measure what the store lacks for ``families`` on a local platform; returns a summary line.
@@ -166,9 +218,9 @@ def ensure_measured(
     All families run in one sweep, in the sweep's mixed order, so a budget that runs out
     leaves every family partly covered; the rest is measured on the next run (sweeps
     resume). ``stacks`` (``tensorflow==2.16.2``, ``current``, ...): measure under each
-    software stack, side by side (:class:`paradnn.sweeps.backends.StacksBackend`). A plain
-    local sweep of one device on a CPU runs :data:`SWEEP_WORKERS` worker processes (the
-    notebook's ``workers``); every other sweep runs one.
+    software stack, side by side (:class:`paradnn.sweeps.backends.StacksBackend`). ``lanes``:
+    where the sweep runs (the notebook's ``backend``) and, for a plain local sweep of one device on
+    a CPU, its worker processes (the notebook's ``workers``); every other sweep runs one.
 
     ``configs``: these configurations instead of the preset's grid of ``families`` (the original
     study's, from :func:`paradnn.store.legacy.overlap_configs`, say). ``rounds``: the sweep's rounds
@@ -204,12 +256,12 @@ def ensure_measured(
     families = sorted({c.family for c in configs}) if configs else families
     stack_list = [stk.parse(text) for text in stacks or []]
     # Replicas and software stacks are measured on this machine (its cores or GPUs, its environments).
-    address = ray_address(os.environ.get("PARADNN_BACKEND", "local")) if devices == 1 and not stack_list else ""
+    address = ray_address(lanes.backend) if devices == 1 and not stack_list else ""
     supports = backend_for(stack_list, address).supports
     several_workers = "workers" in supports and target.kind == "cpu" and all(r["devices"] == 1 for r in runs)
     settings = [RunSettings.of(r, target, max_seconds=max_seconds) for r in runs]
     options = SweepOptions(settings=settings[0], target=target, max_minutes=budget_minutes,
-                           workers=SWEEP_WORKERS if several_workers else 1, rounds=rounds, look=look, force=look > 1,
+                           workers=lanes.workers if several_workers else 1, rounds=rounds, look=look, force=look > 1,
                            keep_order=look > 1)  # fmt: skip
     if os.environ.get(PROGRESS_ENV):  # run by `paradnn report`: it shows the progress
         progress = ProgressFile

@@ -5,8 +5,8 @@ study's platforms beside this machine, Fig. 7, Table 3 and projection onto hardw
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -15,6 +15,7 @@ import pandas as pd
 from paradnn.analysis.registry import BY_ID
 from paradnn.analysis.results import Results
 from paradnn.config import ConfigError
+from paradnn.sections import common
 from paradnn.sections.common import caption, held_words, is_local, load, show, table
 from paradnn.store import Store
 from paradnn.vocabulary import OK
@@ -22,6 +23,26 @@ from paradnn.vocabulary import OK
 if TYPE_CHECKING:
     from paradnn.analysis.observations import Verdict
 
+
+
+@dataclass
+class Parameters(common.Parameters):
+    """The platform comparison report's parameters, as its notebook declares them (see the notebook for each one's help)."""
+
+    baseline: str
+    target: str
+    families: list
+    preset: str
+    overrides: dict
+    overlap_count: int
+    low_precision: str
+    dtype: str
+    xla: str | bool
+    fig7_nodes: list
+    fig7_batch: list
+    projection_count: int
+    project_to: str
+    reference_dir: str
 
 
 def projection_section(store: str | Path, source: str = "tpu-v2-8", target: str = "tpu-v3-8") -> list:
@@ -494,7 +515,7 @@ def fig7_section(store: str | Path, platform: str, dtype: str, xla: object) -> l
     return checks
 
 
-def measure_both(p: SimpleNamespace) -> list[str]:
+def measure_both(p: Parameters) -> list[str]:
     """Measure what the store lacks on ``p.baseline`` and ``p.target``: the original study's own FC
     grid, cheapest first (``p.overlap_count`` configurations; else the preset's grids of
     ``p.families``), in ``p.dtype`` on both and also in ``p.low_precision`` on the target (each
@@ -509,16 +530,16 @@ def measure_both(p: SimpleNamespace) -> list[str]:
         lines += ensure_measured(p.store, p.families, preset=p.preset, overrides=p.overrides, configs=original_grid,
                                  xla=p.xla, variants=[{"dtype": d} for d in precisions], platform=platform,
                                  measure_missing=p.measure_missing, budget_minutes=p.budget_minutes / 2,
-                                 max_seconds=p.max_seconds)  # fmt: skip
+                                 max_seconds=p.max_seconds, lanes=p.lanes)  # fmt: skip
     return lines
 
 
-def local_rows(p: SimpleNamespace) -> pd.DataFrame:
+def local_rows(p: Parameters) -> pd.DataFrame:
     """The rows of both local platforms at the report's dtype and XLA setting, one per configuration."""
     return pd.concat([load(p.store, platform=x, families=p.families, dtype=p.dtype, xla=p.xla) for x in (p.baseline, p.target)])
 
 
-def projection_part(p: SimpleNamespace) -> list[Verdict]:
+def projection_part(p: Parameters) -> list[Verdict]:
     """Projection checked where the truth is here (the baseline's profiled FC steps projected onto
     the target and compared with what the target measured at the same settings), then, with
     ``p.project_to``, the target projected onto that datasheet. Profiles and measures what the
@@ -540,7 +561,7 @@ def projection_part(p: SimpleNamespace) -> list[Verdict]:
     return ([check] if check else []) + [validation_section(p.store, p.target)]
 
 
-def fig7_part(p: SimpleNamespace) -> list[Verdict]:
+def fig7_part(p: Parameters) -> list[Verdict]:
     """Fig. 7: the target's FC throughput at 64 layers over ``p.fig7_nodes`` x ``p.fig7_batch``
     (measured first where the store lacks it) beside the original study's platforms."""
     from paradnn.sections.common import ensure_measured
@@ -549,7 +570,7 @@ def fig7_part(p: SimpleNamespace) -> list[Verdict]:
         slice_ = {"fc": {"layers": [FIG7_LAYERS], "nodes": p.fig7_nodes, "batch": p.fig7_batch}}
         for line in ensure_measured(p.store, ["fc"], preset=p.preset, overrides=slice_, dtype=p.dtype, xla=p.xla,
                                     platform=p.target, measure_missing=p.measure_missing,
-                                    budget_minutes=p.budget_minutes / 4, max_seconds=p.max_seconds):  # fmt: skip
+                                    budget_minutes=p.budget_minutes / 4, max_seconds=p.max_seconds, lanes=p.lanes):  # fmt: skip
             print(line)
     return fig7_section(p.store, p.target, p.dtype, p.xla)
 

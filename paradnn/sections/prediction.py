@@ -6,24 +6,43 @@ original study, a grid filled by prediction, and this machine's grid filled the 
 
 from __future__ import annotations
 
-from types import SimpleNamespace
+from dataclasses import dataclass
 
 import pandas as pd
 
+from paradnn.sections import common
 from paradnn.sections.common import caption, ensure_measured, show, table
 from paradnn.store import Store
 
 
-def measure(p: SimpleNamespace) -> list[str]:
+@dataclass
+class Parameters(common.Parameters):
+    """The prediction report's parameters, as its notebook declares them (see the notebook for each one's help)."""
+
+    platform: str
+    family: str
+    preset: str
+    fill_overrides: dict
+    folds: int
+    max_rows: int
+    replay_platform: str
+    replay_fractions: list
+    replay_seeds: int
+    fill_fraction: float
+    reference_dir: str
+    seed: int
+
+
+def measure(p: Parameters) -> list[str]:
     """Measure the preset's grid of ``p.family`` on ``p.platform`` where the store lacks it (nothing
     with ``measure_missing`` off); returns the sweep's lines."""
     if not p.measure_missing:
         return []
     return ensure_measured(p.store, [p.family], preset=p.preset, platform=p.platform, budget_minutes=p.budget_minutes,
-                           max_seconds=p.max_seconds)  # fmt: skip
+                           max_seconds=p.max_seconds, lanes=p.lanes)  # fmt: skip
 
 
-def held_out(p: SimpleNamespace) -> tuple[pd.DataFrame, pd.DataFrame]:
+def held_out(p: Parameters) -> tuple[pd.DataFrame, pd.DataFrame]:
     """K-fold held-out error of one model per platform (shown as a table), and the held-out predictions."""
     from paradnn.analysis import predict
 
@@ -33,7 +52,7 @@ def held_out(p: SimpleNamespace) -> tuple[pd.DataFrame, pd.DataFrame]:
     return scores, oof
 
 
-def held_out_section(scores: pd.DataFrame, oof: pd.DataFrame, p: SimpleNamespace) -> None:
+def held_out_section(scores: pd.DataFrame, oof: pd.DataFrame, p: Parameters) -> None:
     """Held-out step times predicted against measured, with the paper's regression beside the model."""
     from paradnn.analysis import plots
 
@@ -52,7 +71,7 @@ def held_out_section(scores: pd.DataFrame, oof: pd.DataFrame, p: SimpleNamespace
             "their 90% intervals.")  # fmt: skip
 
 
-def replay_section(scores: pd.DataFrame, p: SimpleNamespace) -> tuple[object, pd.DataFrame]:
+def replay_section(scores: pd.DataFrame, p: Parameters) -> tuple[object, pd.DataFrame]:
     """The original study's ``p.replay_platform`` sweep replayed: the error of the unmeasured rest
     against the share measured, adaptive against random. Returns the replay's model and rows."""
     from paradnn.analysis import plots, predict
@@ -76,7 +95,7 @@ def replay_section(scores: pd.DataFrame, p: SimpleNamespace) -> tuple[object, pd
     return model, rows
 
 
-def filled_section(model: object, rows: pd.DataFrame, p: SimpleNamespace) -> None:
+def filled_section(model: object, rows: pd.DataFrame, p: Parameters) -> None:
     """The replayed platform's heatmap with ``p.fill_fraction`` of it measured and the rest predicted."""
     from paradnn.analysis import plots, predict
 
@@ -92,7 +111,7 @@ def filled_section(model: object, rows: pd.DataFrame, p: SimpleNamespace) -> Non
             f"average (median {error.median():.1f}%, 90th percentile {error.quantile(0.9):.1f}%).")  # fmt: skip
 
 
-def local_grid_section(p: SimpleNamespace) -> None:
+def local_grid_section(p: Parameters) -> None:
     """This machine's denser grid (``p.fill_overrides``): measured cells, the rest predicted."""
     from paradnn.analysis import plots, predict
     from paradnn.space import expand

@@ -7,15 +7,28 @@ JAX and PyTorch through Keras 3 against TensorFlow on identical models, compiled
 
 from __future__ import annotations
 
-from types import SimpleNamespace
+from dataclasses import dataclass
 
 import pandas as pd
 
+from paradnn.sections import common
 from paradnn.sections.common import caption, ensure_measured, ensure_reference, rerun_sample, show, table
 from paradnn.store import Store
 
 
-def measure(p: SimpleNamespace) -> list[str]:
+@dataclass
+class Parameters(common.Parameters):
+    """The scorecard report's parameters, as its notebook declares them (see the notebook for each one's help)."""
+
+    platform: str
+    framework_families: list
+    preset: str
+    framework_overrides: dict
+    rerun_count: int
+    reference_dir: str
+
+
+def measure(p: Parameters) -> list[str]:
     """The original study's data imported where missing; ``p.framework_families`` measured under every
     installed framework, compiled and uncompiled (:func:`framework_runs`), in one sweep of interleaved
     rounds (the framework row); ``p.rerun_count`` configurations measured once more (the
@@ -26,7 +39,7 @@ def measure(p: SimpleNamespace) -> list[str]:
         lines += missing
         lines += ensure_measured(p.store, p.framework_families, preset=p.preset, overrides=p.framework_overrides,
                                  platform=p.platform, variants=runs, budget_minutes=p.budget_minutes,
-                                 max_seconds=p.max_seconds)  # fmt: skip
+                                 max_seconds=p.max_seconds, lanes=p.lanes)  # fmt: skip
     return lines + rerun_sample(p.store, p.platform, p.rerun_count, measure_missing=p.measure_missing,
                                 max_seconds=p.max_seconds)  # fmt: skip
 
@@ -47,7 +60,7 @@ def framework_runs() -> tuple[list[dict], list[str]]:
     return runs, missing
 
 
-def rows(p: SimpleNamespace) -> tuple[pd.DataFrame, pd.DataFrame]:
+def rows(p: Parameters) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Every row of the store (with what bound each step, paradnn.store.bounds) and its platforms;
     prints how many rows per platform and framework."""
     from paradnn.analysis.results import Results

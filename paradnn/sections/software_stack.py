@@ -4,13 +4,14 @@
 from __future__ import annotations
 
 import time
-from types import SimpleNamespace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from paradnn.analysis.results import Results
+from paradnn.sections import common
 from paradnn.sections.common import caption, ensure_measured, is_local, load, look_again, show, table
 from paradnn.vocabulary import OK
 
@@ -18,6 +19,19 @@ if TYPE_CHECKING:
     from paradnn.analysis.observations import Verdict
     from paradnn.analysis.roofline import Ceilings
     from paradnn.analysis.speedup import SpeedupResult
+
+
+@dataclass
+class Parameters(common.Parameters):
+    """The software stack report's parameters, as its notebook declares them (see the notebook for each one's help)."""
+
+    platform: str
+    families: list
+    preset: str
+    overrides: dict
+    low_precision: str
+    stacks: list
+    stack_overrides: dict
 
 
 def speedup_maps(result, what: str, platform: str, families: list[str]) -> None:
@@ -58,25 +72,26 @@ def stack_differences(rows: pd.DataFrame, older: str, newer: str) -> str:
             f"{'; '.join(differ) if differ else 'nothing else recorded'}{also}.")
 
 
-def measure(p: SimpleNamespace) -> list[str]:
+def measure(p: Parameters) -> list[str]:
     """Measure what the store lacks: the families under XLA on and off, in float32 and
     ``p.low_precision``, in one sweep; then, with ``p.stacks``, every stack side by side (XLA
     on). Returns the sweeps' lines."""
     started = time.monotonic()
     runs = [{"dtype": d, "xla": x} for x in (True, False) for d in ["float32"] + ([p.low_precision] if p.low_precision else [])]
     lines = ensure_measured(p.store, p.families, preset=p.preset, overrides=p.overrides, variants=runs, platform=p.platform,
-                            measure_missing=p.measure_missing, budget_minutes=p.budget_minutes, max_seconds=p.max_seconds)
+                            measure_missing=p.measure_missing, budget_minutes=p.budget_minutes, max_seconds=p.max_seconds,
+                            lanes=p.lanes)
     if p.stacks and p.measure_missing:
         lines += ensure_measured(p.store, p.families, preset=p.preset, overrides=p.stack_overrides, xla=True,
                                  platform=p.platform, stacks=p.stacks, budget_minutes=p.budget_minutes / 2,
-                                 max_seconds=p.max_seconds)  # fmt: skip
+                                 max_seconds=p.max_seconds, lanes=p.lanes)  # fmt: skip
     if p.measure_missing and is_local(p.platform):
         lines += look_again(p.store, comparisons(p), started=started, budget_minutes=p.budget_minutes,
-                            max_seconds=p.max_seconds, platform=p.platform)  # fmt: skip
+                            max_seconds=p.max_seconds, platform=p.platform, lanes=p.lanes)  # fmt: skip
     return lines
 
 
-def comparisons(p: SimpleNamespace) -> list[tuple[SpeedupResult, Verdict, list[dict]]]:
+def comparisons(p: Parameters) -> list[tuple[SpeedupResult, Verdict, list[dict]]]:
     """The report's comparisons on this machine as the store holds them now, each with its verdict and
     the two runs that measure it (for :func:`paradnn.sections.common.look_again`)."""
     from paradnn.analysis import observations as obs
@@ -92,7 +107,7 @@ def comparisons(p: SimpleNamespace) -> list[tuple[SpeedupResult, Verdict, list[d
     return out
 
 
-def _ceilings(p: SimpleNamespace) -> Ceilings | None:
+def _ceilings(p: Parameters) -> Ceilings | None:
     """The platform's float32 ceilings as the store holds them."""
     from paradnn.analysis.roofline import ceilings_for
     from paradnn.store import Store
@@ -101,7 +116,7 @@ def _ceilings(p: SimpleNamespace) -> Ceilings | None:
         return ceilings_for(s.platforms(), p.platform, "float32")
 
 
-def rows(p: SimpleNamespace) -> tuple[pd.DataFrame, pd.DataFrame, Ceilings | None]:
+def rows(p: Parameters) -> tuple[pd.DataFrame, pd.DataFrame, Ceilings | None]:
     """The platform's rows (the newest TensorFlow only), its rows of every TensorFlow version, and
     its float32 ceilings; prints how many rows and which versions."""
 
@@ -112,7 +127,7 @@ def rows(p: SimpleNamespace) -> tuple[pd.DataFrame, pd.DataFrame, Ceilings | Non
     return df, versions_df, _ceilings(p)
 
 
-def xla_part(df: pd.DataFrame, p: SimpleNamespace) -> tuple[SpeedupResult, Verdict]:
+def xla_part(df: pd.DataFrame, p: Parameters) -> tuple[SpeedupResult, Verdict]:
     """XLA on against off in float32: a speedup map per family, and the package's own check."""
     from paradnn.analysis import observations as obs
 
@@ -122,7 +137,7 @@ def xla_part(df: pd.DataFrame, p: SimpleNamespace) -> tuple[SpeedupResult, Verdi
     return result, verdict
 
 
-def precision_part(df: pd.DataFrame, p: SimpleNamespace, ceilings: Ceilings | None,
+def precision_part(df: pd.DataFrame, p: Parameters, ceilings: Ceilings | None,
                    ) -> tuple[dict[str, SpeedupResult], list[Verdict]]:  # fmt: skip
     """float32 against ``p.low_precision`` under XLA on and off (O13 each): maps and verdicts by XLA setting."""
     from paradnn.analysis import observations as obs
@@ -140,7 +155,7 @@ def precision_part(df: pd.DataFrame, p: SimpleNamespace, ceilings: Ceilings | No
 
 
 def versions_part(xla_result: SpeedupResult, precision_results: dict[str, SpeedupResult], versions_df: pd.DataFrame,
-                  p: SimpleNamespace) -> Verdict:  # fmt: skip
+                  p: Parameters) -> Verdict:  # fmt: skip
     """Fig. 12: every software-stack speedup's distribution, the TensorFlow version chain (O12)
     with a map per version step, and each version's speedup with its interval."""
     from paradnn.analysis import observations as obs

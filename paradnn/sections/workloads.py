@@ -7,12 +7,13 @@ family on every platform (Fig. 11, O10) and their input pipelines (Fig. 5 bottom
 
 from __future__ import annotations
 
-from types import SimpleNamespace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from paradnn.analysis.results import Results
+from paradnn.sections import common
 from paradnn.sections.common import caption, ensure_measured, is_local, load, show, table
 
 if TYPE_CHECKING:
@@ -20,16 +21,34 @@ if TYPE_CHECKING:
     from paradnn.analysis.roofline import Ceilings
 
 
-def measure(p: SimpleNamespace) -> list[str]:
+@dataclass
+class Parameters(common.Parameters):
+    """The workloads report's parameters, as its notebook declares them (see the notebook for each one's help)."""
+
+    platform: str
+    workloads: list
+    preset: str
+    overrides: dict
+    dtype: str
+    low_precision: str
+    xla: bool
+    profile_workloads: list
+    infeed_workloads: list
+    infeed_inputs: list
+    infeed_overrides: dict
+    parameter_preset: str
+
+
+def measure(p: Parameters) -> list[str]:
     """Measure what the store lacks of ``p.workloads`` in ``p.dtype`` and ``p.low_precision``, in one
     sweep at ``p.xla``; returns the sweep's lines."""
     runs = [{"dtype": d} for d in [p.dtype] + ([p.low_precision] if p.low_precision else [])]
     return ensure_measured(p.store, p.workloads, preset=p.preset, overrides=p.overrides, variants=runs, xla=p.xla,
                            platform=p.platform, measure_missing=p.measure_missing, budget_minutes=p.budget_minutes,
-                           max_seconds=p.max_seconds)  # fmt: skip
+                           max_seconds=p.max_seconds, lanes=p.lanes)  # fmt: skip
 
 
-def rows(p: SimpleNamespace) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+def rows(p: Parameters) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """The workloads' rows on the platform (every dtype), those in ``p.dtype``, and the store's
     platforms; prints what finished."""
     from paradnn.store import Store
@@ -43,7 +62,7 @@ def rows(p: SimpleNamespace) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     return df, main, platforms
 
 
-def throughput_section(main: pd.DataFrame, p: SimpleNamespace) -> None:
+def throughput_section(main: pd.DataFrame, p: Parameters) -> None:
     """A throughput heatmap per workload with more than one configuration, and every row's outcome."""
     from paradnn.analysis import plots
     from paradnn.families import get as family
@@ -74,7 +93,7 @@ def sizes_section(preset: str) -> None:
     table(sizes, 0)
 
 
-def roofline_part(main: pd.DataFrame, platforms: pd.DataFrame, p: SimpleNamespace) -> tuple[Ceilings | None, pd.DataFrame]:
+def roofline_part(main: pd.DataFrame, platforms: pd.DataFrame, p: Parameters) -> tuple[Ceilings | None, pd.DataFrame]:
     """Fig. 3: the measured workloads on the platform's roofline; its ceilings and the points."""
     from paradnn.analysis import plots
     from paradnn.analysis.roofline import ceilings_for, model_points
@@ -92,7 +111,7 @@ def roofline_part(main: pd.DataFrame, platforms: pd.DataFrame, p: SimpleNamespac
     return ceilings, points
 
 
-def op_breakdown_part(main: pd.DataFrame, ceilings: Ceilings | None, points: pd.DataFrame, p: SimpleNamespace) -> Verdict:
+def op_breakdown_part(main: pd.DataFrame, ceilings: Ceilings | None, points: pd.DataFrame, p: Parameters) -> Verdict:
     """Fig. 3d: ``p.profile_workloads`` profiled op by op on this machine (their first finished
     configuration), and whether compute-bound models spend their time on memory-bound ops."""
     from paradnn.analysis import observations as obs
@@ -113,7 +132,7 @@ def op_breakdown_part(main: pd.DataFrame, ceilings: Ceilings | None, points: pd.
     return verdict
 
 
-def precision_part(df: pd.DataFrame, ceilings: Ceilings | None, p: SimpleNamespace) -> Verdict | None:
+def precision_part(df: pd.DataFrame, ceilings: Ceilings | None, p: Parameters) -> Verdict | None:
     """Fig. 5 top: the workloads' utilisation in ``p.dtype`` and ``p.low_precision`` and O13 on
     their speedup; None when ``low_precision`` is ""."""
     from paradnn.analysis import observations as obs
