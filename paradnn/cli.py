@@ -145,7 +145,7 @@ class _OneLineErrors(click.Group):
             click.echo("paradnn: interrupted", err=True)
             sys.exit(128 + signal.SIGTERM if terminated else 130)
         except click.UsageError as exc:
-            _fail(exc.format_message())
+            _fail(" ".join(exc.format_message().split()))  # click's choice lists span lines: one line of them
         except ConfigError as exc:
             _fail(str(exc))
         except StoreError as exc:
@@ -508,21 +508,47 @@ def _check_output(output: str, store: str, force: bool) -> None:
     """ConfigError unless ``output`` is a new file in an existing folder, or (with ``force``) an
     existing regular file that is neither the store nor any SQLite database."""
     path = Path(output)
-    if not path.parent.is_dir():
-        raise ConfigError("--output", output, "a file in an existing folder")
+    try:
+        _check_output_path(path, output, store)
+    except OSError as exc:  # a name over 255 bytes, a path over 4,096 characters
+        raise ConfigError("--output", output, f"a file name the system takes ({exc.strerror})") from None
     if not path.exists() and not path.is_symlink():
         return
-    if not path.is_file():
-        raise ConfigError("--output", output, "a regular file or a new one (this is a folder, FIFO or device)")
-    for suffix in ("", "-wal", "-shm"):
-        other = Path(f"{store}{suffix}")
-        if other.exists() and path.samefile(other):
-            raise ConfigError("--output", output, "a file other than the store it exports (--store)")
     with open(path, "rb") as f:
         if f.read(16) == SQLITE_MAGIC:
             raise ConfigError("--output", output, "a file that is not an SQLite database (an export never replaces one)")
     if not force:
         raise ConfigError("--output", output, "a new file, or --force to replace this one")
+
+
+SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")  # what SQLite keeps beside a database while it is open
+
+
+def _check_output_path(path: Path, output: str, store: str) -> None:
+    """An export's file is in an existing folder, a regular file if it exists, and neither the store
+    nor a file SQLite keeps beside it or beside any other database (``S-wal``, ``S-shm``, ``S-journal``)."""
+    if not path.parent.is_dir():
+        raise ConfigError("--output", output, "a file in an existing folder")
+    side = next((suffix for suffix in SQLITE_SIDE_FILES if path.name.endswith(suffix)), None)
+    if side and (path.resolve() == Path(f"{Path(store).resolve()}{side}") or
+                 _is_sqlite(path.with_name(path.name[: -len(side)]))):  # fmt: skip
+        raise ConfigError("--output", output, "a file other than the ones SQLite keeps beside a store")
+    if not path.exists() and not path.is_symlink():
+        return
+    if not path.is_file():
+        raise ConfigError("--output", output, "a regular file or a new one (this is a folder, FIFO or device)")
+    for suffix in ("", *SQLITE_SIDE_FILES):
+        other = Path(f"{store}{suffix}")
+        if other.exists() and path.samefile(other):
+            raise ConfigError("--output", output, "a file other than the store it exports (--store)")
+
+
+def _is_sqlite(path: Path) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return path.is_file() and f.read(16) == SQLITE_MAGIC
+    except OSError:
+        return False
 
 
 def _write_new(output: str, write) -> None:
@@ -1017,7 +1043,12 @@ def report(pipeline: str, parameters: tuple[str, ...], reference: str | None, ou
     from paradnn.reports import load_pipeline, run_pipeline
 
     spec = load_pipeline(pipeline)  # bad names and parameters fail before anything runs
-    given = dict(parse_parameter(p) for p in parameters)
+    given: dict[str, object] = {}
+    for text in parameters:
+        name, value = parse_parameter(text)
+        if name in given:
+            raise ConfigError("-p", text, f"each parameter once ({name} is given twice)")
+        given[name] = value
     if backend == "ray":
         from paradnn.sweeps.cluster import check_reachable
 

@@ -127,7 +127,7 @@ def check_platforms(values: Mapping[str, object], store: Path) -> None:
     """Each platform parameter in ``values`` names this machine (``cpu``, ``cpu[threads=N]``,
     ``gpu:N``), a platform of the original study, or a platform the store holds; ConfigError
     listing them otherwise. Run once the store is known, before anything is imported or measured."""
-    from paradnn.sections.common import is_local
+    from paradnn.sections.common import canonical, is_local
     from paradnn.store import Store, StoreError
     from paradnn.store.legacy import PLATFORMS
 
@@ -142,8 +142,10 @@ def check_platforms(values: Mapping[str, object], store: Path) -> None:
         value = values.get(name)
         if value is None or (isinstance(value, str) and (is_local(value) or value in names)):
             continue
-        raise ConfigError(f"-p {name}", value, "this machine (cpu, cpu[threads=N], gpu:N) or a platform of the store "
-                                               "or the original study: " + ", ".join(names))  # fmt: skip
+        raise ConfigError(f"parameter {name}", value, "this machine (cpu, cpu[threads=N], gpu:N) or a platform of the "
+                                                      "store or the original study: " + ", ".join(names))  # fmt: skip
+    if "baseline" in values and "target" in values and canonical(str(values["baseline"])) == canonical(str(values["target"])):
+        raise ConfigError("parameter target", values["target"], "a platform other than the baseline")
 
 
 # What is inside a parameter's value: name -> check(field, value), raising ConfigError. Every
@@ -239,13 +241,18 @@ def _axis_overrides(field: str, value: object) -> None:
 
 
 def _stacks(field: str, value: object) -> None:
+    """Software stacks, each a pip requirement list or ``current``, none given twice."""
     from paradnn.settings import stack_text
 
+    seen: set[str] = set()
     for item in value:  # type: ignore[attr-defined]
         try:
-            stack_text(item)
+            written = stack_text(item)
         except ConfigError as exc:
             raise ConfigError(field, exc.value, exc.allowed) from None
+        if written in seen:
+            raise ConfigError(field, item, "each stack once (measured side by side, a stack twice is one stack)")
+        seen.add(written)
 
 
 def _policy(empty: bool) -> Callable[[str, object], None]:
@@ -270,9 +277,15 @@ def _backend(field: str, value: object) -> None:
         raise ConfigError(field, value, exc.allowed) from None
 
 
-def _reference_dir(field: str, value: object) -> None:
-    if value != "" and not (isinstance(value, str) and Path(value).is_dir()):
-        raise ConfigError(field, value, "'' (the copies shipped with paradnn) or a folder with the original study's JSON files")
+def check_reference_dir(field: str, value: object) -> None:
+    """'' or a folder holding at least one of the original study's files (by name, as import-legacy reads them)."""
+    from paradnn.store.legacy import BUNDLED
+
+    if value == "":
+        return
+    if not (isinstance(value, str) and Path(value).is_dir() and any((Path(value) / name).is_file() for name in BUNDLED)):
+        raise ConfigError(field, value, "'' (the copies shipped with paradnn) or a folder with the original study's JSON "
+                                        "files: " + ", ".join(BUNDLED))  # fmt: skip
 
 
 def _platform_text(field: str, value: object) -> None:
@@ -334,7 +347,7 @@ VALUE_CHECKS: dict[str, Callable[[str, object], None]] = {
     "fig7_batch": _numbers(2**20, integer=True),
     "replay_fractions": _numbers(1, integer=False),
     "backend": _backend,
-    "reference_dir": _reference_dir,
+    "reference_dir": check_reference_dir,
     "project_to": _one_of(_datasheets),
     **{name: _platform_text for name in PLATFORM_PARAMETERS},
 }

@@ -31,7 +31,7 @@ from paradnn.analysis.registry import NEEDS
 from paradnn.config import PROGRESS_ENV, ConfigError, load_yaml, read_bounded
 from paradnn.imports import papermill
 from paradnn.markup import literal
-from paradnn.parameters import check_platforms, declared, validate_overrides
+from paradnn.parameters import check_platforms, check_reference_dir, declared, validate_overrides
 from paradnn.vocabulary import (
     DECIDED,
     FAILS,
@@ -395,8 +395,8 @@ def run_pipeline(
     """Execute every notebook of pipeline ``name``; see the module docstring. ``store``: an existing
     store to report on (a merged study, say) instead of the pipeline's own in ``outputs/<name>/``."""
     pipeline = load_pipeline(name)
-    if reference is not None and not reference.is_dir():
-        raise ConfigError("--reference", str(reference), "a folder with the original study's JSON files")
+    if reference is not None:
+        check_reference_dir("--reference", str(reference))
     overrides = validate_overrides(pipeline, overrides or {})  # from Python too: the bounds of the command line
     own = pipeline  # its store inside its output folder, which is checked before anything is created
     if store is not None:

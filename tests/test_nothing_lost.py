@@ -173,7 +173,7 @@ def test_a_report_parameter_wrong_inside_is_refused_before_anything_runs(paramet
 
 def test_a_platform_parameter_must_name_this_machine_the_store_or_the_original_study(store, tmp_path):
     outputs = tmp_path / "outputs"
-    refused(cli("report", "smoke", "-p", "baseline=nope", "--outputs", str(outputs)), "-p baseline: 'nope'")
+    refused(cli("report", "smoke", "-p", "baseline=nope", "--outputs", str(outputs)), "parameter baseline: 'nope'")
     refused(cli("report", "study", "--store", str(store), "-p", "target=laptop", "--outputs", str(outputs)),
             "the store or the original study: tpu-v2-8, v100")  # fmt: skip
     assert not outputs.exists()
@@ -418,3 +418,73 @@ def test_reading_a_damaged_store_leaves_nothing_beside_it(store, tmp_path, comma
         f.write(b"\xff" * 8192)
     refused(cli(*command, "--store", str(damaged)), "damaged")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["damaged.sqlite"]
+
+
+# The hostile rerun's findings (issue 62): each class once more.
+
+@pytest.mark.parametrize("suffix", ["-wal", "-shm", "-journal"])
+def test_an_export_onto_a_file_sqlite_keeps_beside_a_store_is_refused(store, suffix):
+    refused(cli("results", "--store", str(store), "--format", "json", "--output", f"{store}{suffix}"), "beside a store")
+    assert not Path(f"{store}{suffix}").exists() or suffix != "-journal"
+
+
+def test_an_export_name_no_file_can_have_is_one_line(store, tmp_path):
+    refused(cli("results", "--store", str(store), "--format", "csv", "--output", str(tmp_path / ("a" * 300))), "--output")
+
+
+def test_the_original_studys_file_under_another_devices_name_is_refused(reference, tmp_path):
+    swapped = tmp_path / "gpu_fc.json"
+    shutil.copy(reference / "tpu_fc.json", swapped)
+    refused(cli("import-legacy", str(swapped), "--store", str(tmp_path / "s.sqlite")), "measured on the tpu-v2-8")
+    mine = tmp_path / "mine.json"
+    shutil.copy(reference / "gpu_fc.json", mine)
+    refused(cli("import-legacy", str(mine), "--platform", "tpu-v2-8", "--store", str(tmp_path / "s.sqlite")), "--platform v100")
+    assert not (tmp_path / "s.sqlite").exists()
+    assert cli("import-legacy", str(mine), "--platform", "v100", "--store", str(tmp_path / "s.sqlite")).exit_code == 0
+
+
+@pytest.mark.parametrize("text,needle", [
+    ('{"labels": ' + "[" * 100_000 + "]" * 100_000 + "}", "RecursionError"),
+    ('{"labels": [' + "9" * 100_000 + "]}", "ValueError"),
+])  # fmt: skip
+def test_legacy_json_no_study_holds_is_one_line(text, needle, tmp_path):
+    path = tmp_path / "tpu_hostile.json"
+    path.write_text(text)
+    refused(cli("import-legacy", str(path), "--store", str(tmp_path / "s.sqlite")), needle)
+
+
+def test_a_negative_flop_rate_in_a_legacy_file_is_refused(reference, tmp_path):
+    data = json.loads((reference / "gpu_fc.json").read_text())
+    data["flops"][0] = -1.0
+    bad = tmp_path / "gpu_fc.json"
+    bad.write_text(json.dumps(data))
+    refused(cli("import-legacy", str(bad), "--store", str(tmp_path / "s.sqlite")), "flops[0] is -1.0")
+
+
+def test_a_projection_leaves_nothing_beside_its_store(store):
+    before = sorted(p.name for p in store.parent.iterdir())
+    cli("project", "--from", "v100", "--to", "h100", "--family", "fc", "--store", str(store))
+    assert sorted(p.name for p in store.parent.iterdir()) == before
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["-p", "baseline=v100", "-p", "target=v100"], "a platform other than the baseline"),
+    (["-p", "reference_dir=/etc"], "the original study's JSON files: tpu_fc.json"),
+    (["--reference", "/etc"], "--reference: '/etc'"),
+    (["-p", "stacks=[current, current]"], "each stack once"),
+    (["-p", "families=[fc]", "-p", "families=[cnn]"], "each parameter once"),
+])  # fmt: skip
+def test_report_options_that_contradict_or_name_nothing_are_refused_before_anything_runs(args, needle, tmp_path):
+    outputs = tmp_path / "outputs"
+    refused(cli("report", "smoke", *args, "--outputs", str(outputs)), needle)
+    assert not outputs.exists()
+
+
+def test_two_renames_to_one_new_name_say_so(store, tmp_path):
+    refused(cli("merge", str(store), "--rename", "v100=foo", "--rename", "cpu=foo", "--store", str(tmp_path / "d.sqlite")),
+            "'foo' is already the new name of 'v100'")  # fmt: skip
+
+
+def test_a_missing_option_lists_its_choices_on_one_line(store):
+    result = cli("predict", "--store", str(store))
+    refused(result, "Choose from: fc, cnn, rnn")

@@ -193,7 +193,7 @@ def source_model_from(store: str, platform: str, family: str, seed: int = 0) -> 
     from paradnn.analysis import predict
     from paradnn.store import Store
 
-    with Store(store, create=False, readonly=True) as s:
+    with Store(store, create=False, readonly=True, snapshot=True) as s:
         if platform not in s.platform_names():
             return None
         ok, _ = predict.training_rows(s.results(platform=platform), family)
@@ -203,7 +203,7 @@ def source_model_from(store: str, platform: str, family: str, seed: int = 0) -> 
 
     def steps(labels: list[str]) -> np.ndarray:
         if not fitted:
-            with Store(store, create=False, readonly=True) as s:
+            with Store(store, create=False, readonly=True, snapshot=True) as s:
                 fitted["model"], fitted["rows"] = predict.fit_store(s, platform, family, seed)
         return predict.predict_labels(fitted["model"], fitted["rows"], labels)["step_time_s"].to_numpy(dtype=float)
 

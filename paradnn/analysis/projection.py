@@ -267,7 +267,7 @@ def local_settings(store: str, platform: str, family: str) -> dict:
     store holds no profile of this machine for it."""
     from paradnn.store import Store
 
-    with Store(store, create=False, readonly=True) as s:
+    with Store(store, create=False, readonly=True, snapshot=True) as s:
         results, traces = s.results(), s.traces()
     local = _local_profiles(traces, platform, _ok_rows(results, platform, family))
     return local[1] if local else {}
@@ -431,7 +431,7 @@ def projection_inputs(store: str | None, source: str, target: str, family: str, 
         raise same_platform
     results, traces, platforms = pd.DataFrame(columns=["platform"]), pd.DataFrame(), pd.DataFrame(columns=["platform"])
     if store is not None:
-        with Store(store, create=False, readonly=True) as s:
+        with Store(store, create=False, readonly=True, snapshot=True) as s:
             results, traces, platforms = s.results(), s.traces(), s.platforms()
     start = source_of(source, family, results, traces, flags[0])
     src = peaks_for(source, start.dtype, platforms, flags[0])

@@ -156,20 +156,38 @@ def _json_type(value: object) -> str:
 LEGACY_BYTES = 50_000_000  # the original study's largest file is 0.3 MB
 
 
-def _read_json(path: Path) -> dict:
+def _read_json(path: Path, device: str) -> dict:
     """The file's JSON object, or LegacyError if it cannot be read (a FIFO or device is refused before
     it is opened: it would block or never end; at most :data:`LEGACY_BYTES`) or is not an object."""
     try:
         text = read_bounded(path, "legacy file", LEGACY_BYTES)
     except ConfigError as exc:
         raise _fail(path, "cannot be read", f"{exc.allowed}: a UTF-8 JSON file") from None
+    _check_known_device(path, text, device)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise _fail(path, f"is not valid JSON ({exc})", "one JSON object of parallel lists") from None
+    except (RecursionError, ValueError) as exc:  # thousands of nested brackets; a number of thousands of digits
+        raise _fail(path, f"is JSON no study file holds ({type(exc).__name__})", "one JSON object of parallel lists of "
+                                                                                 "numbers and labels") from None
     if not isinstance(data, dict):
         raise _fail(path, f"holds a JSON {_json_type(data)}, not an object", "one JSON object of parallel lists")
     return data
+
+
+def _check_known_device(path: Path, text: str, device: str) -> None:
+    """A file whose contents are one of the original study's files (by SHA-256) is only ever filed
+    under that file's device, whatever it is called now (a renamed copy would file a TPU sweep as
+    V100 rows)."""
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    found = next((name for name, known in BUNDLED.items() if known == digest), None)
+    if found is None:
+        return
+    own = next(name for prefix, name in NAME_PLATFORMS if found.startswith(prefix))
+    if own != device:
+        raise _fail(path, f"holds the original study's {found}, measured on the {own}, not the {device}",
+                    f"--platform {own} (or a name starting as {found} does)")  # fmt: skip
 
 
 def resolve_platform(path: Path, platform: str | None = None) -> LegacyPlatform:
@@ -337,9 +355,12 @@ def _sweep(path: Path, data: dict, plat: LegacyPlatform) -> LegacyFile:
     for i in range(n):
         config = _fc_config(path, "labels", i, lists["labels"][i])
         values = {k: _number(path, k, i, lists[k][i]) for k in SWEEP_NUMBERS}
-        for rate in ("step_per_sec", "example_per_sec"):
+        for rate in ("step_per_sec", "example_per_sec", "flops"):
             if values[rate] <= 0:
                 raise _fail(path, f"{rate}[{i}] is {values[rate]!r}", "a positive rate")
+        for count in ("params", "fl", "intensity"):
+            if values[count] < 0:
+                raise _fail(path, f"{count}[{i}] is {values[count]!r}", "a count of 0 or more")
         records.append(_ok_record(config, values, plat, source))
     failed = []
     for i, (label, text) in enumerate(zip(lists["err_jobs"], lists["states"])):
@@ -387,7 +408,7 @@ def load_file(path: str | Path, platform: str | None = None) -> LegacyFile:
     """Read and validate one legacy file; raises LegacyError, writes nothing."""
     path = Path(path)
     plat = resolve_platform(path, platform)
-    data = _read_json(path)
+    data = _read_json(path, plat.name)
     kind = _kind(path, data)
     if kind == "sweep":
         return _sweep(path, data, plat)

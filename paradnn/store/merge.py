@@ -123,6 +123,10 @@ def parse_rename(texts: Iterable[str]) -> dict[str, str]:
         if old in renames:
             raise MergeError(f"--rename {_short(old)}: given twice ({_short(old)}={_short(renames[old])}, "
                              f"{_short(old)}={_short(new)}); rename each platform once")  # fmt: skip
+        other = next((o for o, n in renames.items() if n == new), None)
+        if other is not None:  # two platforms under one new name: two machines folded by the options themselves
+            raise MergeError(f"--rename {_short(old)}={_short(new)}: {_short(new)!r} is already the new name of "
+                             f"{_short(other)!r}; give each platform a name of its own")  # fmt: skip
         renames[old] = new
     return renames
 
