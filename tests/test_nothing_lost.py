@@ -94,12 +94,13 @@ def test_a_legacy_file_is_filed_only_under_its_own_device(reference, tmp_path):
     assert not target.exists()
 
 
-def test_a_legacy_file_with_a_negative_rate_is_refused(reference, tmp_path):
+@pytest.mark.parametrize("key,value", [("example_per_sec", -5.0), ("flops", -1.0), ("flops", 0.0), ("params", -1.0)])
+def test_a_legacy_file_with_a_negative_rate_or_count_is_refused(reference, tmp_path, key, value):
     data = json.loads((reference / "gpu_fc.json").read_text())
-    data["example_per_sec"][3] = -5.0
+    data[key][3] = value
     bad = tmp_path / "gpu_fc.json"
     bad.write_text(json.dumps(data))
-    refused(cli("import-legacy", str(bad), "--store", str(tmp_path / "t.sqlite")), "example_per_sec[3] is -5.0")
+    refused(cli("import-legacy", str(bad), "--store", str(tmp_path / "t.sqlite")), f"{key}[3] is {value}")
 
 
 @pytest.mark.parametrize("args,needle", [
@@ -451,14 +452,6 @@ def test_legacy_json_no_study_holds_is_one_line(text, needle, tmp_path):
     path = tmp_path / "tpu_hostile.json"
     path.write_text(text)
     refused(cli("import-legacy", str(path), "--store", str(tmp_path / "s.sqlite")), needle)
-
-
-def test_a_negative_flop_rate_in_a_legacy_file_is_refused(reference, tmp_path):
-    data = json.loads((reference / "gpu_fc.json").read_text())
-    data["flops"][0] = -1.0
-    bad = tmp_path / "gpu_fc.json"
-    bad.write_text(json.dumps(data))
-    refused(cli("import-legacy", str(bad), "--store", str(tmp_path / "s.sqlite")), "flops[0] is -1.0")
 
 
 def test_a_projection_leaves_nothing_beside_its_store(store):
