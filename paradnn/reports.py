@@ -17,6 +17,7 @@ import json
 import math
 import os
 import re
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -403,9 +404,12 @@ def run_pipeline(
         from paradnn.store import Store, StoreError
 
         try:
-            Store(store, create=False, readonly=True, snapshot=True).close()
-        except StoreError as exc:
-            raise ConfigError("--store", str(store), f"an existing paradnn store ({exc})") from None
+            with Store(store, create=False, readonly=True, snapshot=True) as given:
+                damage = given.conn.execute("PRAGMA quick_check").fetchone()[0]  # damage past the header, before
+            if damage != "ok":  # six notebooks fail on it one after the other
+                raise StoreError(f"{store}: damaged ({damage})")
+        except (StoreError, sqlite3.DatabaseError) as exc:
+            raise ConfigError("--store", str(store), f"an existing, undamaged paradnn store ({exc})") from None
         if not os.access(store, os.W_OK):  # report what it holds; measure nothing
             _say(f"{store} is read-only: the reports use what it holds and measure nothing")
             overrides = {**overrides, "measure_missing": False}

@@ -29,6 +29,16 @@ def refused(result, needle: str) -> None:
     assert len(lines) == 1 and needle in lines[0], result.stderr
 
 
+def damaged_copy(store: Path, folder: Path) -> Path:
+    """A copy of ``store`` whose header and meta table are intact and whose middle pages are overwritten."""
+    damaged = folder / "damaged.sqlite"
+    shutil.copy(store, damaged)
+    with open(damaged, "r+b") as f:
+        f.seek(damaged.stat().st_size // 2)
+        f.write(b"\xff" * 8192)
+    return damaged
+
+
 def digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -412,11 +422,7 @@ def test_the_original_study_imported_into_a_renamed_store_adds_nothing(store, tm
 
 @pytest.mark.parametrize("command", [["results"], ["scorecard"], ["compare", "--baseline", "v100", "--target", "x"]])
 def test_reading_a_damaged_store_leaves_nothing_beside_it(store, tmp_path, command):
-    damaged = tmp_path / "damaged.sqlite"
-    shutil.copy(store, damaged)
-    with open(damaged, "r+b") as f:  # the header and meta table intact, pages in the middle overwritten
-        f.seek(damaged.stat().st_size // 2)
-        f.write(b"\xff" * 8192)
+    damaged = damaged_copy(store, tmp_path)
     refused(cli(*command, "--store", str(damaged)), "damaged")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["damaged.sqlite"]
 
@@ -481,3 +487,10 @@ def test_two_renames_to_one_new_name_say_so(store, tmp_path):
 def test_a_missing_option_lists_its_choices_on_one_line(store):
     result = cli("predict", "--store", str(store))
     refused(result, "Choose from: fc, cnn, rnn")
+
+
+def test_a_report_on_a_damaged_store_is_one_line_and_writes_nothing(store, tmp_path):
+    damaged = damaged_copy(store, tmp_path)
+    refused(cli("report", "study", "--store", str(damaged), "-p", "baseline=v100", "-p", "target=x", "--outputs",
+                str(tmp_path / "out")), "undamaged paradnn store")  # fmt: skip
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["damaged.sqlite"]
