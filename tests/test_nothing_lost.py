@@ -494,3 +494,11 @@ def test_a_report_on_a_damaged_store_is_one_line_and_writes_nothing(store, tmp_p
     refused(cli("report", "study", "--store", str(damaged), "-p", "baseline=v100", "-p", "target=x", "--outputs",
                 str(tmp_path / "out")), "undamaged paradnn store")  # fmt: skip
     assert sorted(p.name for p in tmp_path.iterdir()) == ["damaged.sqlite"]
+
+
+def test_a_rename_splits_at_the_last_equals_sign_outside_brackets(store, tmp_path):
+    from paradnn.store.merge import parse_rename
+
+    assert parse_rename(["cpu[threads=1]=lab-1t", "a=b=c"]) == {"cpu[threads=1]": "lab-1t", "a=b": "c"}
+    refused(cli("merge", str(store), "--rename", "v100=cpu[threads=2]", "--store", str(tmp_path / "d.sqlite")),
+            "--rename v100=cpu[threads=2]")  # fmt: skip

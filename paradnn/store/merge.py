@@ -111,11 +111,11 @@ class _Source:
 
 
 def parse_rename(texts: Iterable[str]) -> dict[str, str]:
-    """``OLD=NEW`` texts (``cpu=xeon-lab``, ``cpu[threads=1]=lab-1t``: split at the last ``=``)
-    as a mapping; a name renamed twice is refused."""
+    """``OLD=NEW`` texts (``cpu=xeon-lab``, ``cpu[threads=1]=lab-1t``: split at the last ``=`` outside
+    brackets) as a mapping; a name renamed twice is refused."""
     renames: dict[str, str] = {}
     for text in texts:
-        old, sep, new = str(text).rpartition("=")
+        old, sep, new = _split_rename(str(text))
         old, new = old.strip(), new.strip()
         if not sep or not old or not new:
             raise MergeError(f"--rename {_short(text)}: expected OLD=NEW, e.g. --rename cpu=xeon-lab "
@@ -129,6 +129,17 @@ def parse_rename(texts: Iterable[str]) -> dict[str, str]:
                              f"{_short(other)!r}; give each platform a name of its own")  # fmt: skip
         renames[old] = new
     return renames
+
+
+def _split_rename(text: str) -> tuple[str, str, str]:
+    """``OLD=NEW`` split at the last ``=`` outside brackets (``cpu[threads=1]=lab`` and ``a=cpu[threads=2]``
+    both split where a reader would)."""
+    depth, at = 0, -1
+    for i, c in enumerate(text):
+        depth += (c == "[") - (c == "]")
+        if c == "=" and depth == 0:
+            at = i
+    return (text[:at], "=", text[at + 1:]) if at >= 0 else ("", "", text)
 
 
 def _short(text: object, limit: int = 80) -> str:
