@@ -123,10 +123,11 @@ def check_bounds(name: str, value: object, field: str = "") -> None:
         raise ConfigError(field, value, "a finite number")
 
 
-def check_platforms(values: Mapping[str, object], store: Path) -> None:
-    """Each platform parameter in ``values`` names this machine (``cpu``, ``cpu[threads=N]``,
-    ``gpu:N``), a platform of the original study, or a platform the store holds; ConfigError
-    listing them otherwise. Run once the store is known, before anything is imported or measured."""
+def check_platforms(notebooks: list[Mapping[str, object]], store: Path) -> None:
+    """Each platform parameter of each notebook's values names this machine (``cpu``,
+    ``cpu[threads=N]``, ``gpu:N``), a platform of the original study, or a platform the store holds;
+    ConfigError listing them otherwise. Run once the store is known, before anything is imported
+    or measured; the store is read once."""
     from paradnn.sections.common import canonical, is_local
     from paradnn.store import Store, StoreError
     from paradnn.store.legacy import PLATFORMS
@@ -138,29 +139,30 @@ def check_platforms(values: Mapping[str, object], store: Path) -> None:
                 names += [n for n in db.platform_names() if n not in names]
         except StoreError:
             pass  # the store's own checks say what is wrong with it
-    for name in PLATFORM_PARAMETERS:
-        value = values.get(name)
-        if value is None or (isinstance(value, str) and (is_local(value) or value in names)):
-            continue
-        raise ConfigError(f"parameter {name}", value, "this machine (cpu, cpu[threads=N], gpu:N) or a platform of the "
-                                                      "store or the original study: " + ", ".join(names))  # fmt: skip
-    if "baseline" in values and "target" in values and canonical(str(values["baseline"])) == canonical(str(values["target"])):
-        raise ConfigError("parameter target", values["target"], "a platform other than the baseline")
+    for values in notebooks:
+        for name in PLATFORM_PARAMETERS:
+            value = values.get(name)
+            if value is None or (isinstance(value, str) and (is_local(value) or value in names)):
+                continue
+            raise ConfigError(f"parameter {name}", value, "this machine (cpu, cpu[threads=N], gpu:N) or a platform of the "
+                                                          "store or the original study: " + ", ".join(names))  # fmt: skip
+        baseline, target = values.get("baseline"), values.get("target")
+        if baseline is not None and target is not None and canonical(str(baseline)) == canonical(str(target)):
+            raise ConfigError("parameter target", target, "a platform other than the baseline")
 
 
 # What is inside a parameter's value: name -> check(field, value), raising ConfigError. Every
 # parameter a notebook declares has one here or is a plain number, flag or path
 # (tests/test_parameters.py checks that no declared parameter is forgotten).
-def _family_list(role: str | None) -> Callable[[str, object], None]:
-    def check(field: str, value: object) -> None:
-        from paradnn.families import names, of_role
+def _family_names(role: str | None) -> Callable[[], tuple[str, ...]]:
+    """The registered families of ``role`` (every one when None), looked up when a value is checked."""
 
-        allowed = of_role(role) if role else names()
-        for item in value:  # type: ignore[attr-defined]
-            if item not in allowed:
-                raise ConfigError(field, item, ", ".join(allowed))
+    def names() -> tuple[str, ...]:
+        from paradnn import families
 
-    return check
+        return families.of_role(role) if role else families.names()
+
+    return names
 
 
 def _family(field: str, value: object) -> None:
@@ -319,14 +321,14 @@ def _one_of(choices: Callable[[], tuple[str, ...]]) -> Callable[[str, object], N
 
 
 VALUE_CHECKS: dict[str, Callable[[str, object], None]] = {
-    "families": _family_list("model"),
-    "low_precision_families": _family_list(None),
-    "infeed_families": _family_list(None),
-    "parallel_families": _family_list(None),
-    "framework_families": _family_list(None),
-    "workloads": _family_list("workload"),
-    "infeed_workloads": _family_list("workload"),
-    "profile_workloads": _family_list("workload"),
+    "families": _items(_family_names("model")),
+    "low_precision_families": _items(_family_names(None)),
+    "infeed_families": _items(_family_names(None)),
+    "parallel_families": _items(_family_names(None)),
+    "framework_families": _items(_family_names(None)),
+    "workloads": _items(_family_names("workload")),
+    "infeed_workloads": _items(_family_names("workload")),
+    "profile_workloads": _items(_family_names("workload")),
     "family": _family,
     "preset": _one_of(_presets),
     "parameter_preset": _one_of(_presets),

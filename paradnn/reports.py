@@ -415,9 +415,8 @@ def run_pipeline(
             overrides = {**overrides, "measure_missing": False}
         pipeline = Pipeline(pipeline.name, str(store.resolve()), pipeline.kernel, pipeline.parameters, pipeline.notebooks,
                             pipeline.path)  # fmt: skip
-    for entry in pipeline.notebooks:  # the platform names, against what the store holds
-        check_platforms(notebook_parameters(pipeline, entry, overrides, Path(), None),
-                        store if store is not None else outputs / own.name / own.store)
+    check_platforms([notebook_parameters(pipeline, entry, overrides, Path(), None) for entry in pipeline.notebooks],
+                    store if store is not None else outputs / own.name / own.store)  # fmt: skip
     out = outputs_folder(outputs, own)  # created once nothing is refused
     store = out / pipeline.store  # an absolute store stays as it is
     store.parent.mkdir(parents=True, exist_ok=True)
