@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup quick test check durations fixture chromium bench clean gpu lab torch
+.PHONY: setup quick test check format durations fixture chromium bench clean gpu lab torch
 
 setup: $(STAMP)
 
@@ -48,13 +48,19 @@ chromium:
 
 test: $(STAMP) chromium
 	$(BIN)/ruff check paradnn tests benchmarks notebooks
+	$(BIN)/ruff format --check paradnn tests benchmarks
 	$(BIN)/python -m pytest
 
 # The edit-test loop: every test that neither measures nor renders (those that took over 2 s in the
 # run recorded in tests/durations.json are left out), in about 3 minutes.
 check: $(STAMP)
 	$(BIN)/ruff check paradnn tests benchmarks notebooks
+	$(BIN)/ruff format --check paradnn tests benchmarks
 	PARADNN_TIER=check $(BIN)/python -m pytest -q
+
+# Formats the code as `make check` and `make test` require.
+format: $(STAMP)
+	$(BIN)/ruff format paradnn tests benchmarks
 
 # Records each test's time in tests/durations.json (the suite's order and the check tier read it);
 # rerun after adding slow tests.

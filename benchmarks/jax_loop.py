@@ -56,8 +56,9 @@ def minimal_loop(trainer: JaxTrainer, k: int):
         return list(tv), list(ntv), list(ov), loss
 
     run = jax.jit(lambda carry: jax.lax.fori_loop(0, k, step, carry), donate_argnums=0)
-    values = [[jnp.array(v.value) for v in vs] for vs in (model.trainable_variables, model.non_trainable_variables,
-                                                          opt.variables)]  # fmt: skip
+    values = [
+        [jnp.array(v.value) for v in vs] for vs in (model.trainable_variables, model.non_trainable_variables, opt.variables)
+    ]
     state = {"carry": (*values, jnp.float32(0))}
 
     def call() -> float:
@@ -113,12 +114,21 @@ def bench(tiny: bool) -> list[dict]:
         assert m.state == "ok", m.error
         k = m.steps_per_call
         trainer = JaxTrainer(config)
-        runs = {"harness": (harness_call(trainer, k), k), "minimal": (minimal_loop(trainer, k), k),
-                "jax.numpy": (hand_written(trainer, k), k)}  # fmt: skip
+        runs = {
+            "harness": (harness_call(trainer, k), k),
+            "minimal": (minimal_loop(trainer, k), k),
+            "jax.numpy": (hand_written(trainer, k), k),
+        }
         rounds = interleaved(runs, 0.5 if tiny else 8, 5 if tiny else 15)
-        rows += ratio_rows("jax", f"fc {label} float32", rounds,
-                           [("harness", other, f"examples/s harness/{other} jax", target)
-                            for other, target in (("minimal", 0.97), ("jax.numpy", None))])  # fmt: skip
+        rows += ratio_rows(
+            "jax",
+            f"fc {label} float32",
+            rounds,
+            [
+                ("harness", other, f"examples/s harness/{other} jax", target)
+                for other, target in (("minimal", 0.97), ("jax.numpy", None))
+            ],
+        )
     return rows
 
 

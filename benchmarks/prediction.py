@@ -53,11 +53,16 @@ def fitted_rows(store: Store, platform: str) -> tuple[pd.DataFrame, predict.Feat
 def random_folds(rows: pd.DataFrame, featurizer: predict.Featurizer, seeds: range) -> dict:
     runs = [predict.cross_validate(rows, featurizer, 5, seed) for seed in seeds]
     mape, coverage = [r["model"]["mape"] for r in runs], [r["model"]["coverage"] for r in runs]
-    return {"seeds": list(seeds), "mape": mape, "coverage": coverage, "mape_mean": float(np.mean(mape)),
-            "coverage_mean": float(np.mean(coverage)),
-            "median_ape_mean": float(np.mean([r["model"]["median_ape"] for r in runs])),
-            "roofline_mape": runs[0]["roofline"]["mape"],
-            "paper_regression_mape": runs[0]["paper_regression"]["mape"]}  # fmt: skip
+    return {
+        "seeds": list(seeds),
+        "mape": mape,
+        "coverage": coverage,
+        "mape_mean": float(np.mean(mape)),
+        "coverage_mean": float(np.mean(coverage)),
+        "median_ape_mean": float(np.mean([r["model"]["median_ape"] for r in runs])),
+        "roofline_mape": runs[0]["roofline"]["mape"],
+        "paper_regression_mape": runs[0]["paper_regression"]["mape"],
+    }
 
 
 def cross_platform(store: Store) -> dict:
@@ -68,8 +73,12 @@ def cross_platform(store: Store) -> dict:
     shared = tpu[tpu["label"].isin(v100["label"])].assign(dtype=v100["dtype"].iloc[0], xla=v100["xla"].iloc[0])
     model.featurizer = predict.Featurizer("fc", on_tpu.ceilings, model.featurizer.categories)
     out = model.predict(shared)
-    scores = predict.Scores.of(out["step_time_s"].to_numpy(), shared["step_time_s"].to_numpy(dtype=float),
-                               out["step_time_low_s"].to_numpy(), out["step_time_high_s"].to_numpy())  # fmt: skip
+    scores = predict.Scores.of(
+        out["step_time_s"].to_numpy(),
+        shared["step_time_s"].to_numpy(dtype=float),
+        out["step_time_low_s"].to_numpy(),
+        out["step_time_high_s"].to_numpy(),
+    )
     return scores.as_dict()
 
 
@@ -116,8 +125,11 @@ def projection_as_prior(store: Store, path: str) -> dict:
             out["model_on_these_rows"] = scored(model.predict(rows.iloc[rest])["step_time_s"].to_numpy(), truth[rest])
         return out
 
-    return {"n": len(measured), "swap_tpu_model_onto_v100": scored(swapped, measured["step_time_s"].to_numpy(dtype=float)),
-            **held_out_prior(prior, measured, PRIOR_ROWS, PRIOR_DRAWS, baselines)}  # fmt: skip
+    return {
+        "n": len(measured),
+        "swap_tpu_model_onto_v100": scored(swapped, measured["step_time_s"].to_numpy(dtype=float)),
+        **held_out_prior(prior, measured, PRIOR_ROWS, PRIOR_DRAWS, baselines),
+    }
 
 
 def local_prior(path: str, source: str = "cpu[threads=1]", target: str = "cpu") -> dict:
@@ -127,8 +139,12 @@ def local_prior(path: str, source: str = "cpu[threads=1]", target: str = "cpu") 
     prior, measured = projection_prior(path, source, target, "fc")
     measured = measured.drop_duplicates("label", keep="last")
     measured = measured[measured["label"].isin(prior.source.steps.index)].reset_index(drop=True)
-    return {"pair": f"{source} -> {target}", "n": len(measured), "held_fixed": prior.source.held,
-            **held_out_prior(prior, measured, (0, 3, 5, 8), 20)}  # fmt: skip
+    return {
+        "pair": f"{source} -> {target}",
+        "n": len(measured),
+        "held_fixed": prior.source.held,
+        **held_out_prior(prior, measured, (0, 3, 5, 8), 20),
+    }
 
 
 def held_out_prior(prior, measured: pd.DataFrame, ks, draws: int, baselines=None) -> dict:
@@ -149,8 +165,7 @@ def held_out_prior(prior, measured: pd.DataFrame, ks, draws: int, baselines=None
             if own.any() and (~own).any():
                 run |= {"prior_own_profile": scored(step[own], t[own]), "prior_neighbours": scored(step[~own], t[~own])}
             runs.append(run | (baselines(chosen, rest, truth, seed) if baselines else {}))
-        report[f"rows_{k}"] = {name: {m: float(np.mean([r[name][m] for r in runs])) for m in runs[0][name]}
-                               for name in runs[0]}  # fmt: skip
+        report[f"rows_{k}"] = {name: {m: float(np.mean([r[name][m] for r in runs])) for m in runs[0][name]} for name in runs[0]}
     return report
 
 

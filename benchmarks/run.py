@@ -58,8 +58,11 @@ from paradnn.families import parse_label  # noqa: E402
 LARGE_FC = "layer_4-node_2048-input_2000-output_1000-bs_512"
 SMALL_FC = "layer_4-node_64-input_2000-output_1000-bs_64"
 # CNN and RNN configurations of similar cost to the large FC on a 2-core CPU.
-SIMILAR = [("fc", LARGE_FC), ("cnn", "block_1-filter_16-image_64-output_1000-bs_32-residual"),
-           ("rnn", "layer_1-maxlength_20-vocab_1000-embedding_256-bs_64-gru")]  # fmt: skip
+SIMILAR = [
+    ("fc", LARGE_FC),
+    ("cnn", "block_1-filter_16-image_64-output_1000-bs_32-residual"),
+    ("rnn", "layer_1-maxlength_20-vocab_1000-embedding_256-bs_64-gru"),
+]
 TINY_FC = "layer_2-node_64-input_100-output_10-bs_32"
 
 rows: list[dict] = []
@@ -143,15 +146,24 @@ def framework_main(bench: Callable[[bool], list[dict]], doc: str) -> int:
     return 0
 
 
-def ratio_rows(section: str, case: str, rounds: list[dict[str, float]],
-               comparisons: list[tuple[str, str, str, float | None]]) -> list[dict]:  # fmt: skip
+def ratio_rows(
+    section: str, case: str, rounds: list[dict[str, float]], comparisons: list[tuple[str, str, str, float | None]]
+) -> list[dict]:
     """One row per ``(mine, other, metric, target)``: the median over ``rounds`` (seconds per step)
     of examples/s ``mine`` / ``other``, against ``target`` (a lower bound) where there is one."""
     rows = []
     for mine, other, metric, target in comparisons:
         value = float(np.median([r[other] / r[mine] for r in rounds]))
-        rows.append({"section": section, "case": case, "metric": metric, "value": value,
-                     "target": f">= {target}" if target else "", "ok": value >= target if target else None})
+        rows.append(
+            {
+                "section": section,
+                "case": case,
+                "metric": metric,
+                "value": value,
+                "target": f">= {target}" if target else "",
+                "ok": value >= target if target else None,
+            }
+        )
     return rows
 
 
@@ -202,12 +214,21 @@ def bench_harness(tiny: bool, families: list[str]) -> None:
         for policy in policies:
             for xla in (True, False):
                 harness, k = harness_calls(config, policy, xla)
-                rounds = interleaved({"harness": (harness, k), "minimal": (minimal_loop(config, policy, xla, k), k)},
-                                     0.5 if tiny else 8, 5 if tiny else 15)  # fmt: skip
+                rounds = interleaved(
+                    {"harness": (harness, k), "minimal": (minimal_loop(config, policy, xla, k), k)},
+                    0.5 if tiny else 8,
+                    5 if tiny else 15,
+                )
                 # examples/s ratio harness / minimal: the median of the ratios within rounds
                 value = float(np.median([r["minimal"] / r["harness"] for r in rounds]))
-                row("harness", f"{family} {label} {policy} xla={'on' if xla else 'off'}", "examples/s harness/minimal",
-                    value, ">= 0.97", value >= 0.97)  # fmt: skip
+                row(
+                    "harness",
+                    f"{family} {label} {policy} xla={'on' if xla else 'off'}",
+                    "examples/s harness/minimal",
+                    value,
+                    ">= 0.97",
+                    value >= 0.97,
+                )
 
 
 def bench_fit(tiny: bool) -> None:
@@ -217,13 +238,22 @@ def bench_fit(tiny: bool) -> None:
         for xla in (True, False):
             medians = time_fit_interleaved(config, xla, 0.5 if tiny else 10)
             value = medians["fit"] / medians["harness"]
-            row("fit", f"fc {label} xla={'on' if xla else 'off'}", "examples/s harness/fit", value, f">= {target}",
-                value >= target)  # fmt: skip
+            row(
+                "fit",
+                f"fc {label} xla={'on' if xla else 'off'}",
+                "examples/s harness/fit",
+                value,
+                f">= {target}",
+                value >= target,
+            )
 
 
 # The real workloads at their quick sizes (what the main job measures).
-WORKLOADS_FIT = [("resnet50", "image_64-bs_8", False), ("transformer", "layer_2-width_128-vocab_8192-length_32-bs_16", False),
-                 ("transformer", "layer_2-width_128-vocab_8192-length_32-bs_16", True)]  # fmt: skip
+WORKLOADS_FIT = [
+    ("resnet50", "image_64-bs_8", False),
+    ("transformer", "layer_2-width_128-vocab_8192-length_32-bs_16", False),
+    ("transformer", "layer_2-width_128-vocab_8192-length_32-bs_16", True),
+]
 TINY_WORKLOAD = ("squeezenet", "image_32-bs_2", False)
 
 
@@ -235,16 +265,26 @@ def bench_workloads(tiny: bool) -> None:
     for family, label, xla in [TINY_WORKLOAD] if tiny else WORKLOADS_FIT:
         medians = time_fit_interleaved(parse_label(family, label), xla, 0.5 if tiny else 20)
         value = medians["fit"] / medians["harness"]
-        row("workloads", f"{family} {label} xla={'on' if xla else 'off'}", "examples/s harness/fit", value, ">= 0.97",
-            value >= 0.97)  # fmt: skip
+        row(
+            "workloads",
+            f"{family} {label} xla={'on' if xla else 'off'}",
+            "examples/s harness/fit",
+            value,
+            ">= 0.97",
+            value >= 0.97,
+        )
     workloads = [f for f in families.all_families() if f.layers is None]
     for family in workloads[:1] if tiny else workloads:
         config = expand(family.name, "smoke" if tiny else "quick")[0]
         for xla in (False,) if tiny else (False, True):
             m = measure(config, RunSettings(xla=xla, max_seconds=0.5), count_graph=False)
             assert m.state == "ok", m.error
-            row("workloads", f"{family.name} {config.label} xla={'on' if xla else 'off'}", "compile s (trace + first step)",
-                m.compile_time_s)  # fmt: skip
+            row(
+                "workloads",
+                f"{family.name} {config.label} xla={'on' if xla else 'off'}",
+                "compile s (trace + first step)",
+                m.compile_time_s,
+            )
             row("workloads", f"{family.name} {config.label} xla={'on' if xla else 'off'}", "median step s", m.stats.median)
 
 
@@ -266,8 +306,14 @@ def bench_ceiling(tiny: bool) -> None:
         peak, _ = plat.peak(info, ceilings, policy)
         value = flops_model(config) / m.stats.median / peak
         goal = policy == "float32" and xla
-        row("ceiling", f"fc {config.label} {policy} xla={'on' if xla else 'off'}", "model FLOP/s / matmul ceiling", value,
-            ">= 0.9" if goal else "", (value >= 0.9) if goal else None)  # fmt: skip
+        row(
+            "ceiling",
+            f"fc {config.label} {policy} xla={'on' if xla else 'off'}",
+            "model FLOP/s / matmul ceiling",
+            value,
+            ">= 0.9" if goal else "",
+            (value >= 0.9) if goal else None,
+        )
 
 
 def bench_input(tiny: bool) -> None:
@@ -277,8 +323,14 @@ def bench_input(tiny: bool) -> None:
         m = measure(config, RunSettings(input=mode, max_seconds=0.5 if tiny else 8), count_graph=False)
         assert m.state == "ok", m.error
         value = float(np.median(m.reference_samples) / np.median(m.samples))  # examples/s host / device
-        row("input", f"fc {config.label} {mode}", "examples/s host-fed / device-resident", value,
-            f">= {target}" if target else "", (value >= target) if target else None)  # fmt: skip
+        row(
+            "input",
+            f"fc {config.label} {mode}",
+            "examples/s host-fed / device-resident",
+            value,
+            f">= {target}" if target else "",
+            (value >= target) if target else None,
+        )
 
 
 def bench_devices(tiny: bool) -> None:
@@ -383,8 +435,20 @@ def bench_ray(tiny: bool, work: Path) -> None:
     """Scheduling overhead per configuration: a local sweep and a sweep on a two-node Ray cluster on this machine."""
     from ray.cluster_utils import Cluster
 
-    grid = ["--set", "layers=1", "--set", "nodes=16,32" if tiny else "nodes=16,32,64,128", "--set", "batch=8,16,32,64",
-            "--set", "input=32", "--set", "output=10", "--max-seconds", "0.3"]  # fmt: skip
+    grid = [
+        "--set",
+        "layers=1",
+        "--set",
+        "nodes=16,32" if tiny else "nodes=16,32,64,128",
+        "--set",
+        "batch=8,16,32,64",
+        "--set",
+        "input=32",
+        "--set",
+        "output=10",
+        "--max-seconds",
+        "0.3",
+    ]
     from paradnn.sweeps.cluster import add_local_node
 
     cluster = Cluster()
@@ -395,8 +459,18 @@ def bench_ray(tiny: bool, work: Path) -> None:
         for backend in ("local", "ray"):
             store = work / f"ray-{backend}.sqlite"
             start = time.perf_counter()
-            result = paradnn("sweep", "fc", "--preset", "smoke", *grid, "--store", str(store), "--backend", backend,
-                             *(["--address", cluster.address] if backend == "ray" else []))  # fmt: skip
+            result = paradnn(
+                "sweep",
+                "fc",
+                "--preset",
+                "smoke",
+                *grid,
+                "--store",
+                str(store),
+                "--backend",
+                backend,
+                *(["--address", cluster.address] if backend == "ray" else []),
+            )
             wall = time.perf_counter() - start
             assert result.returncode == 0, result.stderr[-2000:]
             df = sweep_rows(store)
@@ -410,8 +484,20 @@ def bench_ray(tiny: bool, work: Path) -> None:
 
 
 REPEAT_GRID = ["--set", "layers=2,4", "--set", "nodes=64,256,1024", "--set", "batch=64,256", "--max-seconds", "1.5"]
-TINY_GRID = ["--set", "layers=1", "--set", "nodes=32,64", "--set", "batch=32", "--set", "input=100", "--set", "output=10",
-             "--max-seconds", "0.5"]  # fmt: skip
+TINY_GRID = [
+    "--set",
+    "layers=1",
+    "--set",
+    "nodes=32,64",
+    "--set",
+    "batch=32",
+    "--set",
+    "input=100",
+    "--set",
+    "output=10",
+    "--max-seconds",
+    "0.5",
+]
 
 
 def hog(seconds: float, after: float = 0.0) -> subprocess.Popen:
@@ -444,22 +530,34 @@ def bench_repeat(tiny: bool, work: Path) -> None:
             stores[mode, run] = work / f"repeat-{mode}-{run}.sqlite"
             busy = hog(hog_for, hog_after) if run == "b" else None
             env = {**os.environ, "PARADNN_MAX_CONTENTION": limit}
-            result = subprocess.run([sys.executable, "-m", "paradnn.cli", "sweep", "fc", *sets, "--store",
-                                     str(stores[mode, run])], capture_output=True, text=True, cwd=ROOT, env=env)  # fmt: skip
+            result = subprocess.run(
+                [sys.executable, "-m", "paradnn.cli", "sweep", "fc", *sets, "--store", str(stores[mode, run])],
+                capture_output=True,
+                text=True,
+                cwd=ROOT,
+                env=env,
+            )
             if busy is not None:
                 busy.kill()
                 busy.wait()
             assert result.returncode == 0, result.stderr
     for mode in modes:
         runs = {run: pooled_rows(stores[mode, run]) for run in names}
-        pairs = [(x, y) for i, x in enumerate(names) for y in names[i + 1:]]
-        diffs = np.concatenate([((runs[y]["examples_per_sec"] / runs[x]["examples_per_sec"]).dropna() - 1).abs().to_numpy()
-                                for x, y in pairs])  # fmt: skip
+        pairs = [(x, y) for i, x in enumerate(names) for y in names[i + 1 :]]
+        diffs = np.concatenate(
+            [((runs[y]["examples_per_sec"] / runs[x]["examples_per_sec"]).dropna() - 1).abs().to_numpy() for x, y in pairs]
+        )
         case = f"fc, {len(runs['a'])} configurations, {len(names)} sweeps, hog in the second, {mode}"
         checked = mode == "checked"
         median, p90 = float(np.median(diffs)), float(np.quantile(diffs, 0.9))
-        row("repeat", case, "median |diff| pooled examples/s", median, "<= 0.05" if checked else "",
-            median <= 0.05 if checked else None)  # fmt: skip
+        row(
+            "repeat",
+            case,
+            "median |diff| pooled examples/s",
+            median,
+            "<= 0.05" if checked else "",
+            median <= 0.05 if checked else None,
+        )
         row("repeat", case, "p90 |diff| pooled examples/s", p90, "<= 0.15" if checked else "", p90 <= 0.15 if checked else None)
         for x, y in pairs:  # the machine's speed drifting between sweeps moves every configuration alike
             ratio = (runs[y]["examples_per_sec"] / runs[x]["examples_per_sec"]).dropna()
@@ -472,8 +570,9 @@ def bench_repeat(tiny: bool, work: Path) -> None:
         row("repeat", case, "middle sweep: most contention (cores)", float(middle["contention_cores"].max()))
         for label, r in middle[middle["refused_windows"].fillna(0) > 0].iterrows():
             refused = ", ".join(f"{w['others']:.2f}" for w in (r["extra"] or {}).get("refused", []))
-            print(f"repeat    {label}: refused windows at {refused} cores; the standing one {r['contention_cores']:.2f}",
-                  flush=True)  # fmt: skip
+            print(
+                f"repeat    {label}: refused windows at {refused} cores; the standing one {r['contention_cores']:.2f}", flush=True
+            )
 
 
 def bench_interleave(tiny: bool, work: Path) -> None:
@@ -488,16 +587,23 @@ def bench_interleave(tiny: bool, work: Path) -> None:
     from paradnn.sweeps.backends import run_sweep
     from paradnn.sweeps.plan import SilentProgress, SweepOptions
 
-    grid = {"layers": [1], "nodes": [32, 64], "batch": [32], "input": [100], "output": [10]} if tiny else \
-        {"layers": [2, 4], "nodes": [128, 512], "batch": [64, 256], "input": [2000], "output": [1000]}  # fmt: skip
+    grid = (
+        {"layers": [1], "nodes": [32, 64], "batch": [32], "input": [100], "output": [10]}
+        if tiny
+        else {"layers": [2, 4], "nodes": [128, 512], "batch": [64, 256], "input": [2000], "output": [1000]}
+    )
     configs = expand("fc", "quick", grid)
     seconds = 0.5 if tiny else 1.5
     target = parse_target("cpu")
     comparisons = {
         "xla on / off": ("xla", False, True, [RunSettings(xla=x, max_seconds=seconds) for x in (False, True)]),
-        "mixed_bfloat16 / float32": ("dtype", "float32", "mixed_bfloat16", [RunSettings(xla=True, dtype=d, max_seconds=seconds)
-                                                                            for d in ("float32", "mixed_bfloat16")]),
-    }  # fmt: skip
+        "mixed_bfloat16 / float32": (
+            "dtype",
+            "float32",
+            "mixed_bfloat16",
+            [RunSettings(xla=True, dtype=d, max_seconds=seconds) for d in ("float32", "mixed_bfloat16")],
+        ),
+    }
     comparisons = dict(list(comparisons.items())[:1]) if tiny else comparisons
     medians: dict[str, list[float]] = {name: [] for name in comparisons}
     for run in range(2 if tiny else 3):
@@ -507,8 +613,12 @@ def bench_interleave(tiny: bool, work: Path) -> None:
                 run_sweep(configs, s, SweepOptions(settings=runs[0], target=target), runs=runs, progress=SilentProgress)
             result = Results.load(store).matched(vary, base, other, family="fc")
             medians[name].append(result.median)
-            row("interleave", f"{name}, run {run + 1}", f"median ratio over {result.n} ({result.interleaved} interleaved)",
-                result.median)  # fmt: skip
+            row(
+                "interleave",
+                f"{name}, run {run + 1}",
+                f"median ratio over {result.n} ({result.interleaved} interleaved)",
+                result.median,
+            )
     for name, values in medians.items():
         spread = max(values) / min(values) - 1
         row("interleave", f"{name}, {len(values)} runs", "largest / smallest median - 1", spread, "<= 0.03", spread <= 0.03)
@@ -522,11 +632,32 @@ def bench_workers(tiny: bool, work: Path) -> None:
     # CNN without XLA: prepared by TensorFlow's graph optimiser on one core, so two workers overlap [< 1].
     # FC with XLA (chosen by --xla auto here): XLA's compiler uses both cores, so the sweep measures each
     # configuration alone, as one worker does [no slower: <= 1.05].
-    grids = {"cnn quick": (["cnn", "--preset", "quick", "--max-seconds", "0.8"], 1.0),
-             "fc quick, 4 layers": (["fc", "--preset", "quick", "--set", "layers=4", "--max-seconds", "0.8"], 1.05)}  # fmt: skip
+    grids = {
+        "cnn quick": (["cnn", "--preset", "quick", "--max-seconds", "0.8"], 1.0),
+        "fc quick, 4 layers": (["fc", "--preset", "quick", "--set", "layers=4", "--max-seconds", "0.8"], 1.05),
+    }
     if tiny:
-        grids = {"fc tiny": (["fc", "--set", "layers=1", "--set", "nodes=32,64", "--set", "batch=32", "--set", "input=100",
-                              "--set", "output=10", "--max-seconds", "0.3", "--no-xla"], 1.0)}  # fmt: skip
+        grids = {
+            "fc tiny": (
+                [
+                    "fc",
+                    "--set",
+                    "layers=1",
+                    "--set",
+                    "nodes=32,64",
+                    "--set",
+                    "batch=32",
+                    "--set",
+                    "input=100",
+                    "--set",
+                    "output=10",
+                    "--max-seconds",
+                    "0.3",
+                    "--no-xla",
+                ],
+                1.0,
+            )
+        }
     runs = "a" if tiny else "ab"
     for name, (args, most) in grids.items():
         walls, rates = {}, {}
@@ -547,8 +678,14 @@ def bench_workers(tiny: bool, work: Path) -> None:
             row("workers", case, "median |diff| examples/s, 1 vs 2", across)
             continue
         within = max(_apart(rates[1, "a"], rates[1, "b"]), _apart(rates[2, "a"], rates[2, "b"]))
-        row("workers", case, "median |diff| examples/s, 1 vs 2", across, f"<= within one setting + 0.02 ({within:.3f})",
-            across <= within + 0.02)
+        row(
+            "workers",
+            case,
+            "median |diff| examples/s, 1 vs 2",
+            across,
+            f"<= within one setting + 0.02 ({within:.3f})",
+            across <= within + 0.02,
+        )
 
 
 def _apart(a, b) -> float:
@@ -577,8 +714,9 @@ def bench_projection(tiny: bool, work: Path) -> None:
         with Store(store) as s:
             for config in configs:  # the two platforms alternate, configuration by configuration
                 for platform in (source, target):
-                    run_sweep([config], s, SweepOptions(settings=settings, target=parse_target(platform)),
-                              progress=SilentProgress)  # fmt: skip
+                    run_sweep(
+                        [config], s, SweepOptions(settings=settings, target=parse_target(platform)), progress=SilentProgress
+                    )
             profile_local(configs, s, SweepOptions(settings=settings, target=parse_target(source)), progress=SilentProgress)
         rows, summary = projection(str(store), source, target, family)
         rows = rows.dropna(subset=["measured_step_time_s"])
@@ -596,8 +734,11 @@ def bench_projection(tiny: bool, work: Path) -> None:
         roofline = rows["source_step_time_s"] * factor / rows["measured_step_time_s"] - 1
         row("projection", case, "median |error|, whole step by the roofline ratio (baseline)", float(roofline.abs().median()))
         for r, e in zip(rows.itertuples(), error):
-            print(f"  {r.label}: projected {r.projected_step_time_s * 1e3:.3g} ms, measured {r.measured_step_time_s * 1e3:.3g} "
-                  f"ms ({e:+.0%}), bound {r.bound}", file=sys.stderr)  # fmt: skip
+            print(
+                f"  {r.label}: projected {r.projected_step_time_s * 1e3:.3g} ms, measured {r.measured_step_time_s * 1e3:.3g} "
+                f"ms ({e:+.0%}), bound {r.bound}",
+                file=sys.stderr,
+            )
 
 
 # ------------------------------------------------------------------ analysis at scale
@@ -611,8 +752,12 @@ def synthetic_store(path: Path, n: int) -> tuple[float, float]:
 
     rng = np.random.default_rng(0)
     configs = expand("fc", "paper")
-    plans = [("synthetic-a", "float32", True), ("synthetic-b", "float32", True), ("synthetic-a", "float32", False),
-             ("synthetic-a", "mixed_bfloat16", True)]  # fmt: skip
+    plans = [
+        ("synthetic-a", "float32", True),
+        ("synthetic-b", "float32", True),
+        ("synthetic-a", "float32", False),
+        ("synthetic-a", "mixed_bfloat16", True),
+    ]
     records = []
     for platform, dtype, xla in plans:
         speed = {"synthetic-a": 1e12, "synthetic-b": 3e12}[platform] * (1.3 if dtype != "float32" else 1) * (1.1 if xla else 1)
@@ -622,13 +767,26 @@ def synthetic_store(path: Path, n: int) -> tuple[float, float]:
             util = min(0.95, 0.05 * math.log2(c.batch) * math.log2(c.nodes) / 10 * rng.lognormal(0, 0.1))
             step = flops_model(c) / (speed * util)
             state = "oom" if c.nodes * c.nodes * c.layers > 2**31 else "ok"
-            records.append({"family": "fc", "label": c.label, **c.hyperparameters(), "dtype": dtype, "xla": xla,
-                            "platform": platform, "state": state, "params": count_params(c), "flops_model": flops_model(c),
-                            "bytes_estimate": 40.0 * count_params(c), "step_time_s": step if state == "ok" else None,
-                            "examples_per_sec": c.batch / step if state == "ok" else None,
-                            "flops_per_sec": flops_model(c) / step if state == "ok" else None,
-                            "utilization": util if state == "ok" else None, "sw_tensorflow": "2.21.0",
-                            "source": f"synthetic:{platform}:{dtype}:xla={xla}"})  # fmt: skip
+            records.append(
+                {
+                    "family": "fc",
+                    "label": c.label,
+                    **c.hyperparameters(),
+                    "dtype": dtype,
+                    "xla": xla,
+                    "platform": platform,
+                    "state": state,
+                    "params": count_params(c),
+                    "flops_model": flops_model(c),
+                    "bytes_estimate": 40.0 * count_params(c),
+                    "step_time_s": step if state == "ok" else None,
+                    "examples_per_sec": c.batch / step if state == "ok" else None,
+                    "flops_per_sec": flops_model(c) / step if state == "ok" else None,
+                    "utilization": util if state == "ok" else None,
+                    "sw_tensorflow": "2.21.0",
+                    "source": f"synthetic:{platform}:{dtype}:xla={xla}",
+                }
+            )
     with Store(path) as s:
         start = time.perf_counter()
         for i in range(0, len(records), 500):
@@ -673,15 +831,27 @@ def heavy_store(path: Path, rows: int) -> None:
     """A store of ``rows`` measured rows as heavy as real ones (200 samples each), written with plain SQL."""
     from paradnn.store import Store
 
-    record = {"family": "fc", "label": "layer_1-node_8-input_8-output_8-bs_8", "layers": 1, "nodes": 8, "input": 8,
-              "output": 8, "batch": 8, "platform": "cpu", "state": "ok", "step_time_s": 0.01,
-              "samples_s": [0.01] * 200, "device_name": "bench"}  # fmt: skip
+    record = {
+        "family": "fc",
+        "label": "layer_1-node_8-input_8-output_8-bs_8",
+        "layers": 1,
+        "nodes": 8,
+        "input": 8,
+        "output": 8,
+        "batch": 8,
+        "platform": "cpu",
+        "state": "ok",
+        "step_time_s": 0.01,
+        "samples_s": [0.01] * 200,
+        "device_name": "bench",
+    }
     with Store(path) as s:
         s.add_results([record])
         names = [d[0] for d in s.conn.execute("SELECT * FROM results LIMIT 1").description if d[0] != "id"]
         first = dict(s.conn.execute(f"SELECT {', '.join(names)} FROM results LIMIT 1").fetchone())
-        values = [[f"k{i:019d}" if n == "run_key" else 1e6 + i if n == "finished_at" else first[n] for n in names]
-                  for i in range(rows)]  # fmt: skip
+        values = [
+            [f"k{i:019d}" if n == "run_key" else 1e6 + i if n == "finished_at" else first[n] for n in names] for i in range(rows)
+        ]
         with s.transaction() as c:
             c.executemany(f"INSERT INTO results ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})", values)
 
@@ -693,8 +863,10 @@ def bench_merge(tiny: bool, work: Path) -> None:
     source = work / "merge-source.sqlite"
     heavy_store(source, rows)
     size = source.stat().st_size / 1e6
-    probe = ("import resource, subprocess, sys; subprocess.run(sys.argv[1:], check=True, capture_output=True); "
-             "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")  # fmt: skip
+    probe = (
+        "import resource, subprocess, sys; subprocess.run(sys.argv[1:], check=True, capture_output=True); "
+        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
+    )
     command = [sys.executable, "-m", "paradnn.cli", "merge"]
     into = work / "merged.sqlite"
     cases = (("merge --help (the floor)", ["--help"]), (f"a {size:.0f} MB source", [str(source), "--store", str(into)]))
@@ -715,8 +887,24 @@ def bench_main_job(work: Path) -> None:
     row("main", "paradnn report quick, empty store", "wall s", value, "exit status 0", result.returncode == 0)
 
 
-SECTIONS = ("harness", "fit", "workloads", "ceiling", "input", "devices", "jax", "torch", "overhead", "ray", "repeat",
-            "interleave", "workers", "projection", "analysis", "merge")  # fmt: skip
+SECTIONS = (
+    "harness",
+    "fit",
+    "workloads",
+    "ceiling",
+    "input",
+    "devices",
+    "jax",
+    "torch",
+    "overhead",
+    "ray",
+    "repeat",
+    "interleave",
+    "workers",
+    "projection",
+    "analysis",
+    "merge",
+)
 
 
 def main() -> int:

@@ -65,8 +65,12 @@ def summarise(calls: dict[str, np.ndarray]) -> dict[str, object]:
     wall = calls["wall"]
     median = float(np.median(wall))
     groups = {"normal": wall < 1.05 * median, "slow": wall > 1.2 * median}
-    out: dict[str, object] = {"calls": len(wall), "median_ms": 1e3 * median, "max_over_median": float(wall.max() / median),
-                              "slow_share": float(groups["slow"].mean())}  # fmt: skip
+    out: dict[str, object] = {
+        "calls": len(wall),
+        "median_ms": 1e3 * median,
+        "max_over_median": float(wall.max() / median),
+        "slow_share": float(groups["slow"].mean()),
+    }
     for name, mask in groups.items():
         if mask.any():
             out[name] = {key: float(np.median(values[mask])) for key, values in calls.items()}
@@ -75,14 +79,18 @@ def summarise(calls: dict[str, np.ndarray]) -> dict[str, object]:
 
 def words(setting: str, summary: dict) -> str:
     """A summary as lines: the slow share, then each group's medians."""
-    lines = [f"{setting}: {summary['calls']} calls, median {summary['median_ms']:.2f} ms a step, "
-             f"max {summary['max_over_median']:.2f}x the median, slow (> 1.2x) {summary['slow_share']:.1%}"]  # fmt: skip
+    lines = [
+        f"{setting}: {summary['calls']} calls, median {summary['median_ms']:.2f} ms a step, "
+        f"max {summary['max_over_median']:.2f}x the median, slow (> 1.2x) {summary['slow_share']:.1%}"
+    ]
     for group in ("normal", "slow"):
         if group in summary:
             m = summary[group]
-            lines.append(f"  {group:6} wall {1e3 * m['wall']:.2f} ms, CPU {1e3 * m['cpu']:.2f} ms a step, "
-                         f"probe {1e3 * m['probe']:.2f} ms; machine user {m['user']:.0%}, system {m['system']:.0%}, "
-                         f"idle {m['idle']:.0%}, steal {m['steal']:.1%}")  # fmt: skip
+            lines.append(
+                f"  {group:6} wall {1e3 * m['wall']:.2f} ms, CPU {1e3 * m['cpu']:.2f} ms a step, "
+                f"probe {1e3 * m['probe']:.2f} ms; machine user {m['user']:.0%}, system {m['system']:.0%}, "
+                f"idle {m['idle']:.0%}, steal {m['steal']:.1%}"
+            )
     return "\n".join(lines)
 
 
@@ -118,8 +126,9 @@ def main() -> None:
     import sys
 
     for threads in ("0", "1"):  # a process each: TensorFlow's thread counts are fixed once it has run
-        subprocess.run([sys.executable, __file__, "--label", args.label, "--seconds", str(args.seconds), "--threads", threads],
-                       check=True)  # fmt: skip
+        subprocess.run(
+            [sys.executable, __file__, "--label", args.label, "--seconds", str(args.seconds), "--threads", threads], check=True
+        )
 
 
 if __name__ == "__main__":

@@ -39,8 +39,11 @@ from paradnn.engine.torchstep import TorchTrainer, measure  # noqa: E402
 from paradnn.engine.training import RMSPROP  # noqa: E402
 from paradnn.families import parse_label  # noqa: E402
 
-CASES = ["layer_4-node_64-input_2000-output_1000-bs_64", "layer_4-node_256-input_2000-output_1000-bs_256",
-         "layer_4-node_1024-input_2000-output_1000-bs_1024"]  # fmt: skip
+CASES = [
+    "layer_4-node_64-input_2000-output_1000-bs_64",
+    "layer_4-node_256-input_2000-output_1000-bs_256",
+    "layer_4-node_1024-input_2000-output_1000-bs_1024",
+]
 TINY = "layer_2-node_64-input_100-output_10-bs_32"
 
 
@@ -123,14 +126,24 @@ def bench(tiny: bool) -> list[dict]:
         assert m.state == "ok", m.error
         k = m.steps_per_call
         eager, compiled = TorchTrainer(config), TorchTrainer(config, compiled=True)
-        runs = {"harness": (partial(eager.run, k), k), "minimal": (minimal_loop(eager, k), k),
-                "torch.nn": (torch_nn(eager, k, compiled=False), k), "harness compiled": (partial(compiled.run, k), k),
-                "torch.nn compiled": (torch_nn(compiled, k, compiled=True), k)}  # fmt: skip
+        runs = {
+            "harness": (partial(eager.run, k), k),
+            "minimal": (minimal_loop(eager, k), k),
+            "torch.nn": (torch_nn(eager, k, compiled=False), k),
+            "harness compiled": (partial(compiled.run, k), k),
+            "torch.nn compiled": (torch_nn(compiled, k, compiled=True), k),
+        }
         rounds = interleaved(runs, 0.5 if tiny else 10, 5 if tiny else 15)
-        rows += ratio_rows("torch", f"fc {label} float32", rounds, [
-            ("harness", "minimal", "examples/s harness/minimal torch", 0.97),
-            ("harness", "torch.nn", "examples/s Keras model/torch.nn eager", None),
-            ("harness compiled", "torch.nn compiled", "examples/s Keras model/torch.nn torch.compile", None)])
+        rows += ratio_rows(
+            "torch",
+            f"fc {label} float32",
+            rounds,
+            [
+                ("harness", "minimal", "examples/s harness/minimal torch", 0.97),
+                ("harness", "torch.nn", "examples/s Keras model/torch.nn eager", None),
+                ("harness compiled", "torch.nn compiled", "examples/s Keras model/torch.nn torch.compile", None),
+            ],
+        )
     return rows
 
 

@@ -96,8 +96,9 @@ def measure(family: str, label: str, *, max_seconds: float = 10.0, name: str | N
 
     config = parse_label(family, label)
     if _stack_texts(run.pop("stack", ())) not in ([], [CURRENT_STACK]):
-        raise ConfigError("stack", run.get("stack"), "current with measure (it runs in this process; sweep measures "
-                                                     "other software stacks)")  # fmt: skip
+        raise ConfigError(
+            "stack", run.get("stack"), "current with measure (it runs in this process; sweep measures other software stacks)"
+        )
     parsed, target, settings = run_settings(run, name, max_seconds=max_seconds)
     check_settings([config], SweepOptions(settings=settings, target=target))
     frameworks.activate(settings.framework)
@@ -106,11 +107,27 @@ def measure(family: str, label: str, *, max_seconds: float = 10.0, name: str | N
 
 
 @_run_doc
-def sweep(family: str, *, preset: str = "smoke", store: str | Path = "outputs/results.sqlite",
-          overrides: Mapping[str, Iterable] | None = None, max_minutes: float | None = None, max_seconds: float = 3.0,
-          progress: bool = True, name: str | None = None, rounds: int | None = None, workers: int = 1,
-          timeout_s: float = 600.0, memory_gb: float | None = None, retry_failed: bool = False, force: bool = False,
-          budget: str | int | None = None, backend: str = "local", address: str | None = None, **run: object):  # fmt: skip
+def sweep(
+    family: str,
+    *,
+    preset: str = "smoke",
+    store: str | Path = "outputs/results.sqlite",
+    overrides: Mapping[str, Iterable] | None = None,
+    max_minutes: float | None = None,
+    max_seconds: float = 3.0,
+    progress: bool = True,
+    name: str | None = None,
+    rounds: int | None = None,
+    workers: int = 1,
+    timeout_s: float = 600.0,
+    memory_gb: float | None = None,
+    retry_failed: bool = False,
+    force: bool = False,
+    budget: str | int | None = None,
+    backend: str = "local",
+    address: str | None = None,
+    **run: object,
+):
     """Measure a preset's grid (with ``overrides``) that the store lacks; returns the grid's rows
     under these run settings as a DataFrame (XLA auto: the setting it chose). The same request
     as ``paradnn sweep`` (:class:`paradnn.sweeps.request.SweepRequest`), each keyword its option.
@@ -133,9 +150,26 @@ def sweep(family: str, *, preset: str = "smoke", store: str | Path = "outputs/re
     from paradnn.sweeps.plan import SilentProgress
 
     stacks = tuple(_stack_texts(run.pop("stack", ())))
-    asked = req.SweepRequest(family, preset, overrides, run, stacks, name, max_seconds, max_minutes, timeout_s, memory_gb,
-                             retry_failed, force, rounds, workers, budget is not None,
-                             None if budget is None else str(budget), backend, address)  # fmt: skip
+    asked = req.SweepRequest(
+        family,
+        preset,
+        overrides,
+        run,
+        stacks,
+        name,
+        max_seconds,
+        max_minutes,
+        timeout_s,
+        memory_gb,
+        retry_failed,
+        force,
+        rounds,
+        workers,
+        budget is not None,
+        None if budget is None else str(budget),
+        backend,
+        address,
+    )
     prepared = req.prepare(asked)
     store = _store_path(store)
     with store_errors(store):
@@ -171,8 +205,16 @@ def merge(sources: Iterable[str | Path], store: str | Path, rename: Mapping[str,
     return merge_stores(_sources(sources), _store_path(store), rename).as_dict()
 
 
-def project(source: str, target: str, family: str, labels: Iterable[str] | None = None, *, store: str | Path | None = None,
-            batch_scale: int = 1, dtype: str | None = None):  # fmt: skip
+def project(
+    source: str,
+    target: str,
+    family: str,
+    labels: Iterable[str] | None = None,
+    *,
+    store: str | Path | None = None,
+    batch_scale: int = 1,
+    dtype: str | None = None,
+):
     """Project ``family``'s steps measured on platform ``source`` onto ``target`` (a datasheet, or a
     platform with measured ceilings in ``store``): a DataFrame of one row per configuration
     (projected step, speedup, bound shares, bracket, Q's measurement where it has one) and a

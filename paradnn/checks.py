@@ -176,8 +176,14 @@ def _store(subject: _Subject) -> None:
     columns = families.hyperparameter_columns()
     for a in family.axes:
         _expect(a.name in columns and columns[a.name].kind is a.kind, f"axis {a.name!r} has no {a.kind.__name__} column")
-    record = {"family": family.name, "family_version": family.version, "label": config.label, **config.hyperparameters(),
-              "platform": "p", "state": "ok"}  # fmt: skip
+    record = {
+        "family": family.name,
+        "family_version": family.version,
+        "label": config.label,
+        **config.hyperparameters(),
+        "platform": "p",
+        "state": "ok",
+    }
     with tempfile.TemporaryDirectory() as tmp, Store(Path(tmp) / "r.sqlite") as store:
         store.add_results([record])
         row = store.results().iloc[0]

@@ -27,53 +27,77 @@ from paradnn.vocabulary import OK, STATES
 FAMILIES = families.names()
 EXAMPLES = {
     "platform": ["paradnn platform", "paradnn platform --platform 'cpu[threads=1]' --json"],
-    "describe": ["paradnn describe fc layer_4-node_512-input_2000-output_1000-bs_8192",
-                 "paradnn describe resnet50 image_224-bs_64 --json"],
-    "measure": ["paradnn measure fc layer_4-node_512-input_2000-output_1000-bs_256",
-                "paradnn measure cnn block_1-filter_16-image_64-output_1000-bs_32-residual --no-xla --json",
-                "paradnn measure fc layer_4-node_1024-input_2000-output_1000-bs_256 --devices 2 --json"],
-    "sweep": ["paradnn sweep fc --preset quick --store outputs/my.sqlite",
-              "paradnn sweep rnn --set cell=lstm,gru --set batch=64,128 --max-minutes 30",
-              "paradnn sweep transformer --preset paper --platform gpu:0",
-              "paradnn sweep fc --preset paper --adaptive --budget 60",
-              "paradnn sweep cnn --preset smoke --framework jax",
-              "paradnn sweep fc --preset smoke --input host-prep",
-              "paradnn sweep fc --set layers=4 --set nodes=1024 --set batch=64,256,1024 --devices 2",
-              "paradnn sweep fc --preset paper --backend ray --address 10.0.0.1:6379",
-              "paradnn sweep fc --preset smoke --stack tensorflow==2.16.2 --stack tensorflow==2.18.1 --stack current",
-              "paradnn sweep fc --preset quick --platform cpu --name xeon-lab --store xeon-lab.sqlite"],
-    "results": ["paradnn results --store outputs/quick/results.sqlite --family fc",
-                "paradnn results --store outputs/quick/results.sqlite --format csv --output results.csv"],
-    "import_legacy": ["paradnn import-legacy --store outputs/my.sqlite",
-                      "paradnn import-legacy my-copy/tpu_fc.json --platform tpu-v2-8 --store outputs/my.sqlite"],
-    "compare": ["paradnn compare --baseline v100 --target tpu-v2-8 --family fc --store outputs/quick/results.sqlite",
-                "paradnn compare --baseline 'cpu[threads=1]' --target cpu --hold xla --family fc",
-                "paradnn compare --by dtype --baseline float32 --target mixed_bfloat16 --json",
-                "paradnn compare --by framework --baseline tensorflow --target jax --family fc",
-                "paradnn compare --by devices --baseline 1 --target 2 --family fc"],
-    "predict": ["paradnn predict --store outputs/quick/results.sqlite --platform tpu-v2-8 --family fc "
-                "layer_8-node_1024-input_2000-output_1000-bs_2048",
-                "paradnn predict --store outputs/quick/results.sqlite --platform cpu --family fc --preset quick --json",
-                "paradnn predict --store outputs/quick/results.sqlite --platform tpu-v2-8 --family fc --cv 5",
-                "paradnn predict --store outputs/quick/results.sqlite --platform tpu-v2-8 --family fc --replay 0.05,0.1,0.2"],
-    "profile": ["paradnn profile fc --platform 'cpu[threads=1]' --store outputs/quick/results.sqlite",
-                "paradnn profile fc layer_4-node_512-input_2000-output_1000-bs_256 --platform cpu"],
-    "project": ["paradnn project --from tpu-v2-8 --to tpu-v3-8 --family fc",
-                "paradnn project --from 'cpu[threads=1]' --to cpu --family fc --store outputs/quick/results.sqlite",
-                "paradnn project --from tpu-v2-8 --to tpu-v3-8 --family fc --batch-scale 2 --json",
-                "paradnn project --from tpu-v2-8 --to h100 --dtype bfloat16 --family fc "
-                "layer_4-node_512-input_2000-output_1000-bs_8192"],
-    "scorecard": ["paradnn scorecard --store outputs/quick/results.sqlite",
-                  "paradnn scorecard --store outputs/quick/results.sqlite --json"],
-    "merge": ["paradnn merge laptop.sqlite xeon-lab.sqlite --store outputs/study/results.sqlite",
-              "paradnn merge machine-b.sqlite --rename cpu=xeon-lab --store outputs/study/results.sqlite",
-              "paradnn merge a100-vm.sqlite --rename gpu:0=a100-cloud --store outputs/study/results.sqlite --json"],
+    "describe": [
+        "paradnn describe fc layer_4-node_512-input_2000-output_1000-bs_8192",
+        "paradnn describe resnet50 image_224-bs_64 --json",
+    ],
+    "measure": [
+        "paradnn measure fc layer_4-node_512-input_2000-output_1000-bs_256",
+        "paradnn measure cnn block_1-filter_16-image_64-output_1000-bs_32-residual --no-xla --json",
+        "paradnn measure fc layer_4-node_1024-input_2000-output_1000-bs_256 --devices 2 --json",
+    ],
+    "sweep": [
+        "paradnn sweep fc --preset quick --store outputs/my.sqlite",
+        "paradnn sweep rnn --set cell=lstm,gru --set batch=64,128 --max-minutes 30",
+        "paradnn sweep transformer --preset paper --platform gpu:0",
+        "paradnn sweep fc --preset paper --adaptive --budget 60",
+        "paradnn sweep cnn --preset smoke --framework jax",
+        "paradnn sweep fc --preset smoke --input host-prep",
+        "paradnn sweep fc --set layers=4 --set nodes=1024 --set batch=64,256,1024 --devices 2",
+        "paradnn sweep fc --preset paper --backend ray --address 10.0.0.1:6379",
+        "paradnn sweep fc --preset smoke --stack tensorflow==2.16.2 --stack tensorflow==2.18.1 --stack current",
+        "paradnn sweep fc --preset quick --platform cpu --name xeon-lab --store xeon-lab.sqlite",
+    ],
+    "results": [
+        "paradnn results --store outputs/quick/results.sqlite --family fc",
+        "paradnn results --store outputs/quick/results.sqlite --format csv --output results.csv",
+    ],
+    "import_legacy": [
+        "paradnn import-legacy --store outputs/my.sqlite",
+        "paradnn import-legacy my-copy/tpu_fc.json --platform tpu-v2-8 --store outputs/my.sqlite",
+    ],
+    "compare": [
+        "paradnn compare --baseline v100 --target tpu-v2-8 --family fc --store outputs/quick/results.sqlite",
+        "paradnn compare --baseline 'cpu[threads=1]' --target cpu --hold xla --family fc",
+        "paradnn compare --by dtype --baseline float32 --target mixed_bfloat16 --json",
+        "paradnn compare --by framework --baseline tensorflow --target jax --family fc",
+        "paradnn compare --by devices --baseline 1 --target 2 --family fc",
+    ],
+    "predict": [
+        "paradnn predict --store outputs/quick/results.sqlite --platform tpu-v2-8 --family fc "
+        "layer_8-node_1024-input_2000-output_1000-bs_2048",
+        "paradnn predict --store outputs/quick/results.sqlite --platform cpu --family fc --preset quick --json",
+        "paradnn predict --store outputs/quick/results.sqlite --platform tpu-v2-8 --family fc --cv 5",
+        "paradnn predict --store outputs/quick/results.sqlite --platform tpu-v2-8 --family fc --replay 0.05,0.1,0.2",
+    ],
+    "profile": [
+        "paradnn profile fc --platform 'cpu[threads=1]' --store outputs/quick/results.sqlite",
+        "paradnn profile fc layer_4-node_512-input_2000-output_1000-bs_256 --platform cpu",
+    ],
+    "project": [
+        "paradnn project --from tpu-v2-8 --to tpu-v3-8 --family fc",
+        "paradnn project --from 'cpu[threads=1]' --to cpu --family fc --store outputs/quick/results.sqlite",
+        "paradnn project --from tpu-v2-8 --to tpu-v3-8 --family fc --batch-scale 2 --json",
+        "paradnn project --from tpu-v2-8 --to h100 --dtype bfloat16 --family fc layer_4-node_512-input_2000-output_1000-bs_8192",
+    ],
+    "scorecard": [
+        "paradnn scorecard --store outputs/quick/results.sqlite",
+        "paradnn scorecard --store outputs/quick/results.sqlite --json",
+    ],
+    "merge": [
+        "paradnn merge laptop.sqlite xeon-lab.sqlite --store outputs/study/results.sqlite",
+        "paradnn merge machine-b.sqlite --rename cpu=xeon-lab --store outputs/study/results.sqlite",
+        "paradnn merge a100-vm.sqlite --rename gpu:0=a100-cloud --store outputs/study/results.sqlite --json",
+    ],
     "lab": ["paradnn lab", "paradnn lab --port 8890 --no-browser"],
-    "report": ["paradnn report quick", "paradnn report smoke -p budget_minutes=2",
-               "paradnn report paper -p platform=gpu:0 -p target=gpu:0 -p baseline=cpu",
-               "paradnn report paper --backend ray --address 10.0.0.1:6379",
-               "paradnn report study --store outputs/study/results.sqlite -p baseline=laptop -p target=xeon-lab"],
-}  # fmt: skip
+    "report": [
+        "paradnn report quick",
+        "paradnn report smoke -p budget_minutes=2",
+        "paradnn report paper -p platform=gpu:0 -p target=gpu:0 -p baseline=cpu",
+        "paradnn report paper --backend ray --address 10.0.0.1:6379",
+        "paradnn report study --store outputs/study/results.sqlite -p baseline=laptop -p target=xeon-lab",
+    ],
+}
 
 
 def _epilog(command: str, labels: bool = False) -> str:
@@ -194,9 +218,13 @@ def _memory_budget(memory_gb: float | None, target) -> float | None:
 
 # A platform's name is not a run setting (it changes nothing in the step, nor any run key): an
 # option of its own beside --platform.
-name_option = click.option("--name", "platform_name", metavar="NAME",
-                           help="What to call this platform in the store and reports (e.g. xeon-lab; default: its id, "
-                                "cpu). Name each machine of a study apart before merging their stores.")  # fmt: skip
+name_option = click.option(
+    "--name",
+    "platform_name",
+    metavar="NAME",
+    help="What to call this platform in the store and reports (e.g. xeon-lab; default: its id, "
+    "cpu). Name each machine of a study apart before merging their stores.",
+)
 
 
 def _emit(record: dict, as_json: bool, skip: tuple[str, ...] = ("samples_s",)) -> None:
@@ -286,8 +314,9 @@ def describe(family: str, label: str, dtype: str, memory_gb: float | None, as_js
 @click.option("--max-seconds", default=10.0, show_default=True, type=float, help="Time budget for warm-up and samples.")
 @click.option("--memory-budget", "memory_gb", type=float, help="GB the configuration may use (default: 60% of RAM on CPU).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def measure(family: str, label: str, max_seconds: float, memory_gb: float | None, as_json: bool,
-            platform_name: str | None, **run: object) -> None:  # fmt: skip
+def measure(
+    family: str, label: str, max_seconds: float, memory_gb: float | None, as_json: bool, platform_name: str | None, **run: object
+) -> None:
     """Time the training step of FAMILY LABEL on this machine.
 
     A configuration predicted to exceed the memory budget is not run: state skipped, exit 1.
@@ -310,8 +339,11 @@ def measure(family: str, label: str, max_seconds: float, memory_gb: float | None
     if budget and predicted > budget:
         from paradnn.engine.record import describe_config
 
-        record = {**describe_config(config, dtype, trace=False), "state": "skipped",
-                  "error": f"predicted {gigabytes(predicted)} > budget {gigabytes(budget)}"}  # fmt: skip
+        record = {
+            **describe_config(config, dtype, trace=False),
+            "state": "skipped",
+            "error": f"predicted {gigabytes(predicted)} > budget {gigabytes(budget)}",
+        }
         _emit(record, as_json)
         click.echo(f"paradnn: skipped: {record['error']}", err=True)
         sys.exit(1)
@@ -336,9 +368,13 @@ store_option = click.option("--store", "store_path", default=DEFAULT_STORE, show
 
 @main.command(epilog=_epilog("sweep", labels=True))
 @click.argument("family")
-@click.option("--preset", default="smoke", show_default=True,
-              help="smoke, quick or paper; for fc also paper-overlap: the original study's configurations its TPU v2-8 "
-                   "and V100 both finished (--set keeps the listed values).")
+@click.option(
+    "--preset",
+    default="smoke",
+    show_default=True,
+    help="smoke, quick or paper; for fc also paper-overlap: the original study's configurations its TPU v2-8 "
+    "and V100 both finished (--set keeps the listed values).",
+)
 @click.option("--set", "overrides", multiple=True, metavar="AXIS=V1,V2", help="Replace one axis of the preset's grid.")
 @run_options()
 @name_option
@@ -349,22 +385,52 @@ store_option = click.option("--store", "store_path", default=DEFAULT_STORE, show
 @click.option("--memory-budget", "memory_gb", type=float, help="GB a configuration may use (default: 60% of RAM on CPU).")
 @click.option("--retry-failed", is_flag=True, help="Measure again what failed before (oom, error, timeout, skipped).")
 @click.option("--force", is_flag=True, help="Measure everything again (old rows are kept).")
-@click.option("--rounds", type=int,
-              help="Time each configuration in this many rounds, a pass over the grid apart, every round a measurement "
-                   "pooled with the others (default 1; 3 with several --stack, each round timing every stack once in "
-                   "a shuffled order).")
-@click.option("--workers", default=1, show_default=True, type=int,
-              help="Worker processes on this CPU: they build and compile side by side, and time one at a time.")
+@click.option(
+    "--rounds",
+    type=int,
+    help="Time each configuration in this many rounds, a pass over the grid apart, every round a measurement "
+    "pooled with the others (default 1; 3 with several --stack, each round timing every stack once in "
+    "a shuffled order).",
+)
+@click.option(
+    "--workers",
+    default=1,
+    show_default=True,
+    type=int,
+    help="Worker processes on this CPU: they build and compile side by side, and time one at a time.",
+)
 @click.option("--adaptive", is_flag=True, help="Measure part of the grid where the model is least sure; predict the rest.")
 @click.option("--budget", help="With --adaptive: configurations to measure (40) or minutes (30m).")
-@click.option("--backend", default="local", show_default=True, type=click.Choice(BACKENDS),
-              help="Where configurations run: this machine, or a Ray cluster (one configuration per device).")
+@click.option(
+    "--backend",
+    default="local",
+    show_default=True,
+    type=click.Choice(BACKENDS),
+    help="Where configurations run: this machine, or a Ray cluster (one configuration per device).",
+)
 @click.option("--address", envvar="RAY_ADDRESS", help="With --backend ray: HOST:PORT of the cluster (default $RAY_ADDRESS).")
 @setting_option("stack", "stack_texts", metavar="REQ[,REQ...]|current")
-def sweep(family: str, preset: str, overrides: tuple[str, ...], store_path: str, max_minutes: float | None,
-          max_seconds: float, timeout_s: float, memory_gb: float | None, retry_failed: bool, force: bool, rounds: int | None,
-          workers: int, adaptive: bool, budget: str | None, backend: str, address: str | None, stack_texts: tuple[str, ...],
-          platform_name: str | None, **run: object) -> None:  # fmt: skip
+def sweep(
+    family: str,
+    preset: str,
+    overrides: tuple[str, ...],
+    store_path: str,
+    max_minutes: float | None,
+    max_seconds: float,
+    timeout_s: float,
+    memory_gb: float | None,
+    retry_failed: bool,
+    force: bool,
+    rounds: int | None,
+    workers: int,
+    adaptive: bool,
+    budget: str | None,
+    backend: str,
+    address: str | None,
+    stack_texts: tuple[str, ...],
+    platform_name: str | None,
+    **run: object,
+) -> None:
     """Measure a preset's grid for FAMILY, skipping what the store already has.
 
     With --adaptive, measure only --budget configurations, chosen where the performance
@@ -374,9 +440,26 @@ def sweep(family: str, preset: str, overrides: tuple[str, ...], store_path: str,
     from paradnn.sweeps import request as req
 
     echo = lambda text: click.echo(text, err=True)  # noqa: E731
-    asked = req.SweepRequest(_family(family), preset, _overrides(family, overrides), run, stack_texts, platform_name,
-                             max_seconds, max_minutes, timeout_s, memory_gb, retry_failed, force, rounds, workers, adaptive,
-                             budget, backend, address)  # fmt: skip
+    asked = req.SweepRequest(
+        _family(family),
+        preset,
+        _overrides(family, overrides),
+        run,
+        stack_texts,
+        platform_name,
+        max_seconds,
+        max_minutes,
+        timeout_s,
+        memory_gb,
+        retry_failed,
+        force,
+        rounds,
+        workers,
+        adaptive,
+        budget,
+        backend,
+        address,
+    )
     prepared = req.prepare(asked, echo)
     with _refused_leaves_nothing(store_path), _open_store(store_path) as store, _terminate_as_interrupt() as terminated:
         summary, outcome = req.run(prepared, store, echo)
@@ -466,8 +549,9 @@ def _open_store(path: str, create: bool = True, readonly: bool = False):
 @click.option("--format", "fmt", type=click.Choice(("table", "csv", "json", "parquet")), default="table", show_default=True)
 @click.option("--output", type=click.Path(dir_okay=False), help="Write to this file instead of the terminal.")
 @click.option("--force", is_flag=True, help="Replace an existing --output file (never a store or any SQLite file).")
-def results(store_path: str, family: str | None, platform_id: str | None, state: str | None, fmt: str,
-            output: str | None, force: bool) -> None:  # fmt: skip
+def results(
+    store_path: str, family: str | None, platform_id: str | None, state: str | None, fmt: str, output: str | None, force: bool
+) -> None:
     """Show or export the results in a store.
 
     --output writes a new file (through a temporary file renamed into place); it refuses the
@@ -530,8 +614,7 @@ def _check_output_path(path: Path, output: str, store: str) -> None:
     if not path.parent.is_dir():
         raise ConfigError("--output", output, "a file in an existing folder")
     side = next((suffix for suffix in SQLITE_SIDE_FILES if path.name.endswith(suffix)), None)
-    if side and (path.resolve() == Path(f"{Path(store).resolve()}{side}") or
-                 _is_sqlite(path.with_name(path.name[: -len(side)]))):  # fmt: skip
+    if side and (path.resolve() == Path(f"{Path(store).resolve()}{side}") or _is_sqlite(path.with_name(path.name[: -len(side)]))):
         raise ConfigError("--output", output, "a file other than the ones SQLite keeps beside a store")
     if not path.exists() and not path.is_symlink():
         return
@@ -596,8 +679,13 @@ def import_legacy(files: tuple[str, ...], store_path: str, platform_id: str | No
 @main.command(epilog=_epilog("merge"))
 @click.argument("sources", nargs=-1, required=True, metavar="SRC...")
 @click.option("--store", "store_path", required=True, help="The store to merge into (created if missing).")
-@click.option("--rename", "renames", multiple=True, metavar="OLD=NEW",
-              help="Rename a platform of the sources on the way in (e.g. cpu=xeon-lab); repeatable.")
+@click.option(
+    "--rename",
+    "renames",
+    multiple=True,
+    metavar="OLD=NEW",
+    help="Rename a platform of the sources on the way in (e.g. cpu=xeon-lab); repeatable.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print what was added as JSON.")
 def merge(sources: tuple[str, ...], store_path: str, renames: tuple[str, ...], as_json: bool) -> None:
     """Merge paradnn stores measured elsewhere (SRC...) into one store.
@@ -622,24 +710,37 @@ def merge(sources: tuple[str, ...], store_path: str, renames: tuple[str, ...], a
 COMPARE_BY = ("platform", "dtype", "xla", "framework", "input", "devices", "sw_tensorflow")
 # What the target's rows say beside the speedup: the infeed share of a host input mode, the
 # communication share and scaling efficiency of data-parallel replicas.
-COMPARE_CARRY = {"input_mode": ("infeed_share",), "devices": ("replica_batch", "comm_share", "allreduce_share",
-                                                               "scaling_efficiency")}
+COMPARE_CARRY = {
+    "input_mode": ("infeed_share",),
+    "devices": ("replica_batch", "comm_share", "allreduce_share", "scaling_efficiency"),
+}
 
 
 @main.command(epilog=_epilog("compare"))
 @click.option("--baseline", required=True, help="Baseline platform (or value of --by).")
 @click.option("--target", required=True, help="Target platform (or value of --by).")
 @click.option("--by", default="platform", show_default=True, type=click.Choice(COMPARE_BY))
-@click.option("--free", "free_text", default="", metavar="SETTING[,SETTING]",
-              help="Run settings each side may keep its own value of, besides those that belong to the side "
-                   "(--by platform: dtype and xla; --by sw_tensorflow and --by framework: xla).")  # fmt: skip
-@click.option("--hold", "hold_text", default="", metavar="SETTING[,SETTING]",
-              help="Run settings to hold equal on both sides, even those that belong to the side (e.g. dtype).")
+@click.option(
+    "--free",
+    "free_text",
+    default="",
+    metavar="SETTING[,SETTING]",
+    help="Run settings each side may keep its own value of, besides those that belong to the side "
+    "(--by platform: dtype and xla; --by sw_tensorflow and --by framework: xla).",
+)
+@click.option(
+    "--hold",
+    "hold_text",
+    default="",
+    metavar="SETTING[,SETTING]",
+    help="Run settings to hold equal on both sides, even those that belong to the side (e.g. dtype).",
+)
 @click.option("--family", type=click.Choice(FAMILIES))
 @store_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (with the per-configuration table).")
-def compare(baseline: str, target: str, by: str, free_text: str, hold_text: str, family: str | None, store_path: str,
-            as_json: bool) -> None:  # fmt: skip
+def compare(
+    baseline: str, target: str, by: str, free_text: str, hold_text: str, family: str | None, store_path: str, as_json: bool
+) -> None:
     """Speedup in examples/s of TARGET over BASELINE on the runs both have, like with like.
 
     A pair agrees in everything of its run identity but --by: the configuration, every run
@@ -675,8 +776,7 @@ def compare(baseline: str, target: str, by: str, free_text: str, hold_text: str,
             among = f"{family} results (--family {family})" if family else "results"
             raise ConfigError(option, value, f"a {by} with finished {among} in the store: {shown}")
     freed = tuple(f for f in dict.fromkeys([*SIDE_OWNED.get(column, {}), *free]) if f not in hold)  # --hold wins a default
-    result = results.matched(column, baseline, target, family=family, free=freed, hold=hold,
-                             carry=COMPARE_CARRY.get(column, ()))  # fmt: skip
+    result = results.matched(column, baseline, target, family=family, free=freed, hold=hold, carry=COMPARE_CARRY.get(column, ()))
     summary = result.summary()
     if as_json:
         _emit({**summary, "table": result.table.to_dict("records")}, True)
@@ -686,8 +786,7 @@ def compare(baseline: str, target: str, by: str, free_text: str, hold_text: str,
         return
     if result.carried:  # the infeed or scaling table, configuration by configuration
         shares = [(c, "{}" if c == "replica_batch" else "{:.1%}") for c in result.carried]
-        _print_table(result.table.to_dict("records"),
-                     [("family", "{}"), ("label", "{}"), ("speedup", "{:.3f}"), *shares])  # fmt: skip
+        _print_table(result.table.to_dict("records"), [("family", "{}"), ("label", "{}"), ("speedup", "{:.3f}"), *shares])
     _emit({k: v for k, v in summary.items() if k not in ("free", "sides")}, False)
     for line in _sides_lines(result.sides, baseline, target):
         click.echo(line)
@@ -709,11 +808,14 @@ def _sides_lines(sides: dict, baseline: object, target: object) -> list[str]:
     lines = []
     for column, side in sides.items():
         if side["held"]:
-            lines.append(f"held        {column} where both sides have it ({', '.join(side['values'])}); "
-                         f"free otherwise: {side['why']}")  # fmt: skip
+            lines.append(
+                f"held        {column} where both sides have it ({', '.join(side['values'])}); free otherwise: {side['why']}"
+            )
         else:
-            lines.append(f"free        {column}: {baseline} {', '.join(side['baseline'])}, {target} "
-                         f"{', '.join(side['target'])} ({side['why']})")  # fmt: skip
+            lines.append(
+                f"free        {column}: {baseline} {', '.join(side['baseline'])}, {target} "
+                f"{', '.join(side['target'])} ({side['why']})"
+            )
     return lines
 
 
@@ -744,9 +846,14 @@ def scorecard(store_path: str, as_json: bool) -> None:
     cells = card.hardware_metrics(results, platforms)
     frameworks = card.framework_rows(results).reset_index()
     if as_json:
-        _emit({"principles": card.principles_json(audit),
-               "hardware": cells[["metric", "platform", "value", "source", "evidence"]].to_dict("records"),
-               "frameworks": frameworks.to_dict("records")}, True)  # fmt: skip
+        _emit(
+            {
+                "principles": card.principles_json(audit),
+                "hardware": cells[["metric", "platform", "value", "source", "evidence"]].to_dict("records"),
+                "frameworks": frameworks.to_dict("records"),
+            },
+            True,
+        )
         return
     for name, row in audit.iterrows():
         mark = {True: "pass", False: "FAIL"}.get(row["pass"], "n/a ")  # n/a: inconclusive
@@ -760,8 +867,9 @@ def scorecard(store_path: str, as_json: bool) -> None:
 @main.command(epilog=_epilog("predict", labels=True))
 @click.argument("labels", nargs=-1)
 @store_option
-@setting_option("platform", "platform_id", default=None, required=True,
-                help="Platform whose rows train the model (e.g. cpu, tpu-v2-8).")
+@setting_option(
+    "platform", "platform_id", default=None, required=True, help="Platform whose rows train the model (e.g. cpu, tpu-v2-8)."
+)
 @click.option("--family", required=True, type=click.Choice(FAMILIES))
 @click.option("--labels-file", type=click.Path(dir_okay=False), help="Labels to predict, one per line.")
 @click.option("--preset", help="Predict a preset's whole grid (smoke, quick or paper).")
@@ -769,12 +877,27 @@ def scorecard(store_path: str, as_json: bool) -> None:
 @click.option("--cv", "folds", type=int, help="Instead of predicting: K-fold held-out error of the model and the baselines.")
 @click.option("--replay", help="Instead: replay the stored grid, adaptive vs random sampling, at these fractions (0.05,0.1).")
 @click.option("--seed", default=0, show_default=True, type=click.IntRange(0, 2**32 - 1), help="Seed of subsampling and folds.")
-@click.option("--prior-from", "prior_from", help="For a platform with few or no rows (a datasheet or measured ceilings): "
-                                                 "project this profiled platform's steps onto it and calibrate on its rows.")
+@click.option(
+    "--prior-from",
+    "prior_from",
+    help="For a platform with few or no rows (a datasheet or measured ceilings): "
+    "project this profiled platform's steps onto it and calibrate on its rows.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def predict(labels: tuple[str, ...], store_path: str, platform_id: str, family: str, labels_file, preset: str | None,
-            dtype: str | None, folds: int | None, replay: str | None, seed: int, prior_from: str | None,
-            as_json: bool) -> None:  # fmt: skip
+def predict(
+    labels: tuple[str, ...],
+    store_path: str,
+    platform_id: str,
+    family: str,
+    labels_file,
+    preset: str | None,
+    dtype: str | None,
+    folds: int | None,
+    replay: str | None,
+    seed: int,
+    prior_from: str | None,
+    as_json: bool,
+) -> None:
     """Predict step time and examples/s of configurations a platform has not run, with 90% intervals.
 
     The model (see docs/performance.md) learns from the store's measured rows of one
@@ -814,12 +937,20 @@ def predict(labels: tuple[str, ...], store_path: str, platform_id: str, family: 
         return
     out = pr.predict_labels(model, rows, wanted, dtype)
     if as_json:
-        click.echo(json.dumps([{k: _finite(v) for k, v in r.items() if k != "relative_width"} for r in out.to_dict("records")],
-                              indent=2))  # fmt: skip
+        click.echo(
+            json.dumps([{k: _finite(v) for k, v in r.items() if k != "relative_width"} for r in out.to_dict("records")], indent=2)
+        )
         return
-    columns = [("label", "{}"), ("step_time_s", "{:.4g}"), ("step_time_low_s", "{:.4g}"), ("step_time_high_s", "{:.4g}"),
-               ("examples_per_sec", "{:.4g}"), ("fits_probability", "{:.0%}"), ("extrapolated", "{}"),
-               ("measured_step_time_s", "{:.4g}")]  # fmt: skip
+    columns = [
+        ("label", "{}"),
+        ("step_time_s", "{:.4g}"),
+        ("step_time_low_s", "{:.4g}"),
+        ("step_time_high_s", "{:.4g}"),
+        ("examples_per_sec", "{:.4g}"),
+        ("fits_probability", "{:.0%}"),
+        ("extrapolated", "{}"),
+        ("measured_step_time_s", "{:.4g}"),
+    ]
     _print_table(out.to_dict("records"), columns)
     click.echo(f"model: {model.n} measured {family} configurations on {platform_id}; 90% intervals", err=True)
 
@@ -851,17 +982,25 @@ def profile(family: str, labels: tuple[str, ...], platform_id: str, dtype: str, 
     with _open_store(store_path, create=False) as store:
         if not configs:
             rows = store.results()
-            rows = Results(rows).where(platform=target.platform, family=_family(family), dtype=dtype).ok().frame \
-                if not rows.empty else rows
+            rows = (
+                Results(rows).where(platform=target.platform, family=_family(family), dtype=dtype).ok().frame
+                if not rows.empty
+                else rows
+            )
             configs = [_config(family, label) for label in dict.fromkeys(rows["label"])] if not rows.empty else []
             if not configs:
-                raise ConfigError("FAMILY", family, f"a family the store has measured on {target.platform} at {dtype} "
-                                                    "(or name the labels to profile)")  # fmt: skip
+                raise ConfigError(
+                    "FAMILY",
+                    family,
+                    f"a family the store has measured on {target.platform} at {dtype} (or name the labels to profile)",
+                )
         done = profile_local(configs, store, SweepOptions(settings=RunSettings(dtype=dtype), target=target))
     for label, error in done["failed"].items():
         click.echo(f"paradnn: {label}: {error}", err=True)
-    click.echo(f"{done['profiled']} profiled on {target.platform}, {done['already']} already in the store, "
-               f"{len(done['failed'])} failed", err=True)  # fmt: skip
+    click.echo(
+        f"{done['profiled']} profiled on {target.platform}, {done['already']} already in the store, {len(done['failed'])} failed",
+        err=True,
+    )
     if done["failed"]:
         sys.exit(1)
 
@@ -869,17 +1008,39 @@ def profile(family: str, labels: tuple[str, ...], platform_id: str, dtype: str, 
 @main.command(epilog=_epilog("project", labels=True))
 @click.argument("labels", nargs=-1)
 @click.option("--from", "source", required=True, help="Platform measured and profiled (e.g. tpu-v2-8, the original study's).")
-@click.option("--to", "target", required=True, help="Platform to project onto: a datasheet (tpu-v3-8, v100, a100, h100, "
-                                                      "h200) or a platform with measured ceilings in the store.")
+@click.option(
+    "--to",
+    "target",
+    required=True,
+    help="Platform to project onto: a datasheet (tpu-v3-8, v100, a100, h100, "
+    "h200) or a platform with measured ceilings in the store.",
+)
 @click.option("--family", required=True, type=click.Choice(FAMILIES))
-@click.option("--store", "store_path", help="A results store to read profiles, steps and ceilings from "
-                                            "(default: none; the original study's data ships with paradnn).")
-@click.option("--batch-scale", default=1, show_default=True, type=int, help="Project each configuration at K times "
-                                                                            "its batch, from --from's row at that batch.")
+@click.option(
+    "--store",
+    "store_path",
+    help="A results store to read profiles, steps and ceilings from "
+    "(default: none; the original study's data ships with paradnn).",
+)
+@click.option(
+    "--batch-scale",
+    default=1,
+    show_default=True,
+    type=int,
+    help="Project each configuration at K times its batch, from --from's row at that batch.",
+)
 @setting_option("dtype", default=None, help="Compute dtype on --to (default: the one --from was measured in).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON: the summary and one row per configuration.")
-def project(labels: tuple[str, ...], source: str, target: str, family: str, store_path: str | None, batch_scale: int,
-            dtype: str | None, as_json: bool) -> None:  # fmt: skip
+def project(
+    labels: tuple[str, ...],
+    source: str,
+    target: str,
+    family: str,
+    store_path: str | None,
+    batch_scale: int,
+    dtype: str | None,
+    as_json: bool,
+) -> None:
     """Project step times measured on one platform onto another that is not at hand.
 
     Each operation category of a measured step keeps its FLOPs and bytes: compute-bound ones
@@ -896,15 +1057,27 @@ def project(labels: tuple[str, ...], source: str, target: str, family: str, stor
         _emit({"summary": summary, "rows": [{k: _finite(v) for k, v in r.items()} for r in rows.to_dict("records")]}, True)
         return
     rows = rows.assign(**{f"{b}_share": [r[b] for r in rows["bound"]] for b in ("compute", "memory", "overhead")})
-    _print_table(rows.to_dict("records"), [("projected_label", "{}"), ("source_step_time_s", "{:.4g}"),
-                                           ("projected_step_time_s", "{:.4g}"), ("speedup", "{:.2f}"),
-                                           ("compute_share", "{:.0%}"), ("memory_share", "{:.0%}"),
-                                           ("overhead_share", "{:.0%}"), ("measured_step_time_s", "{:.4g}")])  # fmt: skip
+    _print_table(
+        rows.to_dict("records"),
+        [
+            ("projected_label", "{}"),
+            ("source_step_time_s", "{:.4g}"),
+            ("projected_step_time_s", "{:.4g}"),
+            ("speedup", "{:.2f}"),
+            ("compute_share", "{:.0%}"),
+            ("memory_share", "{:.0%}"),
+            ("overhead_share", "{:.0%}"),
+            ("measured_step_time_s", "{:.4g}"),
+        ],
+    )
     low, high = summary["speedup_interval"]
-    click.echo(f"{summary['n']} {family} configurations of {source} projected onto {target} ({summary['to']['source']}); "
-               f"median speedup {summary['median_speedup']:.2f}x (bracket {low:.2f}-{high:.2f}, range "
-               f"{summary['min_speedup']:.2f}-{summary['max_speedup']:.2f}); peak ratio {summary['peak_ratio']:.2f}x, "
-               f"bandwidth ratio {summary['bandwidth_ratio']:.2f}x", err=True)  # fmt: skip
+    click.echo(
+        f"{summary['n']} {family} configurations of {source} projected onto {target} ({summary['to']['source']}); "
+        f"median speedup {summary['median_speedup']:.2f}x (bracket {low:.2f}-{high:.2f}, range "
+        f"{summary['min_speedup']:.2f}-{summary['max_speedup']:.2f}); peak ratio {summary['peak_ratio']:.2f}x, "
+        f"bandwidth ratio {summary['bandwidth_ratio']:.2f}x",
+        err=True,
+    )
     for line in _projection_notes(summary, target, rows):
         click.echo(line, err=True)
     if store_path is not None and family == "fc":
@@ -918,10 +1091,13 @@ def _validation_line(store: str, source: str) -> str:
     _, scores = original_validation(store, source)
     scored = {k: v for k, v in scores.items() if v["n"]}
     if not scored:
-        return (f"method not scored: no profiled FC configuration of {source} where a 2019 chip was the bound (profile "
-                "some of the paper-overlap preset's to score it)")  # fmt: skip
-    words = "; ".join(f"{'TPU/V100 ratio' if k == 'ratio' else k} {v['median_abs_error']:.0%} over {v['n']}"
-                      for k, v in scored.items())  # fmt: skip
+        return (
+            f"method not scored: no profiled FC configuration of {source} where a 2019 chip was the bound (profile "
+            "some of the paper-overlap preset's to score it)"
+        )
+    words = "; ".join(
+        f"{'TPU/V100 ratio' if k == 'ratio' else k} {v['median_abs_error']:.0%} over {v['n']}" for k, v in scored.items()
+    )
     return f"method scored against the 2019 chips (median error, goal {STEP_GOAL:.0%} a step): {words}"
 
 
@@ -931,15 +1107,19 @@ def _projection_notes(summary: dict, target: str, rows) -> list[str]:
     lo, hi = summary["validated_ratio"]
     notes = []
     if summary["extrapolated"]:
-        notes.append(f"extrapolated: the method was validated on {summary['validated_on']}; these ratios lie beyond "
-                     f"{lo:.2g}-{hi:.2g}x")  # fmt: skip
+        notes.append(
+            f"extrapolated: the method was validated on {summary['validated_on']}; these ratios lie beyond {lo:.2g}-{hi:.2g}x"
+        )
     if summary["batch_scale"] != 1:
-        notes.append(f"speedups are examples/s at {summary['batch_scale']}x the batch on {target} over the source at its "
-                     f"own batch: they hold the source's own gain from the larger batch, so they may exceed the peak "
-                     f"ratio ({summary['peak_ratio']:.3g}x), which bounds a speedup at one batch only")  # fmt: skip
+        notes.append(
+            f"speedups are examples/s at {summary['batch_scale']}x the batch on {target} over the source at its "
+            f"own batch: they hold the source's own gain from the larger batch, so they may exceed the peak "
+            f"ratio ({summary['peak_ratio']:.3g}x), which bounds a speedup at one batch only"
+        )
     if summary["floored"]:
-        notes.append(f"{summary['floored']} projected step(s) held at the floor of {summary['floor_s']:.3g} s "
-                     f"({summary['floor_source']})")  # fmt: skip
+        notes.append(
+            f"{summary['floored']} projected step(s) held at the floor of {summary['floor_s']:.3g} s ({summary['floor_source']})"
+        )
     if len(rows) and rows["measured_step_time_s"].isna().all():
         held = ", ".join(f"{k} {v}" for k, v in summary["held_fixed"].items()) or "the source's settings"
         notes.append(f"no measured step of {target} at the settings the projection holds ({held}) checks it")
@@ -955,8 +1135,9 @@ def _lines(path: str) -> list[str]:
     return [x.strip() for x in text.splitlines() if x.strip()]
 
 
-def _predict_with_prior(store_path: str, platform_id: str, family: str, source: str, wanted: list[str], dtype: str | None,
-                        seed: int, as_json: bool) -> None:  # fmt: skip
+def _predict_with_prior(
+    store_path: str, platform_id: str, family: str, source: str, wanted: list[str], dtype: str | None, seed: int, as_json: bool
+) -> None:
     """``paradnn predict --prior-from P``: the projection prior of :mod:`paradnn.analysis.prior`."""
     from paradnn.analysis.prior import projection_prior, source_model_from
     from paradnn.analysis.results import Results
@@ -971,19 +1152,32 @@ def _predict_with_prior(store_path: str, platform_id: str, family: str, source: 
     if dtype is None and mine is not None and (mine["family"] == _family(family)).any():
         dtype = str(Results(mine).where(family=_family(family)).dominant_run(("dtype",))["dtype"])  # what Q was measured in
     with store_errors(store_path):
-        prior, theirs = projection_prior(store_path, source, platform_id, _family(family),
-                                         compute_dtype(dtype) if dtype else None,
-                                         source_model_from(store_path, source, _family(family), seed))  # fmt: skip
+        prior, theirs = projection_prior(
+            store_path,
+            source,
+            platform_id,
+            _family(family),
+            compute_dtype(dtype) if dtype else None,
+            source_model_from(store_path, source, _family(family), seed),
+        )
         prior = prior.calibrated(theirs)
         out = prior.predict(wanted)
     out["measured_step_time_s"] = out["label"].map(theirs.drop_duplicates("label", keep="last").set_index("label")["step_time_s"])
     if as_json:
-        _emit({"prior": prior.describe(), "rows": [{k: _finite(v) for k, v in r.items()} for r in out.to_dict("records")]},
-              True)  # fmt: skip
+        _emit({"prior": prior.describe(), "rows": [{k: _finite(v) for k, v in r.items()} for r in out.to_dict("records")]}, True)
         return
-    _print_table(out.to_dict("records"), [("label", "{}"), ("step_time_s", "{:.4g}"), ("step_time_low_s", "{:.4g}"),
-                                          ("step_time_high_s", "{:.4g}"), ("examples_per_sec", "{:.4g}"),
-                                          ("parts_from", "{}"), ("measured_step_time_s", "{:.4g}")])  # fmt: skip
+    _print_table(
+        out.to_dict("records"),
+        [
+            ("label", "{}"),
+            ("step_time_s", "{:.4g}"),
+            ("step_time_low_s", "{:.4g}"),
+            ("step_time_high_s", "{:.4g}"),
+            ("examples_per_sec", "{:.4g}"),
+            ("parts_from", "{}"),
+            ("measured_step_time_s", "{:.4g}"),
+        ],
+    )
     click.echo(prior.describe(), err=True)
 
 
@@ -994,21 +1188,36 @@ def _predict_evaluation(rows, model, folds: int | None, fractions: list[float], 
     if folds is not None:
         pr.check_folds(folds, len(rows))
         scores = pr.cross_validate(rows, model.featurizer, folds, seed)
-        payload = {**scores["model"], "folds": folds, "seed": seed,
-                   "baselines": {name: scores[name] for name in ("roofline", "paper_regression")}}  # fmt: skip
+        payload = {
+            **scores["model"],
+            "folds": folds,
+            "seed": seed,
+            "baselines": {name: scores[name] for name in ("roofline", "paper_regression")},
+        }
         if as_json:
             click.echo(json.dumps(payload, indent=2))
             return
         table = [{"model": name, **s} for name, s in (("model", scores["model"]), *payload["baselines"].items())]
-        _print_table(table, [("model", "{}"), ("n", "{}"), ("mape", "{:.2f}%"), ("median_ape", "{:.2f}%"),
-                             ("p90_ape", "{:.2f}%"), ("coverage", "{:.0%}")])  # fmt: skip
+        _print_table(
+            table,
+            [
+                ("model", "{}"),
+                ("n", "{}"),
+                ("mape", "{:.2f}%"),
+                ("median_ape", "{:.2f}%"),
+                ("p90_ape", "{:.2f}%"),
+                ("coverage", "{:.0%}"),
+            ],
+        )
         return
     table = pr.replay(rows, model.featurizer, fractions, seeds=(seed,))
     if as_json:
         click.echo(table.to_json(orient="records", indent=2))
         return
-    _print_table(table.to_dict("records"), [("fraction", "{:.0%}"), ("budget", "{}"), ("strategy", "{}"), ("n", "{}"),
-                                            ("mape", "{:.2f}%"), ("coverage", "{:.0%}")])  # fmt: skip
+    _print_table(
+        table.to_dict("records"),
+        [("fraction", "{:.0%}"), ("budget", "{}"), ("strategy", "{}"), ("n", "{}"), ("mape", "{:.2f}%"), ("coverage", "{:.0%}")],
+    )
 
 
 def _fraction(text: str) -> float:
@@ -1030,14 +1239,30 @@ def _finite(value):
 @click.option("-p", "--parameter", "parameters", multiple=True, metavar="NAME=VALUE", help="Override a notebook parameter.")
 @click.option("--reference", type=click.Path(file_okay=False), help="Folder with the original study's JSON files.")
 @click.option("--outputs", default="outputs", show_default=True, type=click.Path(file_okay=False), help="Root output folder.")
-@click.option("--backend", default="local", show_default=True, type=click.Choice(BACKENDS),
-              help="Where the notebooks' sweeps run: this machine, or a Ray cluster.")
+@click.option(
+    "--backend",
+    default="local",
+    show_default=True,
+    type=click.Choice(BACKENDS),
+    help="Where the notebooks' sweeps run: this machine, or a Ray cluster.",
+)
 @click.option("--address", envvar="RAY_ADDRESS", help="With --backend ray: HOST:PORT of the cluster (default $RAY_ADDRESS).")
-@click.option("--store", "store_path", type=click.Path(dir_okay=False),
-              help="Report on this existing store (a merged study, say) instead of the pipeline's own in "
-                   "outputs/PIPELINE/; with -p measure_missing=false nothing is measured.")  # fmt: skip
-def report(pipeline: str, parameters: tuple[str, ...], reference: str | None, outputs: str, backend: str,
-           address: str | None, store_path: str | None) -> None:  # fmt: skip
+@click.option(
+    "--store",
+    "store_path",
+    type=click.Path(dir_okay=False),
+    help="Report on this existing store (a merged study, say) instead of the pipeline's own in "
+    "outputs/PIPELINE/; with -p measure_missing=false nothing is measured.",
+)
+def report(
+    pipeline: str,
+    parameters: tuple[str, ...],
+    reference: str | None,
+    outputs: str,
+    backend: str,
+    address: str | None,
+    store_path: str | None,
+) -> None:
     """Execute PIPELINE's notebooks (smoke, quick, paper, study or a .yaml file) and render HTML reports."""
     from paradnn.parameters import parse_parameter, validate_overrides
     from paradnn.reports import load_pipeline, run_pipeline
@@ -1055,8 +1280,9 @@ def report(pipeline: str, parameters: tuple[str, ...], reference: str | None, ou
         check_reachable(address or "")
         given["backend"] = f"ray:{address}"
     overrides = validate_overrides(spec, given)
-    reports = run_pipeline(pipeline, overrides, Path(reference) if reference else None, Path(outputs),
-                           Path(store_path) if store_path else None)  # fmt: skip
+    reports = run_pipeline(
+        pipeline, overrides, Path(reference) if reference else None, Path(outputs), Path(store_path) if store_path else None
+    )
     for r in reports:
         click.echo(f"{r.status:<6} {r.duration_s:6.0f} s  {r.html}" + (f"  ({r.error})" if r.error else ""))
     click.echo(str(reports[0].html.parent / "index.html") if reports else "no notebooks in the pipeline")
@@ -1074,8 +1300,14 @@ def lab(port: int, no_browser: bool) -> None:
     from paradnn.reports import ROOT, ensure_kernel
 
     ensure_kernel()
-    args = [sys.executable, "-m", "jupyterlab", f"--notebook-dir={ROOT / 'notebooks'}", f"--port={port}",
-            "--MultiKernelManager.default_kernel_name=paradnn"]  # fmt: skip
+    args = [
+        sys.executable,
+        "-m",
+        "jupyterlab",
+        f"--notebook-dir={ROOT / 'notebooks'}",
+        f"--port={port}",
+        "--MultiKernelManager.default_kernel_name=paradnn",
+    ]
     if no_browser:
         args.append("--no-browser")
     if os.geteuid() == 0:  # containers often run as root; JupyterLab refuses that unless told
@@ -1083,8 +1315,16 @@ def lab(port: int, no_browser: bool) -> None:
     os.execv(sys.executable, args)
 
 
-RESULT_COLUMNS = [("platform", "{}"), ("label", "{}"), ("state", "{}"), ("step_time_s", "{:.4g}"), ("examples_per_sec", "{:.4g}"),
-                  ("flops_per_sec", "{:.3g}"), ("utilization", "{:.1%}"), ("step_time_cv", "{:.1%}")]  # fmt: skip
+RESULT_COLUMNS = [
+    ("platform", "{}"),
+    ("label", "{}"),
+    ("state", "{}"),
+    ("step_time_s", "{:.4g}"),
+    ("examples_per_sec", "{:.4g}"),
+    ("flops_per_sec", "{:.3g}"),
+    ("utilization", "{:.1%}"),
+    ("step_time_cv", "{:.1%}"),
+]
 
 
 def _table(rows: list[dict], columns: list[tuple[str, str]] = RESULT_COLUMNS) -> str:

@@ -85,8 +85,12 @@ def load_yaml(text: str, field: str, where: object) -> object:
                 raise ConfigError(field, where, f"YAML nested at most {YAML_DEPTH} deep")
         elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
             depth -= 1
-        elif (isinstance(event, yaml.ScalarEvent) and event.style is None and len(event.value) > YAML_NUMBER_DIGITS
-              and re.fullmatch(r"[-+]?[0-9_.,:eExXoObBa-fA-F]+", event.value)):  # fmt: skip
+        elif (
+            isinstance(event, yaml.ScalarEvent)
+            and event.style is None
+            and len(event.value) > YAML_NUMBER_DIGITS
+            and re.fullmatch(r"[-+]?[0-9_.,:eExXoObBa-fA-F]+", event.value)
+        ):
             raise ConfigError(field, where, f"numbers of at most {YAML_NUMBER_DIGITS} characters")
     return yaml.safe_load(text)
 
@@ -97,8 +101,7 @@ def check_positive(field: str, value: object, most: int = MAX_INT) -> None:
         raise ConfigError(field, value, f"a positive integer up to {min(most, MAX_INT):,}")
 
 
-def check_number(field: str, value: object, *, positive: bool = True, most: float = math.inf,
-                 integer: bool = False) -> float:  # fmt: skip
+def check_number(field: str, value: object, *, positive: bool = True, most: float = math.inf, integer: bool = False) -> float:
     """A finite number (never a bool, NaN or infinity), above 0 when ``positive`` (else at
     least 0), at most ``most``, whole when ``integer``; returns it, else ConfigError."""
     kind = "whole number" if integer else "number"

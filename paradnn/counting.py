@@ -93,10 +93,17 @@ def _walk_under_tensorflow(one_example: Config) -> None:
     import subprocess
     import sys
 
-    code = ("import sys; from paradnn.counting import layers; from paradnn.families import parse_label; "
-            "layers(parse_label(sys.argv[1], sys.argv[2]))")  # fmt: skip
-    subprocess.run([sys.executable, "-c", code, one_example.family, one_example.label], check=True,
-                   env=dict(os.environ, KERAS_BACKEND="tensorflow"), capture_output=True, timeout=600)  # fmt: skip
+    code = (
+        "import sys; from paradnn.counting import layers; from paradnn.families import parse_label; "
+        "layers(parse_label(sys.argv[1], sys.argv[2]))"
+    )
+    subprocess.run(
+        [sys.executable, "-c", code, one_example.family, one_example.label],
+        check=True,
+        env=dict(os.environ, KERAS_BACKEND="tensorflow"),
+        capture_output=True,
+        timeout=600,
+    )
 
 
 def count_params(config: Config) -> int:
@@ -208,12 +215,20 @@ def _kind(layer: Any) -> str:
         return "rnn"
     if isinstance(layer, keras.layers.MultiHeadAttention):
         return "attention"
-    for kind, base in (("conv_transpose", "BaseConvTranspose"), ("separable", "BaseSeparableConv"),
-                       ("depthwise", "BaseDepthwiseConv"), ("conv", "BaseConv")):  # fmt: skip
+    for kind, base in (
+        ("conv_transpose", "BaseConvTranspose"),
+        ("separable", "BaseSeparableConv"),
+        ("depthwise", "BaseDepthwiseConv"),
+        ("conv", "BaseConv"),
+    ):
         if base in names:
             return kind
-    for kind, cls in (("dense", keras.layers.Dense), ("einsum", keras.layers.EinsumDense),
-                      ("embedding", keras.layers.Embedding), ("dot", keras.layers.Dot)):  # fmt: skip
+    for kind, cls in (
+        ("dense", keras.layers.Dense),
+        ("einsum", keras.layers.EinsumDense),
+        ("embedding", keras.layers.Embedding),
+        ("dot", keras.layers.Dot),
+    ):
         if isinstance(layer, cls):
             return kind
     if "Normalization" in type(layer).__name__:
@@ -283,8 +298,9 @@ def _count(layer: Any, args: tuple, kwargs: dict, out: Any) -> Layer:
     elif kind in ("embedding", "normalization") or not layer.trainable_weights:
         pass  # a gather or element-wise work: no multiply-adds
     else:
-        raise CountingError(f"no FLOP rule for layer {layer.name!r} of type {type(layer).__name__} "
-                            f"({params:,} trainable parameters)")  # fmt: skip
+        raise CountingError(
+            f"no FLOP rule for layer {layer.name!r} of type {type(layer).__name__} ({params:,} trainable parameters)"
+        )
     return Layer(layer.name, params, macs, written)
 
 

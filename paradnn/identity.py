@@ -36,14 +36,29 @@ SOFTWARE = ("tensorflow", "keras", "python", "numpy", "cuda", "cudnn", "paradnn"
 BASE_IDENTITY = ("family", "label", *settings.identity_columns(schema=1), "platform_fingerprint")
 # Identity fields added since, with the value rows written before them implicitly have:
 # the family's version, the run settings declared later, JAX's and PyTorch's versions (their own rows only).
-LATER_IDENTITY: dict[str, object] = {"family_version": 1, **settings.LEGACY,
-                                     **dict.fromkeys(settings.FRAMEWORK_VERSION_COLUMNS.values())}  # fmt: skip
+LATER_IDENTITY: dict[str, object] = {
+    "family_version": 1,
+    **settings.LEGACY,
+    **dict.fromkeys(settings.FRAMEWORK_VERSION_COLUMNS.values()),
+}
 
 
 # The CPU features that tell two hosts of one model name apart (cloud VMs say "AMD EPYC" for
 # every generation): the vector and matrix units TensorFlow's kernels use.
-ISA_FLAGS = ("avx", "avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16",
-             "amx_int8", "asimd", "sve")  # fmt: skip
+ISA_FLAGS = (
+    "avx",
+    "avx2",
+    "fma",
+    "avx512f",
+    "avx512_vnni",
+    "avx512_bf16",
+    "avx512_fp16",
+    "amx_tile",
+    "amx_bf16",
+    "amx_int8",
+    "asimd",
+    "sve",
+)
 
 
 def hardware(info: dict) -> tuple[str | None, str | None]:
@@ -52,8 +67,10 @@ def hardware(info: dict) -> tuple[str | None, str | None]:
     (a record written before paradnn kept the units: it is matched on model and cores alone)."""
     memory, isa = info.get("memory_bytes"), info.get("isa")
     known = isinstance(memory, (int, float)) and not isinstance(memory, bool) and memory > 0
-    return (f"{round(memory / 2**30)} GiB" if known else None,  # type: ignore[operator]
-            ("+".join(isa) or "none") if isinstance(isa, list) else None)
+    return (
+        f"{round(memory / 2**30)} GiB" if known else None,  # type: ignore[operator]
+        ("+".join(isa) or "none") if isinstance(isa, list) else None,
+    )
 
 
 def fingerprint(info: dict) -> str:
@@ -88,4 +105,3 @@ def profile_source(platform: str, dtype: str) -> str:
     dtype policy (rows are unique per source, label and category). The engine names its profiles
     so; the store renames them with their platform; the analysis reads them by it."""
     return f"{PROFILE_SOURCE}:{platform}:{dtype}"
-

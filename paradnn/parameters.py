@@ -22,8 +22,14 @@ from paradnn.sweeps.plan import MAX_WORKERS
 
 # What a declared parameter type accepts from -p (YAML-parsed). A text parameter also takes
 # a YAML boolean or number (``-p xla=on`` reads as True), which the notebook interprets.
-ACCEPTS = {"int": (int,), "float": (int, float), "bool": (bool,), "list": (list,), "dict": (dict,),
-           "str": (str, bool, int, float)}  # fmt: skip
+ACCEPTS = {
+    "int": (int,),
+    "float": (int, float),
+    "bool": (bool,),
+    "list": (list,),
+    "dict": (dict,),
+    "str": (str, bool, int, float),
+}
 
 # The bounds of the notebooks' numeric parameters (beyond their declared types): name ->
 # (positive: above 0, else from 0; the largest value; whole numbers only). Every other
@@ -144,8 +150,11 @@ def check_platforms(notebooks: list[Mapping[str, object]], store: Path) -> None:
             value = values.get(name)
             if value is None or (isinstance(value, str) and (is_local(value) or value in names)):
                 continue
-            raise ConfigError(f"parameter {name}", value, "this machine (cpu, cpu[threads=N], gpu:N) or a platform of the "
-                                                          "store or the original study: " + ", ".join(names))  # fmt: skip
+            raise ConfigError(
+                f"parameter {name}",
+                value,
+                "this machine (cpu, cpu[threads=N], gpu:N) or a platform of the store or the original study: " + ", ".join(names),
+            )
         baseline, target = values.get("baseline"), values.get("target")
         if baseline is not None and target is not None and canonical(str(baseline)) == canonical(str(target)):
             raise ConfigError("parameter target", target, "a platform other than the baseline")
@@ -286,8 +295,11 @@ def check_reference_dir(field: str, value: object) -> None:
     if value == "":
         return
     if not (isinstance(value, str) and Path(value).is_dir() and any((Path(value) / name).is_file() for name in BUNDLED)):
-        raise ConfigError(field, value, "'' (the copies shipped with paradnn) or a folder with the original study's JSON "
-                                        "files: " + ", ".join(BUNDLED))  # fmt: skip
+        raise ConfigError(
+            field,
+            value,
+            "'' (the copies shipped with paradnn) or a folder with the original study's JSON files: " + ", ".join(BUNDLED),
+        )
 
 
 def _platform_text(field: str, value: object) -> None:

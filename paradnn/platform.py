@@ -43,14 +43,17 @@ DATASHEETS: dict[str, Datasheet] = {
         Datasheet("tpu-v2-8", {"bfloat16": 180 * T}, 2400e9, "board of 8 cores; bf16 matmul", 64 * GiB, 8),
         Datasheet("tpu-v3-8", {"bfloat16": 420 * T}, 3600e9, "board of 8 cores; bf16 matmul", 128 * GiB, 8),
         Datasheet("v100", {"float32": 15.7 * T, "float16": 125 * T}, 900e9, "SXM2; float16 on Tensor Cores", 16 * GiB),
-        Datasheet("a100", {"float32": 19.5 * T, "tf32": 156 * T, "bfloat16": 312 * T, "float16": 312 * T}, 2039e9, "SXM 80 GB",
-                  80 * GiB),
-        Datasheet("h100", {"float32": 67 * T, "tf32": 495 * T, "bfloat16": 989 * T, "float16": 989 * T}, 3350e9, "SXM, dense",
-                  80 * GiB),
-        Datasheet("h200", {"float32": 67 * T, "tf32": 495 * T, "bfloat16": 989 * T, "float16": 989 * T}, 4800e9, "SXM, dense",
-                  141e9),
+        Datasheet(
+            "a100", {"float32": 19.5 * T, "tf32": 156 * T, "bfloat16": 312 * T, "float16": 312 * T}, 2039e9, "SXM 80 GB", 80 * GiB
+        ),
+        Datasheet(
+            "h100", {"float32": 67 * T, "tf32": 495 * T, "bfloat16": 989 * T, "float16": 989 * T}, 3350e9, "SXM, dense", 80 * GiB
+        ),
+        Datasheet(
+            "h200", {"float32": 67 * T, "tf32": 495 * T, "bfloat16": 989 * T, "float16": 989 * T}, 4800e9, "SXM, dense", 141e9
+        ),
     ]
-}  # fmt: skip
+}
 
 # A CPU's theoretical peak, from what the machine exposes: vector width (flags), cores and its
 # maximum clock (cpufreq). The FMA units per core are not exposed anywhere; two is what server
@@ -82,9 +85,12 @@ def cpu_theoretical_peak(flags: set[str], cores: int, max_ghz: float | None) -> 
     per-cycle figure: the nominal clock a VM reports is below the turbo clock a matmul runs at."""
     per_cycle = cpu_flops_per_cycle(flags)
     clock = f" x {max_ghz:.2f} GHz" if max_ghz else " per cycle"
-    return {"flops_per_cycle": {d: cores * f for d, (f, _) in per_cycle.items()}, "max_ghz": max_ghz,
-            "peak_flops": {d: cores * f * max_ghz * 1e9 for d, (f, _) in per_cycle.items()} if max_ghz else {},
-            "basis": {d: f"{cores} cores x {how}{clock}" for d, (_, how) in per_cycle.items()}}  # fmt: skip
+    return {
+        "flops_per_cycle": {d: cores * f for d, (f, _) in per_cycle.items()},
+        "max_ghz": max_ghz,
+        "peak_flops": {d: cores * f * max_ghz * 1e9 for d, (f, _) in per_cycle.items()} if max_ghz else {},
+        "basis": {d: f"{cores} cores x {how}{clock}" for d, (_, how) in per_cycle.items()},
+    }
 
 
 def theoretical_sentence(theoretical: dict | None, measured: float, dtype: str) -> str:
@@ -94,15 +100,21 @@ def theoretical_sentence(theoretical: dict | None, measured: float, dtype: str) 
         return ""
     peak_flops = theoretical["peak_flops"].get(dtype)
     if peak_flops and measured > peak_flops:
-        return (f"The measured {dtype} ceiling ({measured / 1e9:,.0f} GFLOP/s) exceeds the {peak_flops / 1e9:,.0f} GFLOP/s "
-                f"of {theoretical['basis'][dtype]}: an assumption behind that figure does not hold on this CPU.")  # fmt: skip
+        return (
+            f"The measured {dtype} ceiling ({measured / 1e9:,.0f} GFLOP/s) exceeds the {peak_flops / 1e9:,.0f} GFLOP/s "
+            f"of {theoretical['basis'][dtype]}: an assumption behind that figure does not hold on this CPU."
+        )
     if peak_flops:
-        return (f"Theoretical {dtype} peak {peak_flops / 1e9:,.0f} GFLOP/s ({theoretical['basis'][dtype]}); "
-                f"the measured ceiling is {measured / peak_flops:.0%} of it.")  # fmt: skip
+        return (
+            f"Theoretical {dtype} peak {peak_flops / 1e9:,.0f} GFLOP/s ({theoretical['basis'][dtype]}); "
+            f"the measured ceiling is {measured / peak_flops:.0%} of it."
+        )
     implied = measured / theoretical["flops_per_cycle"][dtype] / 1e9
-    return (f"Theoretical {dtype} peak not known here: the machine does not expose its maximum clock "
-            f"({theoretical['basis'][dtype]} = {theoretical['flops_per_cycle'][dtype]:.0f} FLOPs per cycle); "
-            f"the measured ceiling implies at least {implied:.2f} GHz at that rate.")  # fmt: skip
+    return (
+        f"Theoretical {dtype} peak not known here: the machine does not expose its maximum clock "
+        f"({theoretical['basis'][dtype]} = {theoretical['flops_per_cycle'][dtype]:.0f} FLOPs per cycle); "
+        f"the measured ceiling implies at least {implied:.2f} GHz at that rate."
+    )
 
 
 @dataclass(frozen=True)
@@ -149,8 +161,12 @@ def parse_target(text: str) -> Target:
     TPU path has been run on one (the original study's TPU rows are imported, not measured).
     """
     if re.fullmatch(r"tpu(:[0-9]+)?", text.strip()):
-        raise ConfigError("platform", text, "cpu, cpu[threads=N] or gpu:N (no TPU path exists yet: TPU results come "
-                                            "from imported stores, e.g. the original study's tpu-v2-8)")  # fmt: skip
+        raise ConfigError(
+            "platform",
+            text,
+            "cpu, cpu[threads=N] or gpu:N (no TPU path exists yet: TPU results come "
+            "from imported stores, e.g. the original study's tpu-v2-8)",
+        )
     m = re.fullmatch(r"(cpu|gpu)(?::([0-9]{1,4}))?(?:\[threads[=:]([0-9]{1,9})\])?", text.strip())  # ASCII digits
     if not m or (m.group(3) is not None and int(m.group(3)) < 1):
         raise ConfigError("platform", text, "cpu, cpu[threads=N] or gpu:N")
@@ -184,8 +200,12 @@ def platform_name(text: object, target: Target | None = None) -> str:
     if device_id(text) and (target is None or text != target.id):
         raise ConfigError("--name", text, "a name of your own (e.g. xeon-lab), not a device id such as cpu or gpu:0")
     if folded(text) in DATASHEETS:  # kept for the datasheet and the original study's rows (paradnn.store.names)
-        raise ConfigError("--name", text, f"a name of your own (e.g. {text}-lab), not a datasheet's name such as v100 or h100, "
-                                          "which stand for that datasheet and the original study's rows")  # fmt: skip
+        raise ConfigError(
+            "--name",
+            text,
+            f"a name of your own (e.g. {text}-lab), not a datasheet's name such as v100 or h100, "
+            "which stand for that datasheet and the original study's rows",
+        )
     return text
 
 

@@ -121,8 +121,11 @@ def load_pipeline(name: str) -> Pipeline:
         source = _notebook_source(entry["notebook"], path)
         output = _safe_name("output", entry.get("output", source.stem))
         if output in outputs:
-            raise ConfigError("notebooks", entry["notebook"], f"entries with distinct output names ({output!r} is taken; "
-                                                              "give the repeated entry its own 'output: NAME')")  # fmt: skip
+            raise ConfigError(
+                "notebooks",
+                entry["notebook"],
+                f"entries with distinct output names ({output!r} is taken; give the repeated entry its own 'output: NAME')",
+            )
         outputs.add(output)
         own = entry.get("parameters") or {}
         if not isinstance(own, dict):
@@ -277,9 +280,16 @@ def execute_notebook(source: Path, executed: Path, params: dict, kernel: str = K
     try:
         with tempfile.TemporaryDirectory(prefix="paradnn-kernel-") as scratch:
             config = Config({"KernelManager": {"transport": "ipc", "ip": os.path.join(scratch, "ipc")}})
-            pm.execute_notebook(str(source), str(executed), parameters=params, kernel_name=kernel, cwd=str(ROOT),
-                                progress_bar=False, kernel_manager_class=_kernel_manager_class(scratch),
-                                config=config)  # fmt: skip
+            pm.execute_notebook(
+                str(source),
+                str(executed),
+                parameters=params,
+                kernel_name=kernel,
+                cwd=str(ROOT),
+                progress_bar=False,
+                kernel_manager_class=_kernel_manager_class(scratch),
+                config=config,
+            )
     finally:
         os.environ.pop(KERNEL_LOG_ENV, None)
 
@@ -325,7 +335,8 @@ def provenance(store: Path, params: dict, observations: Path | None = None) -> s
     return (
         f"**Report generated** {dt.datetime.now().astimezone():%Y-%m-%d %H:%M %Z} · **store** <code>{literal(store)}</code>  \n"
         f"**{'platforms' if others else 'platform'}** {literal(platform)}  \n**software** {literal(sw)}  \n**parameters** {shown}"
-        + timing + _verdict_summary(observations)
+        + timing
+        + _verdict_summary(observations)
     )
 
 
@@ -370,8 +381,12 @@ def export_html(executed: Path, target: Path, header: str, title: str = "") -> N
     nb.cells.insert(first_heading + 1, nbformat.v4.new_markdown_cell(header))
     exporter = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
     body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": title or target.stem}})
-    alts = [o.get("metadata", {}).get("image/png", {}).get("alt", "") for c in nb.cells for o in c.get("outputs", [])
-            if "image/png" in o.get("data", {})]  # fmt: skip
+    alts = [
+        o.get("metadata", {}).get("image/png", {}).get("alt", "")
+        for c in nb.cells
+        for o in c.get("outputs", [])
+        if "image/png" in o.get("data", {})
+    ]
     soup = BeautifulSoup(body, "html.parser")
     for img, alt in zip(soup.select('img[src^="data:image/png"]'), alts):
         if alt:
@@ -390,7 +405,10 @@ def _report_dir(out: Path):
 
 
 def run_pipeline(
-    name: str, overrides: dict | None = None, reference: Path | None = None, outputs: Path = Path("outputs"),
+    name: str,
+    overrides: dict | None = None,
+    reference: Path | None = None,
+    outputs: Path = Path("outputs"),
     store: Path | None = None,
 ) -> list[Report]:
     """Execute every notebook of pipeline ``name``; see the module docstring. ``store``: an existing
@@ -413,10 +431,13 @@ def run_pipeline(
         if not os.access(store, os.W_OK):  # report what it holds; measure nothing
             _say(f"{store} is read-only: the reports use what it holds and measure nothing")
             overrides = {**overrides, "measure_missing": False}
-        pipeline = Pipeline(pipeline.name, str(store.resolve()), pipeline.kernel, pipeline.parameters, pipeline.notebooks,
-                            pipeline.path)  # fmt: skip
-    check_platforms([notebook_parameters(pipeline, entry, overrides, Path(), None) for entry in pipeline.notebooks],
-                    store if store is not None else outputs / own.name / own.store)  # fmt: skip
+        pipeline = Pipeline(
+            pipeline.name, str(store.resolve()), pipeline.kernel, pipeline.parameters, pipeline.notebooks, pipeline.path
+        )
+    check_platforms(
+        [notebook_parameters(pipeline, entry, overrides, Path(), None) for entry in pipeline.notebooks],
+        store if store is not None else outputs / own.name / own.store,
+    )
     out = outputs_folder(outputs, own)  # created once nothing is refused
     store = out / pipeline.store  # an absolute store stays as it is
     store.parent.mkdir(parents=True, exist_ok=True)
@@ -439,8 +460,12 @@ def run_pipeline(
         duration = time.monotonic() - start
         _say(f"{step}: {status} in {duration:.0f} s" + (f" ({error})" if error else ""))
         if executed.exists():
-            export_html(executed, page, provenance(store, params, out / f"observations-{stem}.json"),
-                        f"{stem.replace('_', ' ')} — paradnn {pipeline.name}")
+            export_html(
+                executed,
+                page,
+                provenance(store, params, out / f"observations-{stem}.json"),
+                f"{stem.replace('_', ' ')} — paradnn {pipeline.name}",
+            )
         else:
             page.write_text(f"<html><body><h1>{html.escape(stem)}</h1><pre>{html.escape(error)}</pre></body></html>")
         reports.append(Report(stem, status, duration, params, page, error))
@@ -452,9 +477,11 @@ def run_pipeline(
 
 VERDICT_COLOURS = {HOLDS: "#e6f4ea", FAILS: "#fce8e6", PROJECTED_HOLDS: "#eef6f0", PROJECTED_FAILS: "#fbefed"}
 # The figures a reader should see first, by report: (report, what it shows).
-FIRST_FIGURES = (("architecture", "Fig. 2: FLOPS utilisation over batch and width, with the regression of what drives it"),
-                 ("platform_comparison", "Fig. 9 and Table 3: this machine beside the 2019 V100 and TPU v2-8 on their own grid"),
-                 ("workloads", "Fig. 11: every family and real workload on every platform"))  # fmt: skip
+FIRST_FIGURES = (
+    ("architecture", "Fig. 2: FLOPS utilisation over batch and width, with the regression of what drives it"),
+    ("platform_comparison", "Fig. 9 and Table 3: this machine beside the 2019 V100 and TPU v2-8 on their own grid"),
+    ("workloads", "Fig. 11: every family and real workload on every platform"),
+)
 
 
 def _interval_words(row: dict) -> str:
@@ -478,17 +505,23 @@ def observations_table(observations: list[dict]) -> str:
             v, platform, report = r["verdict"], r.get("platform", ""), r.get("report", "")
             link = f' (<a href="{html.escape(report)}.html">{html.escape(report)}</a>)' if report else ""
             words = _interval_words(r)
-            verdicts.append(f'<div style="background:{VERDICT_COLOURS.get(v, "#f1f3f4")};padding:2px 4px;margin:2px 0">'
-                            f"<b>{html.escape(v)}</b>{' on ' + html.escape(platform) if platform else ''}"
-                            f"{': ' + html.escape(words) if words else ''}"
-                            f"<details><summary><small>evidence</small></summary><small>{html.escape(registry.said(r))}"
-                            f"{link}</small></details></div>")  # fmt: skip
+            verdicts.append(
+                f'<div style="background:{VERDICT_COLOURS.get(v, "#f1f3f4")};padding:2px 4px;margin:2px 0">'
+                f"<b>{html.escape(v)}</b>{' on ' + html.escape(platform) if platform else ''}"
+                f"{': ' + html.escape(words) if words else ''}"
+                f"<details><summary><small>evidence</small></summary><small>{html.escape(registry.said(r))}"
+                f"{link}</small></details></div>"
+            )
         overall = f"<div><i>{html.escape(standing(mine))}</i></div>" if mine else ""
-        rows.append(f"<tr><td>{line['id']}</td><td>{html.escape(line['claim'])}<br><small>section {line['section']}, "
-                    f"{html.escape(line['figure'])}</small></td><td>{overall}{''.join(verdicts)}</td></tr>")  # fmt: skip
-    return ("<h2>The paper's 14 observations</h2><p>Numbered as in Table 1 of the published paper (MLSys 2020); "
-            "<code>observations.json</code> in this folder has every verdict with its figures.</p>"
-            "<table class=\"obs\"><tr><th>#</th><th>claim</th><th>verdicts</th></tr>" + "".join(rows) + "</table>")  # fmt: skip
+        rows.append(
+            f"<tr><td>{line['id']}</td><td>{html.escape(line['claim'])}<br><small>section {line['section']}, "
+            f"{html.escape(line['figure'])}</small></td><td>{overall}{''.join(verdicts)}</td></tr>"
+        )
+    return (
+        "<h2>The paper's 14 observations</h2><p>Numbered as in Table 1 of the published paper (MLSys 2020); "
+        "<code>observations.json</code> in this folder has every verdict with its figures.</p>"
+        '<table class="obs"><tr><th>#</th><th>claim</th><th>verdicts</th></tr>' + "".join(rows) + "</table>"
+    )
 
 
 def standing(verdicts: list[dict]) -> str:
@@ -500,8 +533,11 @@ def standing(verdicts: list[dict]) -> str:
     counts = {kind: decided.count(kind) for kind in DECIDED if kind in decided}
     counted = ", ".join(f"{n} {kind}" for kind, n in counts.items())
     if len(counts) == 1:
-        return f"overall: {decided[0]} ({counted} of {len(verdicts)} verdict(s); the others undecided)" \
-            if len(decided) < len(verdicts) else f"overall: {decided[0]} (all {len(verdicts)} verdict(s))"
+        return (
+            f"overall: {decided[0]} ({counted} of {len(verdicts)} verdict(s); the others undecided)"
+            if len(decided) < len(verdicts)
+            else f"overall: {decided[0]} (all {len(verdicts)} verdict(s))"
+        )
     return f"overall: mixed ({counted}, of {len(verdicts)} verdict(s))"
 
 
@@ -512,8 +548,10 @@ def platform_lines(store: str | Path) -> list[str]:
 
     try:
         with Store(store, create=False, readonly=True) as s:
-            platforms, counts = s.platforms(), s.conn.execute(
-                "SELECT platform, count(*), sum(state = ?) FROM results GROUP BY platform", (OK,)).fetchall()  # fmt: skip
+            platforms, counts = (
+                s.platforms(),
+                s.conn.execute("SELECT platform, count(*), sum(state = ?) FROM results GROUP BY platform", (OK,)).fetchall(),
+            )
     except Exception:  # noqa: BLE001 - the index must never break on its store
         return []
     lines = []
@@ -537,9 +575,11 @@ def verdict_counts(observations: list[dict]) -> str:
         v = str(r["verdict"])
         key = NEEDS if v.startswith(NEEDS) else plain_outcome(v)
         kinds[key] = kinds.get(key, 0) + 1
-    return (f"{len(observations)} verdicts on the paper's 14 observations: <b>{kinds[HOLDS]} hold</b>, "
-            f"<b>{kinds[FAILS]} do not hold</b>, {kinds[INCONCLUSIVE]} inconclusive (the 95% interval "
-            f"crosses the threshold, or too few rows), {kinds[NEEDS]} need hardware or data not here.")
+    return (
+        f"{len(observations)} verdicts on the paper's 14 observations: <b>{kinds[HOLDS]} hold</b>, "
+        f"<b>{kinds[FAILS]} do not hold</b>, {kinds[INCONCLUSIVE]} inconclusive (the 95% interval "
+        f"crosses the threshold, or too few rows), {kinds[NEEDS]} need hardware or data not here."
+    )
 
 
 def write_index(out: Path, pipeline: Pipeline, reports: list[Report], observations: list[dict] | None = None) -> Path:
@@ -559,8 +599,11 @@ def write_index(out: Path, pipeline: Pipeline, reports: list[Report], observatio
     store = Path(pipeline.store) if Path(pipeline.store).is_absolute() else out / pipeline.store
     machines = "".join(f"<li>{line}</li>" for line in platform_lines(store)) or "<li>nothing measured yet</li>"
     ran = {r.notebook for r in reports}
-    first = "".join(f'<li><a href="{name}.html">{name.replace("_", " ")}</a>: {html.escape(what)}</li>'
-                    for name, what in FIRST_FIGURES if name in ran)  # fmt: skip
+    first = "".join(
+        f'<li><a href="{name}.html">{name.replace("_", " ")}</a>: {html.escape(what)}</li>'
+        for name, what in FIRST_FIGURES
+        if name in ran
+    )
     counts = f"<p>{verdict_counts(observations)}</p>" if observations else ""
     page = f"""<!DOCTYPE html>
 <html><head><meta charset="utf-8"><title>paradnn — {html.escape(pipeline.name)} reports</title>

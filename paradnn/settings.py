@@ -138,30 +138,67 @@ class Setting:
 
 SETTINGS: tuple[Setting, ...] = (
     Setting("dtype", "float32", "Keras dtype policy: " + "|".join(POLICIES) + ".", "dtype", choices=POLICIES),
-    Setting("xla", None, "Compile the step with XLA: --xla forces it on, --no-xla off; default auto (per family and "
-            "dtype the faster setting on this platform, probed once).", "xla", "INTEGER", parser=on_off_auto,
-            option="--xla/--no-xla", flag=True, engine_default=True),
-    Setting("platform", "cpu", "cpu, cpu[threads=N] or gpu:N.", "platform", "TEXT NOT NULL", parser=platform_id,
-            scope="target"),
-    Setting("framework", "tensorflow", "tensorflow, jax (Keras 3's JAX backend; always compiled by XLA) or torch "
-            "(Keras 3's PyTorch backend; --xla turns torch.compile on).", "framework",
-            choices=("tensorflow", "jax", "torch"), schema=2),
-    Setting("input", "device", "device (data resident on the device), host (a tf.data pipeline feeds every step) "
-            "or host-prep (plus the workload's data preparation).", "input_mode", choices=("device", "host", "host-prep"),
-            schema=2),
-    Setting("devices", 1, "Data-parallel replicas; the batch is global and split evenly (CPU: local processes; "
-            "GPU: MirroredStrategy).", "devices", "INTEGER", parser=positive_int("devices", 1024), schema=2),
-    Setting("stack", CURRENT_STACK, "Measure under this software stack (an environment built with uv), side by side "
-            "with the others given; repeatable. current: this environment.", "", "", parser=stack_text,
-            identity=False, scope="worker", multiple=True),
-)  # fmt: skip
+    Setting(
+        "xla",
+        None,
+        "Compile the step with XLA: --xla forces it on, --no-xla off; default auto (per family and "
+        "dtype the faster setting on this platform, probed once).",
+        "xla",
+        "INTEGER",
+        parser=on_off_auto,
+        option="--xla/--no-xla",
+        flag=True,
+        engine_default=True,
+    ),
+    Setting("platform", "cpu", "cpu, cpu[threads=N] or gpu:N.", "platform", "TEXT NOT NULL", parser=platform_id, scope="target"),
+    Setting(
+        "framework",
+        "tensorflow",
+        "tensorflow, jax (Keras 3's JAX backend; always compiled by XLA) or torch "
+        "(Keras 3's PyTorch backend; --xla turns torch.compile on).",
+        "framework",
+        choices=("tensorflow", "jax", "torch"),
+        schema=2,
+    ),
+    Setting(
+        "input",
+        "device",
+        "device (data resident on the device), host (a tf.data pipeline feeds every step) "
+        "or host-prep (plus the workload's data preparation).",
+        "input_mode",
+        choices=("device", "host", "host-prep"),
+        schema=2,
+    ),
+    Setting(
+        "devices",
+        1,
+        "Data-parallel replicas; the batch is global and split evenly (CPU: local processes; GPU: MirroredStrategy).",
+        "devices",
+        "INTEGER",
+        parser=positive_int("devices", 1024),
+        schema=2,
+    ),
+    Setting(
+        "stack",
+        CURRENT_STACK,
+        "Measure under this software stack (an environment built with uv), side by side "
+        "with the others given; repeatable. current: this environment.",
+        "",
+        "",
+        parser=stack_text,
+        identity=False,
+        scope="worker",
+        multiple=True,
+    ),
+)
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
 DEFAULTS: dict[str, object] = {s.name: s.default for s in SETTINGS}
 TEXTS: dict[str, str] = {s.name: s.text for s in SETTINGS}  # the defaults as a command line or notebook writes them
 # How the step runs: RunSettings' fields, with the engine's defaults.
 STEP_FIELDS: tuple[str, ...] = tuple(s.name for s in SETTINGS if s.scope == "step")
-ENGINE_DEFAULTS: dict[str, object] = {s.name: s.default if s.engine_default is None else s.engine_default
-                                      for s in SETTINGS if s.scope == "step"}  # fmt: skip
+ENGINE_DEFAULTS: dict[str, object] = {
+    s.name: s.default if s.engine_default is None else s.engine_default for s in SETTINGS if s.scope == "step"
+}
 # The input mode of the original study's rows: it fed its chips from the host (tf.data into the
 # GPU, the TPU's infeed), so they are never stored as device-resident (paradnn.store.bounds).
 ORIGINAL_INPUT = "host"

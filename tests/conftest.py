@@ -102,9 +102,13 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     from paradnn.engine.machine import _cpu_name
 
-    record = {"machine": f"{_cpu_name()}, {os.cpu_count()} cores", "date": time.strftime("%Y-%m-%d"),
-              "files": {k: round(v, 1) for k, v in sorted(_files.items(), key=lambda kv: -kv[1])},
-              "fixtures": dict(sorted(_fixtures.items())), "calls": dict(sorted(_calls.items()))}  # fmt: skip
+    record = {
+        "machine": f"{_cpu_name()}, {os.cpu_count()} cores",
+        "date": time.strftime("%Y-%m-%d"),
+        "files": {k: round(v, 1) for k, v in sorted(_files.items(), key=lambda kv: -kv[1])},
+        "fixtures": dict(sorted(_fixtures.items())),
+        "calls": dict(sorted(_calls.items())),
+    }
     DURATIONS.write_text(json.dumps(record, indent=1) + "\n")
 
 
@@ -173,8 +177,13 @@ def ray_alone():
 
 
 def _report(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "paradnn.cli", "report", *args], capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, cwd=ROOT)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "paradnn.cli", "report", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        cwd=ROOT,
+    )
 
 
 @pytest.fixture(scope="session")
@@ -188,9 +197,19 @@ def _chromium_dom(page: Path, tmp_path: Path) -> str:
     browser = shutil.which("chromium") or shutil.which("chromium-browser")
     if browser is None:
         pytest.skip("Debian's chromium is not installed (make test installs it)")
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-sync",
-             "--disable-background-networking", "--disable-component-update", f"--user-data-dir={tmp_path / 'profile'}",
-             "--virtual-time-budget=10000", "--dump-dom"]  # fmt: skip
+    flags = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-sync",
+        "--disable-background-networking",
+        "--disable-component-update",
+        f"--user-data-dir={tmp_path / 'profile'}",
+        "--virtual-time-budget=10000",
+        "--dump-dom",
+    ]
     result = subprocess.run([browser, *flags, page.as_uri()], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     return result.stdout

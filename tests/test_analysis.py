@@ -26,9 +26,17 @@ def fc_frame(util) -> pd.DataFrame:
             for batch in (32, 64, 128, 256):
                 label = f"layer_{layers}-node_{nodes}-input_100-output_10-bs_{batch}"
                 config = parse_label("fc", label)
-                rows.append({"family": "fc", "label": label, **config.hyperparameters(), "state": "ok",
-                             "params": counting.count_params(config), "flops_model": counting.flops_model(config),
-                             "utilization": util(nodes, batch, layers)})  # fmt: skip
+                rows.append(
+                    {
+                        "family": "fc",
+                        "label": label,
+                        **config.hyperparameters(),
+                        "state": "ok",
+                        "params": counting.count_params(config),
+                        "flops_model": counting.flops_model(config),
+                        "utilization": util(nodes, batch, layers),
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -116,24 +124,29 @@ def test_roofline_ceilings_and_points():
     assert (c.peak_flops, c.bandwidth, c.ridge, c.source) == (120e9, 10e9, 12.0, "measured")
     assert ceilings_for(platforms, "tpu-v2-8", "mixed_bfloat16").ridge == pytest.approx(75.0)
     assert ceilings_for(platforms, "unknown-box") is None
-    df = pd.DataFrame({"state": ["ok", "oom"], "flops_model": [100.0, 5.0], "bytes_estimate": [10.0, 1.0],
-                       "flops_per_sec": [1e9, None]})  # fmt: skip
+    df = pd.DataFrame(
+        {"state": ["ok", "oom"], "flops_model": [100.0, 5.0], "bytes_estimate": [10.0, 1.0], "flops_per_sec": [1e9, None]}
+    )
     points = model_points(df)
     assert points["intensity"].tolist() == [10.0]
 
 
 def breakdown_of(label: str, family: str, shares: dict[str, tuple[float, float]]) -> pd.DataFrame:
     """A per-op breakdown: category -> (time share, intensity)."""
-    rows = [{"family": family, "label": label, "category": c, "time_share": t, "intensity": i, "flops": i * 10.0,
-             "bytes": 10.0} for c, (t, i) in shares.items()]  # fmt: skip
+    rows = [
+        {"family": family, "label": label, "category": c, "time_share": t, "intensity": i, "flops": i * 10.0, "bytes": 10.0}
+        for c, (t, i) in shares.items()
+    ]
     return pd.DataFrame(rows)
 
 
 def test_memory_bound_time_checks_the_premise_on_the_roofline():
-    breakdown = pd.concat([
-        breakdown_of("big", "resnet50", {"convolution": (0.8, 50.0), "element-wise": (0.2, 0.5)}),
-        breakdown_of("rnn", "rnn", {"recurrent loop": (0.9, 0.0), "element-wise": (0.1, 0.5)}),
-    ])  # fmt: skip
+    breakdown = pd.concat(
+        [
+            breakdown_of("big", "resnet50", {"convolution": (0.8, 50.0), "element-wise": (0.2, 0.5)}),
+            breakdown_of("rnn", "rnn", {"recurrent loop": (0.9, 0.0), "element-wise": (0.1, 0.5)}),
+        ]
+    )
     points = pd.DataFrame({"label": ["big", "rnn", "wide"], "intensity": [40.0, 2.0, 30.0]})
     alone = obs.compute_bound_memory_time(breakdown, ridge=10.0, points=points)
     assert alone.verdict == obs.INCONCLUSIVE and alone.n == 1  # one compute-bound model: a share of one never decides
@@ -144,8 +157,9 @@ def test_memory_bound_time_checks_the_premise_on_the_roofline():
     assert models["big"]["memory_bound_share"] == pytest.approx(0.2)
     assert models["rnn"]["uncounted_share"] == pytest.approx(0.9)  # the loop is left out, not called memory-bound
     assert models["rnn"]["memory_bound_share"] == pytest.approx(1.0)
-    little = pd.concat([breakdown_of(label, "resnet50", {"convolution": (0.95, 50.0), "element-wise": (0.05, 0.5)})
-                        for label in ("big", "wide")])  # fmt: skip
+    little = pd.concat(
+        [breakdown_of(label, "resnet50", {"convolution": (0.95, 50.0), "element-wise": (0.05, 0.5)}) for label in ("big", "wide")]
+    )
     assert obs.compute_bound_memory_time(little, 10.0, points).verdict == obs.FAILS
     # The premise fails: no profiled model is right of the ridge.
     assert obs.compute_bound_memory_time(breakdown, 100.0, points).verdict == obs.INCONCLUSIVE
@@ -156,10 +170,19 @@ def test_utilisation_ratio_is_judged_on_matched_configurations():
     rows = []
     for family, label, tpu, v100 in (("fc", "a", 0.3, 0.1), ("fc", "b", 0.6, 0.2), ("cnn", "c", 0.4, 0.2)):
         for platform, util, dtype in (("tpu-v2-8", tpu, "mixed_bfloat16"), ("v100", v100, "mixed_float16")):
-            rows.append({"family": family, "label": label, "platform": platform, "dtype": dtype, "state": "ok",
-                         "utilization": util})  # fmt: skip
-    rows.append({"family": "fc", "label": "only-tpu", "platform": "tpu-v2-8", "dtype": "mixed_bfloat16", "state": "ok",
-                 "utilization": 0.99})  # unmatched: never counted
+            rows.append(
+                {"family": family, "label": label, "platform": platform, "dtype": dtype, "state": "ok", "utilization": util}
+            )
+    rows.append(
+        {
+            "family": "fc",
+            "label": "only-tpu",
+            "platform": "tpu-v2-8",
+            "dtype": "mixed_bfloat16",
+            "state": "ok",
+            "utilization": 0.99,
+        }
+    )  # unmatched: never counted
     results = Results(pd.DataFrame(rows))
     verdict = obs.utilisation_ratio(results.matched("platform", "v100", "tpu-v2-8", metric="utilization", free=("dtype",)))
     assert verdict.verdict == obs.HOLDS and verdict.numbers["ratios"]["fc"] == pytest.approx(3.0) and verdict.n == 3
@@ -171,8 +194,9 @@ def test_utilisation_ratio_is_judged_on_matched_configurations():
 def test_batch_and_width_matter_and_depth_much_less():
     df = fc_frame(lambda n, b, layers: 0.1 * np.log2(n) + 0.05 * np.log2(b) + 0.01 * layers)
     noise = 1e-3 * np.random.default_rng(0).standard_normal(len(df))
-    verdict = obs.weights_verdict({"fc": regress(df.assign(utilization=df["utilization"] + noise), "utilization",
-                                                 family="fc")}, "cpu")  # fmt: skip
+    verdict = obs.weights_verdict(
+        {"fc": regress(df.assign(utilization=df["utilization"] + noise), "utilization", family="fc")}, "cpu"
+    )
     assert verdict.verdict == obs.HOLDS and verdict.numbers["fc"]["weaker_driver"] == "batch" and verdict.id == "O1"
     assert verdict.interval[0] > 0 and verdict.rule.threshold == 0 and "layers" in verdict.rule.statistic
     # Depth as strong as batch: the contrast's interval straddles 0, neither holds nor fails.
@@ -187,8 +211,7 @@ def test_batch_and_width_matter_and_depth_much_less():
 def test_workload_tables():
     from paradnn.analysis import workloads as wl
 
-    base = fc_frame(lambda n, b, layers: 0.2).assign(platform="cpu", dtype="float32", examples_per_sec=100.0,
-                                                      source="measured")  # fmt: skip
+    base = fc_frame(lambda n, b, layers: 0.2).assign(platform="cpu", dtype="float32", examples_per_sec=100.0, source="measured")
     half = base.assign(dtype="mixed_bfloat16", utilization=0.1, examples_per_sec=150.0)
     other = base.assign(platform="gpu:0", utilization=0.4, examples_per_sec=400.0)
     df = pd.concat([base, half, other], ignore_index=True)
@@ -206,9 +229,11 @@ def test_fig_11_pairs_chain_on_one_common_set():
 
     grid = fc_frame(lambda n, b, layers: 0.2).assign(dtype="float32", source="measured")
     # Each platform measured a different, overlapping slice; the TPU's speed varies with batch.
-    parts = [grid.assign(platform="cpu", examples_per_sec=100.0),
-             grid[grid["nodes"] <= 256].assign(platform="gpu:0", examples_per_sec=400.0),
-             grid[grid["batch"] >= 64].assign(platform="tpu-v2-8", examples_per_sec=1000.0 * grid["batch"] / 64)]  # fmt: skip
+    parts = [
+        grid.assign(platform="cpu", examples_per_sec=100.0),
+        grid[grid["nodes"] <= 256].assign(platform="gpu:0", examples_per_sec=400.0),
+        grid[grid["batch"] >= 64].assign(platform="tpu-v2-8", examples_per_sec=1000.0 * grid["batch"] / 64),
+    ]
     pairs = wl.pair_speedups(pd.concat(parts, ignore_index=True)).set_index(["baseline", "target"])
     assert pairs["chained"].all() and set(pairs["n"]) == {18}  # 3 node values x 3 batches x 2 depths, in every pair
     g = pairs["geomean"]
@@ -235,8 +260,16 @@ def traces_frame(comm: dict[int, float], infeed_small: float = 20.0, infeed_larg
     for nodes in (32, 8192):
         for batch, share in comm.items():
             label = f"layer_4-node_{nodes}-input_2000-output_1000-bs_{batch}"
-            rows.append({"label": label, "category": "all", "infeed": infeed_small if nodes == 32 else infeed_large,
-                         "flops_perc": 10.0, "intensity": 100.0, "memory_bandwidth": 60.0})
+            rows.append(
+                {
+                    "label": label,
+                    "category": "all",
+                    "infeed": infeed_small if nodes == 32 else infeed_large,
+                    "flops_perc": 10.0,
+                    "intensity": 100.0,
+                    "memory_bandwidth": 60.0,
+                }
+            )
             rows.append({"label": label, "category": "cross-replica-sum", "time_perc": share, "intensity": 0.1})
     return pd.DataFrame(rows)
 
@@ -259,8 +292,15 @@ def test_smaller_models_wait_on_infeed_more():
 
 def host_fed(shares: list[float]) -> pd.DataFrame:
     """Host-fed rows, FLOPs per example growing with the index, with these infeed shares."""
-    return pd.DataFrame({"state": "ok", "infeed_share": shares, "flops_model": [64 * 10**k for k in range(len(shares))],
-                         "batch": 64, "input_mode": "host-prep"})  # fmt: skip
+    return pd.DataFrame(
+        {
+            "state": "ok",
+            "infeed_share": shares,
+            "flops_model": [64 * 10**k for k in range(len(shares))],
+            "batch": 64,
+            "input_mode": "host-prep",
+        }
+    )
 
 
 def test_measured_infeed_is_judged_only_beyond_the_scatter_of_two_sweeps():
@@ -312,8 +352,11 @@ def test_version_chain_compares_like_with_like():
     rows = []
     for version, speed in (("2.16.2", 100.0), ("2.18.1", 110.0), ("2.21.0", 120.0)):
         for xla, factor in ((True, 1.0), (False, 0.5)):
-            rows.append(fc_frame(lambda n, b, layers: 0.5).assign(sw_tensorflow=version, xla=xla, dtype="float32",
-                                                                   platform="cpu", examples_per_sec=speed * factor))  # fmt: skip
+            rows.append(
+                fc_frame(lambda n, b, layers: 0.5).assign(
+                    sw_tensorflow=version, xla=xla, dtype="float32", platform="cpu", examples_per_sec=speed * factor
+                )
+            )
     df = pd.concat(rows, ignore_index=True)
     verdict, results = obs.version_chain(df, "cpu")
     assert verdict.verdict == obs.HOLDS and verdict.id == "O12" and len(results) == 2  # one per version step
@@ -321,11 +364,11 @@ def test_version_chain_compares_like_with_like():
     assert all(r.median == pytest.approx(1.1, rel=0.1) for r in results)  # XLA on and off never mixed
     assert all(r.held_fixed["xla"] == "matched per pair" for r in results)
     # 0.97x: within the 5% that counts as no change, whatever its interval: never "holds"
-    flat = df.assign(examples_per_sec=np.where(df["sw_tensorflow"] == "2.21.0", 97.0, 100.0) *
-                     np.where(df["xla"], 1.0, 0.5))  # fmt: skip
+    flat = df.assign(examples_per_sec=np.where(df["sw_tensorflow"] == "2.21.0", 97.0, 100.0) * np.where(df["xla"], 1.0, 0.5))
     flat = flat[flat["sw_tensorflow"] != "2.18.1"]
-    noisy = flat.assign(examples_per_sec=flat["examples_per_sec"] * (1 + 0.05 * np.random.default_rng(0).standard_normal(
-        len(flat))))  # fmt: skip
+    noisy = flat.assign(
+        examples_per_sec=flat["examples_per_sec"] * (1 + 0.05 * np.random.default_rng(0).standard_normal(len(flat)))
+    )
     for data in (flat, noisy):
         assert obs.version_chain(data)[0].verdict != obs.HOLDS
     slower = df.assign(examples_per_sec=np.where(df["sw_tensorflow"] == "2.21.0", 50.0, df["examples_per_sec"]))
@@ -366,9 +409,19 @@ def test_every_plotted_op_point_lies_under_its_roof(reference, tmp_path):
     fig = plots.trace_figures(traces, peak, bandwidth, "t")
     x, y = plotted_points(fig.axes[1]).T
     assert len(x) > 1000 and (y * 1e12 <= 1.1 * np.minimum(peak, bandwidth * x)).all()
-    breakdown = pd.DataFrame({"family": "fc", "label": "a", "category": ["matmul", "element-wise"], "time_share": [0.9, 0.1],
-                              "time_s": [1.0, 1.0], "flops": [50.0, 1e6], "bytes": [10.0, 1.0], "intensity": [5.0, 1e6],
-                              "flops_per_sec": [40.0, 1e6]})  # fmt: skip
+    breakdown = pd.DataFrame(
+        {
+            "family": "fc",
+            "label": "a",
+            "category": ["matmul", "element-wise"],
+            "time_share": [0.9, 0.1],
+            "time_s": [1.0, 1.0],
+            "flops": [50.0, 1e6],
+            "bytes": [10.0, 1.0],
+            "intensity": [5.0, 1e6],
+            "flops_per_sec": [40.0, 1e6],
+        }
+    )
     fig = plots.op_breakdown(breakdown, Ceilings(100.0, 10.0, "test"), "t")
     x, y = plotted_points(fig.axes[1]).T
     assert list(x) == [5.0]  # the element-wise point claims 10,000x the peak: not drawn
@@ -392,10 +445,17 @@ def test_trace_memory_bound_share_and_the_bandwidth_wall():
     for nodes, util, bandwidth in ((256, 5.0, 10.0), (1024, 20.0, 40.0), (4096, 40.0, 70.0), (8192, 40.2, 75.0)):
         for batch in (256, 1024):
             label = f"layer_4-node_{nodes}-input_2000-output_1000-bs_{batch}"
-            rows += [{"label": label, "category": "all", "flops_perc": util, "intensity": 100.0 if nodes >= 4096 else 20.0,
-                      "memory_bandwidth": bandwidth},
-                     {"label": label, "category": "loop fusion", "time_perc": 30.0, "intensity": 5.0},
-                     {"label": label, "category": "while", "time_perc": 1.0, "intensity": 2.0}]  # fmt: skip
+            rows += [
+                {
+                    "label": label,
+                    "category": "all",
+                    "flops_perc": util,
+                    "intensity": 100.0 if nodes >= 4096 else 20.0,
+                    "memory_bandwidth": bandwidth,
+                },
+                {"label": label, "category": "loop fusion", "time_perc": 30.0, "intensity": 5.0},
+                {"label": label, "category": "while", "time_perc": 1.0, "intensity": 2.0},
+            ]
     traces = pd.DataFrame(rows)
     verdict = obs.trace_memory_bound_share(traces)
     assert verdict.verdict == obs.HOLDS and verdict.numbers["compute_bound"] == 4  # only nodes 4096 and 8192
@@ -404,9 +464,23 @@ def test_trace_memory_bound_share_and_the_bandwidth_wall():
     assert obs.trace_memory_bound_share(light).verdict == obs.FAILS
     assert obs.trace_memory_bound_share(traces.assign(intensity=1.0)).verdict == obs.INCONCLUSIVE  # nothing right of the ridge
 
-    tpu = pd.DataFrame([{"family": "fc", "label": r["label"], "state": "ok", "layers": 4, "input": 2000, "output": 1000,
-                         "nodes": int(r["label"].split("_")[2].split("-")[0]), "batch": int(r["label"].split("_")[-1]),
-                         "utilization": r["flops_perc"] / 100} for r in rows if r["category"] == "all"])  # fmt: skip
+    tpu = pd.DataFrame(
+        [
+            {
+                "family": "fc",
+                "label": r["label"],
+                "state": "ok",
+                "layers": 4,
+                "input": 2000,
+                "output": 1000,
+                "nodes": int(r["label"].split("_")[2].split("-")[0]),
+                "batch": int(r["label"].split("_")[-1]),
+                "utilization": r["flops_perc"] / 100,
+            }
+            for r in rows
+            if r["category"] == "all"
+        ]
+    )
     wall = obs.bandwidth_wall(tpu, traces)
     assert wall.verdict == obs.HOLDS and wall.numbers["plateau_from"] == 4096
     assert obs.bandwidth_wall(tpu, traces.assign(memory_bandwidth=10.0)).verdict == obs.FAILS  # flat, but bandwidth idle
@@ -438,11 +512,20 @@ def test_a_share_below_zero_is_within_noise_never_drawn_below_it():
 def test_a_row_above_the_measured_ceiling_is_the_peak_and_the_page_says_so():
     from paradnn.analysis.roofline import peak_used
 
-    rows = pd.DataFrame({"label": ["a", "b"], "state": "ok", "flops_per_sec": [1.5e11, 2.2e11], "peak_flops": [2.2e11] * 2,
-                         "peak_source": ["achieved:b"] * 2, "utilization": [1.5 / 2.2, 1.0]})  # fmt: skip
+    rows = pd.DataFrame(
+        {
+            "label": ["a", "b"],
+            "state": "ok",
+            "flops_per_sec": [1.5e11, 2.2e11],
+            "peak_flops": [2.2e11] * 2,
+            "peak_source": ["achieved:b"] * 2,
+            "utilization": [1.5 / 2.2, 1.0],
+        }
+    )
     words = peak_used(rows, ceiling=1.9e11)
-    assert words == ("peak 2.2e+11 FLOP/s, the rate b achieved above the measured ceiling 1.9e+11 FLOP/s (100% there by "
-                     "construction)")  # fmt: skip
+    assert words == (
+        "peak 2.2e+11 FLOP/s, the rate b achieved above the measured ceiling 1.9e+11 FLOP/s (100% there by construction)"
+    )
     measured = rows.assign(peak_flops=3e11, peak_source="measured")
     assert peak_used(measured) == "peak 3e+11 FLOP/s (measured)"
 
@@ -463,8 +546,7 @@ def test_out_of_memory_timeout_error_and_unmeasured_cells_are_drawn_apart():
     missing = [p for p in cells if p.get_hatch() == plots.CELL_MARKS["missing"][0]]
     assert len(missing) == 1 and missing[0].get_facecolor()[:3] != (1.0, 1.0, 1.0)  # never white like a 1.0x cell
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
-    assert labels == ["OOM: out of memory", "t/o: timed out (or unfinished in the original data)", "err: error",
-                      "not measured"]  # fmt: skip
+    assert labels == ["OOM: out of memory", "t/o: timed out (or unfinished in the original data)", "err: error", "not measured"]
 
 
 def test_table_3_sets_every_platform_of_the_store_beside_the_papers(tmp_path):
@@ -475,8 +557,13 @@ def test_table_3_sets_every_platform_of_the_store_beside_the_papers(tmp_path):
     with Store(tmp_path / "t.sqlite") as store:
         import_bundled(store)
         ceilings = {"matmul_flops": {"float32": {"xla": 1.5e11, "no_xla": 1.2e11}}, "copy_bandwidth": {"no_xla": 4e9}}
-        store.put_platform("fp-cpu", "cpu", {"name": "AMD EPYC", "cores": 2, "memory_bytes": 24 * 2**30,
-                                              "software": {"tensorflow": "2.21.0"}}, ceilings, "measured")  # fmt: skip
+        store.put_platform(
+            "fp-cpu",
+            "cpu",
+            {"name": "AMD EPYC", "cores": 2, "memory_bytes": 24 * 2**30, "software": {"tensorflow": "2.21.0"}},
+            ceilings,
+            "measured",
+        )
         rows = table3(store.platforms()).set_index("platform")
     assert list(rows.index) == ["cpu", "tpu-v2-8", "v100", "tpu-v3-8"]  # the paper's TPU v3 from its datasheet
     assert rows.loc["cpu", "float32 TFLOP/s (measured)"] == pytest.approx(0.15)  # the better of XLA on and off
@@ -521,10 +608,22 @@ def test_a_comparison_two_reports_judge_is_listed_once_as_the_later_judged_it(tm
     from paradnn.analysis import registry
 
     rule = obs.Rule("median speedup", 1.05, ">")
-    earlier = obs.judged("bf16 speeds up (XLA on)", "paper", obs.median_part("speedup", [1.1, 1.3], rule), "2 configs",
-                         id="O13", platform="cpu, XLA on")  # fmt: skip
-    later = obs.judged("bf16 speeds up (XLA on)", "paper", obs.median_part("speedup", [1.2, 1.3, 1.4], rule), "3 configs",
-                       id="O13", platform="cpu, XLA on")  # fmt: skip
+    earlier = obs.judged(
+        "bf16 speeds up (XLA on)",
+        "paper",
+        obs.median_part("speedup", [1.1, 1.3], rule),
+        "2 configs",
+        id="O13",
+        platform="cpu, XLA on",
+    )
+    later = obs.judged(
+        "bf16 speeds up (XLA on)",
+        "paper",
+        obs.median_part("speedup", [1.2, 1.3, 1.4], rule),
+        "3 configs",
+        id="O13",
+        platform="cpu, XLA on",
+    )
     registry.publish([earlier], tmp_path / "results.sqlite", "architecture")
     registry.publish([later], tmp_path / "results.sqlite", "software_stack")
     rows = [r for r in registry.merge(tmp_path, ["architecture", "software_stack"]) if r["id"] == "O13"]

@@ -59,9 +59,17 @@ def test_the_rate_rule_calls_every_traced_input_bound_tpu_step_input(original):
 
 
 def test_this_machines_rows_are_bound_by_their_measured_input_share():
-    frame = pd.DataFrame({"source": ["measured"] * 3, "state": ["ok"] * 3, "platform": ["cpu"] * 3, "label": ["a", "b", "c"],
-                          "examples_per_sec": [10.0, 10.0, 10.0], "input_mode": ["device", "host", "host"],
-                          "infeed_share": [None, 0.7, 0.1]})  # fmt: skip
+    frame = pd.DataFrame(
+        {
+            "source": ["measured"] * 3,
+            "state": ["ok"] * 3,
+            "platform": ["cpu"] * 3,
+            "label": ["a", "b", "c"],
+            "examples_per_sec": [10.0, 10.0, 10.0],
+            "input_mode": ["device", "host", "host"],
+            "infeed_share": [None, 0.7, 0.1],
+        }
+    )
     bounds = row_bounds(frame)
     assert list(bounds["bound"]) == [CHIP, INPUT, CHIP]
     assert bounds["bound_why"].iloc[1] == "input 70% of the step (measured)"
@@ -110,10 +118,20 @@ def measured(label: str, speed: float, **changes: object) -> dict:
     """A row of this machine for an FC label of the original grid."""
     from paradnn.families import parse_label
 
-    return {"family": "fc", "label": label, **parse_label("fc", label).hyperparameters(), "dtype": "float32", "xla": False,
-            "platform": "cpu", "state": "ok", "examples_per_sec": speed, "step_time_s": 64 / speed,
-            "software": {"tensorflow": "2.21.0", "keras": "3.15"}, "platform_fingerprint": "cpu|x|2|2.21.0",
-            **changes}  # fmt: skip
+    return {
+        "family": "fc",
+        "label": label,
+        **parse_label("fc", label).hyperparameters(),
+        "dtype": "float32",
+        "xla": False,
+        "platform": "cpu",
+        "state": "ok",
+        "examples_per_sec": speed,
+        "step_time_s": 64 / speed,
+        "software": {"tensorflow": "2.21.0", "keras": "3.15"},
+        "platform_fingerprint": "cpu|x|2|2.21.0",
+        **changes,
+    }
 
 
 def test_a_comparison_with_a_2019_chip_frees_the_input_mode_and_marks_input_bound_pairs(tmp_path):
@@ -127,8 +145,12 @@ def test_a_comparison_with_a_2019_chip_frees_the_input_mode_and_marks_input_boun
     results = Results.load(path)
     result = results.matched("platform", "cpu", "v100", family="fc")
     # Both sides have host rows, but a chip here meets a 2019 chip as each was fed: here its fastest mode.
-    assert result.sides["input_mode"] == {"why": result.sides["input_mode"]["why"], "held": False,
-                                          "baseline": ["device"], "target": ["host"]}  # fmt: skip
+    assert result.sides["input_mode"] == {
+        "why": result.sides["input_mode"]["why"],
+        "held": False,
+        "baseline": ["device"],
+        "target": ["host"],
+    }
     bounds = result.table.set_index("label")[["baseline_bound", "target_bound"]]
     assert bounds.loc[chip].tolist() == [CHIP, CHIP] and bounds.loc[fed].tolist() == [CHIP, INPUT]
     assert list(result.input_bound()) == [label == fed for label in result.table["label"]]
@@ -145,14 +167,16 @@ def test_the_chain_caption_says_multiply_only_when_the_numbers_do():
 
     def chained(direct: float, n: tuple[int, int, int] = (6, 6, 6)) -> pd.DataFrame:
         legs = [("cpu", "v100", 0.5), ("v100", "tpu-v2-8", 4.0), ("cpu", "tpu-v2-8", direct)]
-        return pd.DataFrame([{"baseline": b, "target": t, "n": k, "geomean": g, "chained": True}
-                             for (b, t, g), k in zip(legs, n)])  # fmt: skip
+        return pd.DataFrame(
+            [{"baseline": b, "target": t, "n": k, "geomean": g, "chained": True} for (b, t, g), k in zip(legs, n)]
+        )
 
     words = chain_words(chained(2.0), "cpu")
     assert words.startswith("Over those 6 the geometric means multiply: ") and "is 2x; TPU v2-8 over cpu 2x." in words
     assert "do not multiply" in chain_words(chained(1.569), "cpu")
     assert chain_words(chained(2.0, (10, 9, 176)), "cpu") == (
-        "The three pairs are not over one common set: their geometric means do not chain.")
+        "The three pairs are not over one common set: their geometric means do not chain."
+    )
 
 
 def test_this_machine_meets_a_2019_chip_with_its_device_resident_rows(tmp_path):

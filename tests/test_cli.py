@@ -14,9 +14,22 @@ from paradnn.cli import main
 
 DESCRIBE_KEYS = {"family", "label", "batch", "params", "flops_model", "flops_graph", "uncounted_ops", "bytes_estimate"}
 MEASURE_KEYS = DESCRIBE_KEYS | {
-    "state", "dtype", "xla", "steps_per_call", "compile_time_s", "step_time_s", "step_time_mad_s", "step_time_cv",
-    "n_samples", "examples_per_sec", "flops_per_sec", "peak_flops", "peak_source", "utilization", "platform",
-}  # fmt: skip
+    "state",
+    "dtype",
+    "xla",
+    "steps_per_call",
+    "compile_time_s",
+    "step_time_s",
+    "step_time_mad_s",
+    "step_time_cv",
+    "n_samples",
+    "examples_per_sec",
+    "flops_per_sec",
+    "peak_flops",
+    "peak_source",
+    "utilization",
+    "platform",
+}
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
@@ -133,8 +146,18 @@ def test_csv_export_writes_json_columns_as_json(tmp_path):
 
     store = tmp_path / "r.sqlite"
     with Store(store) as s:
-        s.add_results([{"family": "fc", "label": "x", "platform": "p", "state": "ok", "extra": {"phases": {"a": 1.5}},
-                        "samples_s": [0.1, 0.2]}])  # fmt: skip
+        s.add_results(
+            [
+                {
+                    "family": "fc",
+                    "label": "x",
+                    "platform": "p",
+                    "state": "ok",
+                    "extra": {"phases": {"a": 1.5}},
+                    "samples_s": [0.1, 0.2],
+                }
+            ]
+        )
     result = CliRunner().invoke(main, ["results", "--store", str(store), "--format", "csv"])
     row = next(csv.DictReader(io.StringIO(result.output)))
     assert json.loads(row["extra"]) == {"phases": {"a": 1.5}} and json.loads(row["samples_s"]) == [0.1, 0.2]
@@ -150,10 +173,18 @@ def test_paradnn_lab_serves_the_notebooks(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    env = {**os.environ, "JUPYTER_TOKEN": "paradnn-test", "JUPYTER_CONFIG_DIR": str(tmp_path / "config"),
-           "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime")}  # fmt: skip
-    proc = subprocess.Popen([sys.executable, "-m", "paradnn.cli", "lab", "--port", str(port), "--no-browser"], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    env = {
+        **os.environ,
+        "JUPYTER_TOKEN": "paradnn-test",
+        "JUPYTER_CONFIG_DIR": str(tmp_path / "config"),
+        "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"),
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "paradnn.cli", "lab", "--port", str(port), "--no-browser"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         listing = None
         for _ in range(120):

@@ -31,8 +31,25 @@ def cluster(ray_alone):
 
 
 def sweep_args(store, address: str, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "paradnn.cli", "sweep", "fc", "--preset", "smoke", *GRID, "--max-seconds", "0.3",
-            "--store", str(store), "--backend", "ray", "--address", address, *extra]  # fmt: skip
+    return [
+        sys.executable,
+        "-m",
+        "paradnn.cli",
+        "sweep",
+        "fc",
+        "--preset",
+        "smoke",
+        *GRID,
+        "--max-seconds",
+        "0.3",
+        "--store",
+        str(store),
+        "--backend",
+        "ray",
+        "--address",
+        address,
+        *extra,
+    ]
 
 
 def rows(store) -> list[dict]:
@@ -112,8 +129,9 @@ def test_the_notebooks_sweep_on_the_cluster_their_backend_names(cluster, tmp_pat
 
     setup(f"ray:{cluster.address}")
     overrides = {"fc": {"nodes": [16], "batch": [8, 16], "layers": [1], "input": [32], "output": [10]}}
-    line = ensure_measured(tmp_path / "r.sqlite", ["fc"], preset="smoke", overrides=overrides, max_seconds=0.3,
-                           lanes=Lanes(f"ray:{cluster.address}"))[0]  # fmt: skip
+    line = ensure_measured(
+        tmp_path / "r.sqlite", ["fc"], preset="smoke", overrides=overrides, max_seconds=0.3, lanes=Lanes(f"ray:{cluster.address}")
+    )[0]
     assert "2 configurations: 0 already in the store; this run: 2 ok" in line
     assert {json.loads(r["extra"]).get("ray_node") for r in rows(tmp_path / "r.sqlite")} != {None}
 
@@ -125,8 +143,24 @@ def test_a_bad_backend_is_refused_before_anything_runs(tmp_path, monkeypatch):
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     with pytest.raises(ConfigError, match="backend: 'ray' is not valid; allowed: local, ray:HOST:PORT, or ray with RAY_ADDRESS"):
         setup("ray")
-    result = subprocess.run([sys.executable, "-m", "paradnn.cli", "report", "smoke", "--backend", "ray", "--address",
-                             "127.0.0.1:9", "--outputs", str(tmp_path)], capture_output=True, text=True, timeout=120)  # fmt: skip
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "paradnn.cli",
+            "report",
+            "smoke",
+            "--backend",
+            "ray",
+            "--address",
+            "127.0.0.1:9",
+            "--outputs",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 2 and "a reachable Ray cluster" in result.stderr and not any(tmp_path.iterdir())
 
 
@@ -136,8 +170,10 @@ def test_device_hours_scale_the_stores_median_wall_time_to_a_presets_grid():
     from paradnn.space import expand
     from paradnn.sweeps.cluster import device_hours
 
-    results = pd.DataFrame([{"family": "fc", "platform": "cpu", "wall_time_s": s} for s in (1.0, 2.0, 9.0)]
-                           + [{"family": "fc", "platform": "v100", "wall_time_s": 100.0}])  # fmt: skip
+    results = pd.DataFrame(
+        [{"family": "fc", "platform": "cpu", "wall_time_s": s} for s in (1.0, 2.0, 9.0)]
+        + [{"family": "fc", "platform": "v100", "wall_time_s": 100.0}]
+    )
     table = device_hours(results, "paper", "cpu").set_index("family")
     assert table.loc["fc", "configurations"] == len(expand("fc", "paper")) == 9720
     assert table.loc["fc", "median_s"] == 2.0 and table.loc["fc", "device_hours"] == pytest.approx(9720 * 2 / 3600)

@@ -135,9 +135,17 @@ def test_a_partner_s_cpu_is_this_measurement_s_own_not_contention():
     # A busy process that is not this one's child (its parent exits at once), as a data-parallel run's replicas
     # are for their leader.
     busy = "import time\\nt = time.time()\\nwhile time.time() - t < 1.5: pass"
-    started = subprocess.run([sys.executable, "-c", "import subprocess, sys; print(subprocess.Popen([sys.executable, "
-                              f"'-c', '{busy}'], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).pid)"],
-                             capture_output=True, text=True, check=True)  # fmt: skip
+    started = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import subprocess, sys; print(subprocess.Popen([sys.executable, "
+            f"'-c', '{busy}'], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).pid)",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     pid = int(started.stdout)
     before, alone = contention._own((pid,)), contention._own()
     time.sleep(0.8)

@@ -26,8 +26,11 @@ BLOCK = re.compile(r"<!-- runnable(?::\s*(?P<by>\S+))? -->\n```(?P<lang>bash|pyt
 
 def blocks() -> list[tuple[str, str, str | None, str]]:
     """(page, language, the test file that runs it or None, body) of every runnable block."""
-    return [(page.relative_to(ROOT).as_posix(), m["lang"], m["by"], m["body"])
-            for page in PAGES for m in BLOCK.finditer(page.read_text())]  # fmt: skip
+    return [
+        (page.relative_to(ROOT).as_posix(), m["lang"], m["by"], m["body"])
+        for page in PAGES
+        for m in BLOCK.finditer(page.read_text())
+    ]
 
 
 def test_the_readme_has_runnable_blocks_in_both_languages():
@@ -42,8 +45,7 @@ def test_a_runnable_block_runs_as_written(page, lang, by, body, tmp_path):
     if lang == "python":
         script = tmp_path / "example.py"
         script.write_text(body)
-        done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, env=env,
-                              timeout=900)  # fmt: skip
+        done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=900)
         assert done.returncode == 0, f"{page}: {done.stderr[-3000:]}"
         return
     for line in body.splitlines():
@@ -51,8 +53,9 @@ def test_a_runnable_block_runs_as_written(page, lang, by, body, tmp_path):
         if not args:
             continue
         assert args[0] == "paradnn", f"{page}: a runnable shell line runs paradnn: {line}"
-        done = subprocess.run([sys.executable, "-m", "paradnn.cli", *args[1:]], capture_output=True, text=True, cwd=tmp_path,
-                              env=env, timeout=900)  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-m", "paradnn.cli", *args[1:]], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=900
+        )
         assert done.returncode == 0, f"{page}: {line}\n{done.stderr[-3000:]}"
 
 

@@ -63,12 +63,34 @@ def test_examples_per_joule_is_the_batch_over_the_energy_of_a_step():
 
 
 def test_the_scorecard_measures_energy_efficiency_where_rows_have_a_reading():
-    rows = pd.DataFrame([
-        {"family": "fc", "label": "a", "platform": "cpu", "state": "ok", "batch": 64, "step_time_s": 0.01, "dtype": "float32",
-         "utilization": 0.5, "examples_per_joule": 40.0, "energy_source": "rapl (1 package(s))"},
-        {"family": "fc", "label": "b", "platform": "cpu", "state": "ok", "batch": 128, "step_time_s": 0.02, "dtype": "float32",
-         "utilization": 0.6, "examples_per_joule": 60.0, "energy_source": "rapl (1 package(s))"},
-    ])  # fmt: skip
+    rows = pd.DataFrame(
+        [
+            {
+                "family": "fc",
+                "label": "a",
+                "platform": "cpu",
+                "state": "ok",
+                "batch": 64,
+                "step_time_s": 0.01,
+                "dtype": "float32",
+                "utilization": 0.5,
+                "examples_per_joule": 40.0,
+                "energy_source": "rapl (1 package(s))",
+            },
+            {
+                "family": "fc",
+                "label": "b",
+                "platform": "cpu",
+                "state": "ok",
+                "batch": 128,
+                "step_time_s": 0.02,
+                "dtype": "float32",
+                "utilization": 0.6,
+                "examples_per_joule": 60.0,
+                "energy_source": "rapl (1 package(s))",
+            },
+        ]
+    )
     cells = scorecard.hardware_metrics(rows, pd.DataFrame(columns=["platform", "ceilings"])).set_index("metric")
     assert cells.loc["Energy efficiency", "evidence"] == "measured"
     assert cells.loc["Energy efficiency", "value"] == "50 examples/J median, best 60 (2 rows; rapl (1 package(s)))"

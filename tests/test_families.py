@@ -27,8 +27,7 @@ def test_every_family_conforms(family):
 def test_the_paper_families_are_registered_in_order_with_their_roles():
     assert families.names()[:3] == ("fc", "cnn", "rnn")
     assert families.of_role("model") == ("fc", "cnn", "rnn")
-    assert set(families.of_role("workload")) == {"transformer", "resnet50", "retinanet", "densenet", "mobilenet",
-                                                 "squeezenet"}  # fmt: skip
+    assert set(families.of_role("workload")) == {"transformer", "resnet50", "retinanet", "densenet", "mobilenet", "squeezenet"}
     with pytest.raises(ConfigError, match="role: 'real'.*model, workload"):
         families.of_role("real")
 
@@ -54,9 +53,20 @@ def _fc(config: WideConfig):
 
 
 GRIDS = {preset: {"width": [8], "batch": [2]} for preset in families.PRESETS}
-TOY = families.Family("toy-wide", "Toy", "one hidden layer", WideConfig, 1, "width", None, ("width", "batch", None),
-                      lambda config, policy: FC.build(_fc(config), policy), lambda config, seed: FC.data(_fc(config), seed),
-                      "model", GRIDS)  # fmt: skip
+TOY = families.Family(
+    "toy-wide",
+    "Toy",
+    "one hidden layer",
+    WideConfig,
+    1,
+    "width",
+    None,
+    ("width", "batch", None),
+    lambda config, policy: FC.build(_fc(config), policy),
+    lambda config, seed: FC.data(_fc(config), seed),
+    "model",
+    GRIDS,
+)
 
 
 @pytest.fixture

@@ -72,8 +72,11 @@ def store(tmp_path_factory) -> Path:
 
 # ------------------------------------------------------------------ 1. values without bounds
 
-NUMBERS = st.one_of(st.integers(-5, 2**40), st.sampled_from([0, 1, 2**31 - 1, 2**31, 2**63]),
-                    st.text(string.digits + ".-e", min_size=1, max_size=12))  # fmt: skip
+NUMBERS = st.one_of(
+    st.integers(-5, 2**40),
+    st.sampled_from([0, 1, 2**31 - 1, 2**31, 2**63]),
+    st.text(string.digits + ".-e", min_size=1, max_size=12),
+)
 
 
 @BOUNDED
@@ -101,8 +104,10 @@ def test_every_axis_declares_a_maximum_its_grids_respect():
 HUGE = "2147483647"
 
 
-@pytest.mark.parametrize("label", ["layer_2147483647-node_16-input_32-output_8-bs_16",
-                                   f"layer_{HUGE}-node_{HUGE}-input_{HUGE}-output_{HUGE}-bs_{HUGE}"])  # fmt: skip
+@pytest.mark.parametrize(
+    "label",
+    ["layer_2147483647-node_16-input_32-output_8-bs_16", f"layer_{HUGE}-node_{HUGE}-input_{HUGE}-output_{HUGE}-bs_{HUGE}"],
+)
 def test_the_issues_huge_fc_labels_are_refused_before_counting(label, store):
     one_line(cli("describe", "fc", label), "layers")
     one_line(cli("predict", "--store", str(store), "--platform", "v100", "--family", "fc", label), "layers")
@@ -113,8 +118,10 @@ def test_the_issues_rnn_length_is_refused_before_tensorflow():
 
 
 @BOUNDED
-@given(axis=st.sampled_from(["layers", "nodes", "batch", "input", "nosuch"]),
-       values=st.text(string.digits + ",.-abcx ", min_size=1, max_size=24))  # fmt: skip
+@given(
+    axis=st.sampled_from(["layers", "nodes", "batch", "input", "nosuch"]),
+    values=st.text(string.digits + ",.-abcx ", min_size=1, max_size=24),
+)
 def test_generated_set_values_are_one_line_and_create_no_store(axis, values, tmp_path, monkeypatch):
     """``sweep --set``: a bad value is one line; a good grid reaches the next check (no --address) without a store."""
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
@@ -125,11 +132,21 @@ def test_generated_set_values_are_one_line_and_create_no_store(axis, values, tmp
 
 
 @BOUNDED
-@given(overrides=st.one_of(st.text(max_size=5), st.integers(), st.dictionaries(
-    st.sampled_from(["layers", "batch", "cell"]),
-    st.one_of(st.text(max_size=4), st.integers(-3, 2**33), st.lists(st.one_of(st.integers(-3, 2**33), st.text(max_size=3),
-                                                                              st.floats()), max_size=3)),
-    max_size=2)))  # fmt: skip
+@given(
+    overrides=st.one_of(
+        st.text(max_size=5),
+        st.integers(),
+        st.dictionaries(
+            st.sampled_from(["layers", "batch", "cell"]),
+            st.one_of(
+                st.text(max_size=4),
+                st.integers(-3, 2**33),
+                st.lists(st.one_of(st.integers(-3, 2**33), st.text(max_size=3), st.floats()), max_size=3),
+            ),
+            max_size=2,
+        ),
+    )
+)
 def test_generated_api_overrides_expand_or_raise_config_error(overrides):
     """``overrides={"layers": "abc"}`` no longer iterates the characters: a grid, or ConfigError."""
     from paradnn.space import expand
@@ -143,21 +160,28 @@ def test_generated_api_overrides_expand_or_raise_config_error(overrides):
 
 def test_the_api_refuses_a_negative_budget_before_creating_a_store(tmp_path):
     target = tmp_path / "api.sqlite"
-    for kwargs in ({"max_minutes": -1}, {"max_minutes": float("nan")}, {"overrides": {"layers": "abc"}},
-                   {"max_seconds": float("inf")}):  # fmt: skip
+    for kwargs in (
+        {"max_minutes": -1},
+        {"max_minutes": float("nan")},
+        {"overrides": {"layers": "abc"}},
+        {"max_seconds": float("inf")},
+    ):
         with pytest.raises(ConfigError):
             paradnn.sweep("fc", store=target, progress=False, **kwargs)
     assert not target.exists()
 
 
-@pytest.mark.parametrize("kwargs, needle", [
-    ({"timeout_s": 0}, "--timeout: 0 is not valid; allowed: a positive number"),
-    ({"memory_gb": -2}, "--memory-budget: -2 is not valid"),
-    ({"backend": "ray"}, "--address: '(none)' is not valid"),
-    ({"backend": "slurm"}, "--backend: 'slurm' is not valid; allowed: local, ray"),
-    ({"budget": 10, "workers": 2}, "--workers: 2 is not valid; allowed: 1 with --adaptive"),
-    ({"budget": "soon"}, "budget"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "kwargs, needle",
+    [
+        ({"timeout_s": 0}, "--timeout: 0 is not valid; allowed: a positive number"),
+        ({"memory_gb": -2}, "--memory-budget: -2 is not valid"),
+        ({"backend": "ray"}, "--address: '(none)' is not valid"),
+        ({"backend": "slurm"}, "--backend: 'slurm' is not valid; allowed: local, ray"),
+        ({"budget": 10, "workers": 2}, "--workers: 2 is not valid; allowed: 1 with --adaptive"),
+        ({"budget": "soon"}, "budget"),
+    ],
+)
 def test_the_api_takes_the_command_lines_sweep_options_and_refuses_them_alike(tmp_path, kwargs, needle):
     """One sweep request for both front ends: the API's keywords are the command line's options, checked
     by the same code before a store is created."""
@@ -175,17 +199,21 @@ def test_more_threads_than_cores_is_one_line():
 
 @pytest.mark.parametrize("seed", ["-1", "4294967296", "1e3"])
 def test_predict_seed_is_bounded(seed, store):
-    one_line(cli("predict", "--store", str(store), "--platform", "v100", "--family", "fc", "--cv", "3", "--seed", seed),
-             "seed")  # fmt: skip
+    one_line(cli("predict", "--store", str(store), "--platform", "v100", "--family", "fc", "--cv", "3", "--seed", seed), "seed")
 
 
 # ------------------------------------------------------------------ 2. one error path everywhere
 
 
 @BOUNDED
-@given(name=st.sampled_from(["budget_minutes", "max_seconds", "seed", "folds", "fill_fraction", "families", "nosuch"]),
-       value=st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-10, 10**12),
-                       st.sampled_from([".nan", "-.inf", "-5", "0", "abc", "[fc]", "{a: 1}", "1e309"])))  # fmt: skip
+@given(
+    name=st.sampled_from(["budget_minutes", "max_seconds", "seed", "folds", "fill_fraction", "families", "nosuch"]),
+    value=st.one_of(
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.integers(-10, 10**12),
+        st.sampled_from([".nan", "-.inf", "-5", "0", "abc", "[fc]", "{a: 1}", "1e309"]),
+    ),
+)
 def test_generated_report_parameters_are_checked_before_anything_runs(name, value):
     """``report -p``: a bad value is one line naming it; a good one gets as far as --outputs (here unwritable)."""
     text = value if isinstance(value, str) else repr(value).replace("inf", ".inf").replace("nan", ".nan")
@@ -209,16 +237,22 @@ def damage(path: Path, offset: int, data: bytes) -> None:
 
 
 @BOUNDED
-@given(page=st.integers(1, 40), noise=st.binary(min_size=16, max_size=4096),
-       command=st.sampled_from(["results", "compare", "predict", "import"]))  # fmt: skip
+@given(
+    page=st.integers(1, 40),
+    noise=st.binary(min_size=16, max_size=4096),
+    command=st.sampled_from(["results", "compare", "predict", "import"]),
+)
 def test_generated_damaged_stores_are_one_line_and_unchanged(store, tmp_path_factory, page, noise, command):
     damaged = tmp_path_factory.mktemp("damaged") / "d.sqlite"
     shutil.copy(store, damaged)
     damage(damaged, page * 4096, noise)
     before = digest(damaged)
-    args = {"results": ["results"], "compare": ["compare", "--baseline", "v100", "--target", "cpu"],
-            "predict": ["predict", "--platform", "tpu-v3", "--family", "fc", "--cv", "3"],  # reads the store, fits nothing
-            "import": ["import-legacy", "nosuch.json"]}[command]  # fmt: skip
+    args = {
+        "results": ["results"],
+        "compare": ["compare", "--baseline", "v100", "--target", "cpu"],
+        "predict": ["predict", "--platform", "tpu-v3", "--family", "fc", "--cv", "3"],  # reads the store, fits nothing
+        "import": ["import-legacy", "nosuch.json"],
+    }[command]
     result = cli(*args, "--store", str(damaged))
     one_line_or_success(result)
     if command != "import" or result.exit_code == 2:
@@ -286,14 +320,37 @@ def test_import_legacy_of_a_missing_or_bad_file_writes_no_store(tmp_path):
 # ------------------------------------------------------------------ 4. pipelines stay where they are put
 
 NOTEBOOK = "notebooks/scorecard.ipynb"
-HOSTILE_TEXT = st.one_of(st.sampled_from(["../../../elsewhere", "/tmp/x", "..", ".", "a/b", "ok", "", "results.sqlite",
-                                          "../x.sqlite", "/etc/passwd", "../../x.ipynb", NOTEBOOK]),
-                         st.text(string.ascii_letters + "./_-", max_size=12), st.integers(), st.none())  # fmt: skip
+HOSTILE_TEXT = st.one_of(
+    st.sampled_from(
+        [
+            "../../../elsewhere",
+            "/tmp/x",
+            "..",
+            ".",
+            "a/b",
+            "ok",
+            "",
+            "results.sqlite",
+            "../x.sqlite",
+            "/etc/passwd",
+            "../../x.ipynb",
+            NOTEBOOK,
+        ]
+    ),
+    st.text(string.ascii_letters + "./_-", max_size=12),
+    st.integers(),
+    st.none(),
+)
 
 
 @BOUNDED
-@given(name=HOSTILE_TEXT, store_name=HOSTILE_TEXT, notebooks=st.one_of(
-    st.lists(st.one_of(HOSTILE_TEXT, st.fixed_dictionaries({"notebook": HOSTILE_TEXT})), max_size=3), HOSTILE_TEXT))  # fmt: skip
+@given(
+    name=HOSTILE_TEXT,
+    store_name=HOSTILE_TEXT,
+    notebooks=st.one_of(
+        st.lists(st.one_of(HOSTILE_TEXT, st.fixed_dictionaries({"notebook": HOSTILE_TEXT})), max_size=3), HOSTILE_TEXT
+    ),
+)
 def test_generated_pipeline_files_are_confined_or_refused(tmp_path_factory, name, store_name, notebooks):
     from paradnn.reports import load_pipeline, outputs_folder
 
@@ -313,16 +370,19 @@ def test_generated_pipeline_files_are_confined_or_refused(tmp_path_factory, name
     assert len({e["output"] for e in pipeline.notebooks}) == len(pipeline.notebooks)
 
 
-@pytest.mark.parametrize("text,needle", [
-    ("name: ../../../elsewhere\nnotebooks: [{notebook: notebooks/scorecard.ipynb}]\n", "name"),
-    ("store: ../../x.sqlite\nnotebooks: [{notebook: notebooks/scorecard.ipynb}]\n", "store"),
-    ("store: /tmp/x.sqlite\nnotebooks: [{notebook: notebooks/scorecard.ipynb}]\n", "store"),
-    ("notebooks: [{notebook: /etc/passwd}]\n", "notebook"),
-    ("notebooks: [{notebook: ../../x.ipynb}]\n", "notebook"),
-    ("notebooks: [5]\n", "notebooks"),
-    ("notebooks: [{notebook: notebooks/scorecard.ipynb}, {notebook: notebooks/scorecard.ipynb}]\n", "output"),
-    ("notebooks: [{notebook: bare.ipynb}]\n", "kernel metadata"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "text,needle",
+    [
+        ("name: ../../../elsewhere\nnotebooks: [{notebook: notebooks/scorecard.ipynb}]\n", "name"),
+        ("store: ../../x.sqlite\nnotebooks: [{notebook: notebooks/scorecard.ipynb}]\n", "store"),
+        ("store: /tmp/x.sqlite\nnotebooks: [{notebook: notebooks/scorecard.ipynb}]\n", "store"),
+        ("notebooks: [{notebook: /etc/passwd}]\n", "notebook"),
+        ("notebooks: [{notebook: ../../x.ipynb}]\n", "notebook"),
+        ("notebooks: [5]\n", "notebooks"),
+        ("notebooks: [{notebook: notebooks/scorecard.ipynb}, {notebook: notebooks/scorecard.ipynb}]\n", "output"),
+        ("notebooks: [{notebook: bare.ipynb}]\n", "kernel metadata"),
+    ],
+)
 def test_the_issues_pipeline_files(tmp_path, text, needle):
     (tmp_path / "bare.ipynb").write_text(json.dumps({"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
     path = tmp_path / "p.yaml"
@@ -338,8 +398,9 @@ def test_relative_notebooks_resolve_against_the_pipeline_file_and_repeats_take_t
 
     shutil.copy(ROOT / NOTEBOOK, tmp_path / "mine.ipynb")
     path = tmp_path / "p.yaml"
-    path.write_text(f"notebooks:\n  - notebook: mine.ipynb\n  - notebook: {NOTEBOOK}\n"
-                    f"  - notebook: {NOTEBOOK}\n    output: scorecard-again\n")  # fmt: skip
+    path.write_text(
+        f"notebooks:\n  - notebook: mine.ipynb\n  - notebook: {NOTEBOOK}\n  - notebook: {NOTEBOOK}\n    output: scorecard-again\n"
+    )
     pipeline = load_pipeline(str(path))
     assert [e["source"] for e in pipeline.notebooks] == [tmp_path / "mine.ipynb", ROOT / NOTEBOOK, ROOT / NOTEBOOK]
     assert [e["output"] for e in pipeline.notebooks] == ["mine", "scorecard", "scorecard-again"]
@@ -394,7 +455,8 @@ def test_a_schema_version_of_digits_python_will_not_read_is_one_short_line(store
 
 def test_a_yaml_alias_bomb_is_refused_before_anything_runs(tmp_path):
     bomb = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
-        f"{c}: &{c} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n" for p, c in zip("abcdefgh", "bcdefghi"))
+        f"{c}: &{c} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n" for p, c in zip("abcdefgh", "bcdefghi")
+    )
     pipeline = tmp_path / "bomb.yaml"
     pipeline.write_text(bomb + "notebooks:\n  - notebook: architecture.ipynb\n")
     one_line(cli("report", str(pipeline), "--outputs", str(tmp_path / "out")), "aliases")
@@ -403,8 +465,11 @@ def test_a_yaml_alias_bomb_is_refused_before_anything_runs(tmp_path):
 
 
 def test_a_pipeline_file_s_parameters_are_checked_against_the_notebooks(tmp_path):
-    for text, needle in (("budget_minutes: [1]", "parameter budget_minutes"), ("nosuch: 1", "parameters: 'nosuch'"),
-                         ("families: {a: 1}", "parameter families")):  # fmt: skip
+    for text, needle in (
+        ("budget_minutes: [1]", "parameter budget_minutes"),
+        ("nosuch: 1", "parameters: 'nosuch'"),
+        ("families: {a: 1}", "parameter families"),
+    ):
         pipeline = tmp_path / "p.yaml"
         pipeline.write_text(f"parameters:\n  {text}\nnotebooks:\n  - notebook: {ROOT / 'notebooks' / 'architecture.ipynb'}\n")
         one_line(cli("report", str(pipeline), "--outputs", str(tmp_path / "out")), needle)
@@ -416,12 +481,15 @@ def test_a_labels_file_that_never_ends_or_blocks_is_refused(store, tmp_path):
     fifo = tmp_path / "labels"
     os.mkfifo(fifo)
     for path in ("/dev/zero", str(fifo), str(tmp_path)):
-        one_line(cli("predict", "--store", str(store), "--platform", "v100", "--family", "fc", "--labels-file", path),
-                 "--labels-file")  # fmt: skip
+        one_line(
+            cli("predict", "--store", str(store), "--platform", "v100", "--family", "fc", "--labels-file", path), "--labels-file"
+        )
     big = tmp_path / "big.txt"
     big.write_bytes(b"x" * 10_000_001)
-    one_line(cli("predict", "--store", str(store), "--platform", "v100", "--family", "fc", "--labels-file", str(big)),
-             "at most 10,000,000 bytes")  # fmt: skip
+    one_line(
+        cli("predict", "--store", str(store), "--platform", "v100", "--family", "fc", "--labels-file", str(big)),
+        "at most 10,000,000 bytes",
+    )
 
 
 def test_error_lines_stay_one_line_and_short_whatever_the_value(tmp_path):
@@ -460,13 +528,33 @@ def test_project_names_the_option_at_fault(tmp_path):
     from paradnn.store import Store
 
     with Store(path) as s:
-        s.put_platform("fp", "lab", {"id": "cpu", "name": "lab"}, {"matmul_flops": {"float32": {"0": 1e11}},
-                                                                   "copy_bandwidth": {"0": 1e10}}, "measured")  # fmt: skip
+        s.put_platform(
+            "fp",
+            "lab",
+            {"id": "cpu", "name": "lab"},
+            {"matmul_flops": {"float32": {"0": 1e11}}, "copy_bandwidth": {"0": 1e10}},
+            "measured",
+        )
         s.add_traces(trace_rows(breakdown(), "lab", "float32"))
-    one_line(cli("project", "--from", "tpu-v2-8", "--to", "lab", "--family", "fc", "--dtype", "float64", "--store", str(path)),
-             "--dtype: 'float64' is not valid; allowed: a compute dtype with measured ceilings on lab (float32)")  # fmt: skip
-    one_line(cli("predict", "--store", str(path), "--platform", "h100", "--family", "fc", "--prior-from", "v100",
-                 "layer_1-node_8-input_8-output_8-bs_8"), "--prior-from: 'v100'")  # fmt: skip
+    one_line(
+        cli("project", "--from", "tpu-v2-8", "--to", "lab", "--family", "fc", "--dtype", "float64", "--store", str(path)),
+        "--dtype: 'float64' is not valid; allowed: a compute dtype with measured ceilings on lab (float32)",
+    )
+    one_line(
+        cli(
+            "predict",
+            "--store",
+            str(path),
+            "--platform",
+            "h100",
+            "--family",
+            "fc",
+            "--prior-from",
+            "v100",
+            "layer_1-node_8-input_8-output_8-bs_8",
+        ),
+        "--prior-from: 'v100'",
+    )
 
 
 def test_a_report_run_writes_its_verdicts_under_its_outputs_not_beside_the_store(tmp_path, monkeypatch):

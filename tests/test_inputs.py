@@ -61,20 +61,20 @@ def test_host_batches_cycle_through_a_pool_of_distinct_batches():
 
 
 def test_host_prep_decodes_crops_flips_and_normalises_images():
-    (x, y), = _take("host-prep", "cnn", "block_1-filter_8-image_32-output_10-bs_4-residual", 1)
+    ((x, y),) = _take("host-prep", "cnn", "block_1-filter_8-image_32-output_10-bs_4-residual", 1)
     assert x.shape == (4, 32, 32, 3) and x.dtype == np.float32 and y.shape == (4,)
     assert -2.0 <= x.min() and x.max() <= 2.0  # (pixel / 255 - 0.5) / 0.25
 
 
 def test_host_prep_pads_token_sequences_of_random_length():
-    (x, y), = _take("host-prep", "rnn", "layer_1-maxlength_12-vocab_100-embedding_8-bs_16-lstm", 1)
+    ((x, y),) = _take("host-prep", "rnn", "layer_1-maxlength_12-vocab_100-embedding_8-bs_16-lstm", 1)
     assert x.shape == (16, 12) and x.dtype == np.int32 and y.shape == (16, 12)
     lengths = (x != 0).sum(axis=1)  # tokens are drawn from [0, vocab): a few zeros inside are possible
     assert lengths.min() < 12  # some sequences were shorter and padded
 
 
 def test_host_prep_scales_stored_bytes_to_features():
-    (x, _), = _take("host-prep", "fc", FC, 1)
+    ((x, _),) = _take("host-prep", "fc", FC, 1)
     assert x.shape == (8, 32) and -0.5 <= x.min() and x.max() <= 0.5
 
 

@@ -16,16 +16,30 @@ PACKAGE = Path(__file__).resolve().parents[1] / "paradnn"
 
 # Bottom up. A module's layer is the first entry that is a prefix of its dotted name.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("vocabulary", ("paradnn.vocabulary", "paradnn.config", "paradnn.identity", "paradnn.settings", "paradnn.markup",
-                    "paradnn.tfimport", "paradnn.imports", "paradnn.platform", "paradnn.version")),
+    (
+        "vocabulary",
+        (
+            "paradnn.vocabulary",
+            "paradnn.config",
+            "paradnn.identity",
+            "paradnn.settings",
+            "paradnn.markup",
+            "paradnn.tfimport",
+            "paradnn.imports",
+            "paradnn.platform",
+            "paradnn.version",
+        ),
+    ),
     ("families", ("paradnn.families", "paradnn.counting", "paradnn.space")),
     ("engine", ("paradnn.engine",)),
     ("store", ("paradnn.store",)),
     ("analysis", ("paradnn.analysis",)),
     ("sweep", ("paradnn.sweeps",)),
-    ("front ends", ("paradnn.api", "paradnn.cli", "paradnn.sections", "paradnn.reports", "paradnn.parameters", "paradnn.checks",
-                    "paradnn")),
-]  # fmt: skip
+    (
+        "front ends",
+        ("paradnn.api", "paradnn.cli", "paradnn.sections", "paradnn.reports", "paradnn.parameters", "paradnn.checks", "paradnn"),
+    ),
+]
 
 
 def layer_of(module: str) -> int:
@@ -50,8 +64,9 @@ def imports(path: Path) -> list[tuple[str, int, list[str]]]:
             names = [a.name for a in node.names]
             for name in names:  # ``from paradnn.engine import training`` imports a module
                 sub = f"{node.module}.{name}"
-                if (PACKAGE.parent / Path(*sub.split("."))).with_suffix(".py").exists() or \
-                        (PACKAGE.parent / Path(*sub.split(".")) / "__init__.py").exists():
+                if (PACKAGE.parent / Path(*sub.split("."))).with_suffix(".py").exists() or (
+                    PACKAGE.parent / Path(*sub.split(".")) / "__init__.py"
+                ).exists():
                     found.append((sub, node.lineno, []))
                     names = [n for n in names if n != name]
             if names:  # names the module defines (not only its submodules): it is imported itself
@@ -67,16 +82,24 @@ MODULES = sorted(PACKAGE.rglob("*.py"))
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: module_name(p))
 def test_imports_go_down_the_layers(path: Path) -> None:
     me = module_name(path)
-    upward = [f"line {line}: {target} ({LAYERS[layer_of(target)][0]})" for target, line, _ in imports(path)
-              if layer_of(target) > layer_of(me)]  # fmt: skip
+    upward = [
+        f"line {line}: {target} ({LAYERS[layer_of(target)][0]})"
+        for target, line, _ in imports(path)
+        if layer_of(target) > layer_of(me)
+    ]
     assert not upward, f"{me} ({LAYERS[layer_of(me)][0]}) imports from above: " + "; ".join(upward)
 
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: module_name(p))
 def test_no_private_name_crosses_a_module(path: Path) -> None:
     me = module_name(path)
-    crossing = [f"line {line}: {target}.{name}" for target, line, names in imports(path) if target != me
-                for name in names if name.startswith("_") and name != "__version__"]  # fmt: skip
+    crossing = [
+        f"line {line}: {target}.{name}"
+        for target, line, names in imports(path)
+        if target != me
+        for name in names
+        if name.startswith("_") and name != "__version__"
+    ]
     assert not crossing, f"{me} imports private names: " + "; ".join(crossing)
 
 
@@ -99,6 +122,10 @@ def test_the_api_functions_are_not_shadowed_by_subpackages() -> None:
 def test_the_analysis_never_measures():
     """The analysis reads what the engine and the sweeps stored; it imports nothing of the engine."""
     analysis = [path for path in MODULES if module_name(path).startswith("paradnn.analysis")]
-    reaching = [f"{module_name(path)} line {line}: {target}" for path in analysis
-                for target, line, _ in imports(path) if target.startswith("paradnn.engine")]  # fmt: skip
+    reaching = [
+        f"{module_name(path)} line {line}: {target}"
+        for path in analysis
+        for target, line, _ in imports(path)
+        if target.startswith("paradnn.engine")
+    ]
     assert not reaching, "; ".join(reaching)

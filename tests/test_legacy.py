@@ -317,8 +317,10 @@ def test_the_paper_overlap_preset_is_the_original_grid_both_platforms_finished()
     from paradnn.store.legacy import grid_of, overlap_configs
 
     configs = grid_of("fc", "paper-overlap", {"layers": [128], "nodes": [128]})
-    assert [c.label for c in configs] == ["layer_128-node_128-input_2000-output_1000-bs_64",
-                                          "layer_128-node_128-input_2000-output_1000-bs_256"]  # fmt: skip
+    assert [c.label for c in configs] == [
+        "layer_128-node_128-input_2000-output_1000-bs_64",
+        "layer_128-node_128-input_2000-output_1000-bs_256",
+    ]
     assert len(grid_of("fc", "paper-overlap")) == len(overlap_configs()) == 30  # of the V100's 176, where neither was input-bound
     with pytest.raises(ConfigError, match="fc family only"):
         grid_of("cnn", "paper-overlap")

@@ -15,8 +15,15 @@ from paradnn.sweeps.plan import MAX_LOOKS, SweepSummary
 
 def _row(label: str, xla: bool, speed: float, look: int = 1, round_no: int = 1) -> dict:
     extra = {"sweep": f"s{look}", "round": round_no, **({"look": look} if look > 1 else {})}
-    return {"family": "fc", "label": label, "platform": "cpu", "xla": xla, "state": "ok", "examples_per_sec": speed,
-            "extra": extra}  # fmt: skip
+    return {
+        "family": "fc",
+        "label": label,
+        "platform": "cpu",
+        "xla": xla,
+        "state": "ok",
+        "examples_per_sec": speed,
+        "extra": extra,
+    }
 
 
 def test_a_further_look_is_stamped_on_its_rows():
@@ -26,8 +33,11 @@ def test_a_further_look_is_stamped_on_its_rows():
 
 
 def test_the_interval_of_a_comparison_looked_at_twice_is_wider_at_its_split_level():
-    rows = [_row(label, xla, speed) for label, base, fast in (("a", 100, 130), ("b", 100, 112), ("c", 100, 121))
-            for xla, speed in ((False, base), (True, fast))]  # fmt: skip
+    rows = [
+        _row(label, xla, speed)
+        for label, base, fast in (("a", 100, 130), ("b", 100, 112), ("c", 100, 121))
+        for xla, speed in ((False, base), (True, fast))
+    ]
     once = compare(pd.DataFrame(rows), False, True, by="xla")
     twice = compare(pd.DataFrame([{**r, "extra": {**r["extra"], "look": 2}} for r in rows]), False, True, by="xla")
     assert once.looks == 1 and twice.looks == MAX_LOOKS == 2
@@ -53,10 +63,13 @@ def test_only_undecided_comparisons_with_room_are_measured_again_widest_rounds_f
     undecided = _comparison(obs.INCONCLUSIVE, 3)
     decided = obs.judged("decided", "paper", obs.exact_part("x", 1.0, 3, obs.Rule("x", 0.5)), "evidence")
     assert decided.verdict == obs.HOLDS
-    comparisons = [undecided, _comparison(obs.INCONCLUSIVE, 1), _comparison(obs.INCONCLUSIVE, 3, looks=MAX_LOOKS),
-                   (undecided[0], decided, undecided[2])]  # fmt: skip
-    lines = common.look_again("s.sqlite", comparisons, started=time.monotonic(), budget_minutes=4, max_seconds=1,
-                              platform="cpu")  # fmt: skip
+    comparisons = [
+        undecided,
+        _comparison(obs.INCONCLUSIVE, 1),
+        _comparison(obs.INCONCLUSIVE, 3, looks=MAX_LOOKS),
+        (undecided[0], decided, undecided[2]),
+    ]
+    lines = common.look_again("s.sqlite", comparisons, started=time.monotonic(), budget_minutes=4, max_seconds=1, platform="cpu")
     assert len(calls) == 1 and calls[0]["look"] == 2 and calls[0]["variants"] == undecided[2]
     assert [c.nodes for c in calls[0]["configs"]] == [16, 8, 32]  # the pair whose rounds disagree most first
     assert lines == ["look 2 at 'claim inconclusive 3' (evidence): measured"]
@@ -64,6 +77,12 @@ def test_only_undecided_comparisons_with_room_are_measured_again_widest_rounds_f
 
 def test_no_time_left_is_said_and_nothing_is_measured(monkeypatch):
     monkeypatch.setattr(common, "ensure_measured", lambda *a, **k: pytest.fail("measured with no time left"))
-    lines = common.look_again("s.sqlite", [_comparison(obs.INCONCLUSIVE, 3)], started=time.monotonic() - 300,
-                              budget_minutes=4, max_seconds=1, platform="cpu")  # fmt: skip
+    lines = common.look_again(
+        "s.sqlite",
+        [_comparison(obs.INCONCLUSIVE, 3)],
+        started=time.monotonic() - 300,
+        budget_minutes=4,
+        max_seconds=1,
+        platform="cpu",
+    )
     assert lines == ["1 undecided comparison(s) not measured again: 0.0 min of the budget left"]

@@ -26,8 +26,16 @@ from paradnn.store.merge import merge
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "fixtures" / "store_v1.sqlite"
-SOFTWARE = {"tensorflow": "2.18.0", "keras": "3.6.0", "python": "3.12.0", "numpy": "2.0.0", "cuda": "", "cudnn": "",
-            "paradnn": "0.1.0", "git": "abc"}  # fmt: skip
+SOFTWARE = {
+    "tensorflow": "2.18.0",
+    "keras": "3.6.0",
+    "python": "3.12.0",
+    "numpy": "2.0.0",
+    "cuda": "",
+    "cudnn": "",
+    "paradnn": "0.1.0",
+    "git": "abc",
+}
 LABELS = [f"layer_1-node_{n}-input_2000-output_1000-bs_4" for n in (8, 16, 32)]
 
 
@@ -36,24 +44,62 @@ def sha(path: Path) -> str:
 
 
 def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "paradnn.cli", *args], capture_output=True, text=True, cwd=cwd,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=900)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "paradnn.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=900,
+    )
 
 
-def machine_store(path: Path, device: str = "AMD EPYC 7B13", cores: int = 2, finished: float = 1_000.0,
-                  platform: str = "cpu", memory_bytes: int = 2**33, isa: list[str] | None = None) -> Path:  # fmt: skip
+def machine_store(
+    path: Path,
+    device: str = "AMD EPYC 7B13",
+    cores: int = 2,
+    finished: float = 1_000.0,
+    platform: str = "cpu",
+    memory_bytes: int = 2**33,
+    isa: list[str] | None = None,
+) -> Path:
     """A store as a sweep on one machine leaves it (no TensorFlow): three FC rows and the platform's record
     (``isa``: the vector units a record of this paradnn holds; None: a record written before it kept them)."""
-    info = {"id": "cpu", "name": device, "host": f"host-{cores}", "cores": cores, "memory_bytes": memory_bytes,
-            "software": SOFTWARE, **({"isa": isa} if isa is not None else {})}  # fmt: skip
+    info = {
+        "id": "cpu",
+        "name": device,
+        "host": f"host-{cores}",
+        "cores": cores,
+        "memory_bytes": memory_bytes,
+        "software": SOFTWARE,
+        **({"isa": isa} if isa is not None else {}),
+    }
     fp = fingerprint(info)
-    records = [{"family": "fc", "family_version": 1, "label": label, "layers": 1, "nodes": 8 * 2**i, "input": 2000,
-                "output": 1000, "batch": 4, "dtype": "float32", "xla": False, "platform": platform,
-                "platform_id": None if platform == "cpu" else "cpu",
-                "platform_fingerprint": fp, "device_name": device, "host": info["host"], "software": SOFTWARE,
-                "state": "ok", "step_time_s": 0.01 * (i + 1) * (2 if cores > 2 else 1),
-                "examples_per_sec": 400 / (i + 1), "finished_at": finished + i}
-               for i, label in enumerate(LABELS)]  # fmt: skip
+    records = [
+        {
+            "family": "fc",
+            "family_version": 1,
+            "label": label,
+            "layers": 1,
+            "nodes": 8 * 2**i,
+            "input": 2000,
+            "output": 1000,
+            "batch": 4,
+            "dtype": "float32",
+            "xla": False,
+            "platform": platform,
+            "platform_id": None if platform == "cpu" else "cpu",
+            "platform_fingerprint": fp,
+            "device_name": device,
+            "host": info["host"],
+            "software": SOFTWARE,
+            "state": "ok",
+            "step_time_s": 0.01 * (i + 1) * (2 if cores > 2 else 1),
+            "examples_per_sec": 400 / (i + 1),
+            "finished_at": finished + i,
+        }
+        for i, label in enumerate(LABELS)
+    ]
     with Store(path) as s:
         s.add_results(records)
         s.put_platform(fp, platform, info, {"matmul_flops": {"float32": {"xla_off": 1e11}}}, "measured")
@@ -160,13 +206,16 @@ def foreign_sqlite(path: Path) -> Path:
     return path
 
 
-@pytest.mark.parametrize("make, needle", [
-    (lambda p: (p.write_text("a,b\n1,2\n"), p)[1], "not an SQLite database"),
-    (lambda p: (p.write_bytes(b""), p)[1], "an empty file"),
-    (future_store, "newer paradnn"),
-    (foreign_sqlite, "not a paradnn store"),
-    (lambda p: p, "no such store"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "make, needle",
+    [
+        (lambda p: (p.write_text("a,b\n1,2\n"), p)[1], "not an SQLite database"),
+        (lambda p: (p.write_bytes(b""), p)[1], "an empty file"),
+        (future_store, "newer paradnn"),
+        (foreign_sqlite, "not a paradnn store"),
+        (lambda p: p, "no such store"),
+    ],
+)
 def test_a_bad_source_is_refused_with_dst_byte_identical(tmp_path, make, needle):
     dst = machine_store(tmp_path / "study.sqlite")
     good = machine_store(tmp_path / "good.sqlite", device="Other", finished=5_000.0, platform="other")
@@ -192,8 +241,12 @@ def large_store(path: Path, rows: int) -> Path:
     """A store of ``rows`` rows (copies of one measured row, each its own run), written with plain SQL for speed."""
     machine_store(path, device="Big", finished=10_000.0, platform="big")
     with sqlite3.connect(path) as conn:
-        row = dict(zip([d[0] for d in conn.execute("SELECT * FROM results LIMIT 1").description],
-                       conn.execute("SELECT * FROM results LIMIT 1").fetchone()))  # fmt: skip
+        row = dict(
+            zip(
+                [d[0] for d in conn.execute("SELECT * FROM results LIMIT 1").description],
+                conn.execute("SELECT * FROM results LIMIT 1").fetchone(),
+            )
+        )
         row.pop("id")
         row["samples_s"] = json.dumps([0.01] * 200)  # rows as heavy as real ones
         names = list(row)
@@ -302,8 +355,10 @@ def test_a_second_machine_whose_cpu_has_another_fingerprint_is_kept_apart(walkth
         assert all(r["run_key"] == run_key(r) for r in rows)
         for r in rows:
             r.update(platform_fingerprint=new, device_name=info["name"])
-            conn.execute("UPDATE results SET platform_fingerprint = ?, device_name = ?, run_key = ? WHERE id = ?",
-                         (new, info["name"], run_key(r), r["id"]))  # fmt: skip
+            conn.execute(
+                "UPDATE results SET platform_fingerprint = ?, device_name = ?, run_key = ? WHERE id = ?",
+                (new, info["name"], run_key(r), r["id"]),
+            )
     dst = tmp_path / "study.sqlite"
     assert cli("merge", str(folder / "machine-a.sqlite"), "--store", str(dst)).returncode == 0
     line = one_line_refusal(cli("merge", str(other), "--store", str(dst)))

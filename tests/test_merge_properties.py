@@ -24,8 +24,13 @@ BOUNDED = settings(max_examples=30, deadline=None, suppress_health_check=[Health
 
 # A source: name -> machine index, then rows as (name, label index, finished_at).
 sources = st.dictionaries(st.sampled_from(NAMES), st.integers(0, len(MACHINES) - 1), min_size=1, max_size=2).flatmap(
-    lambda names: st.tuples(st.just(names), st.lists(st.tuples(st.sampled_from(sorted(names)), st.integers(0, 3),
-                                                               st.sampled_from([1.0, 2.0])), min_size=1, max_size=6)))
+    lambda names: st.tuples(
+        st.just(names),
+        st.lists(
+            st.tuples(st.sampled_from(sorted(names)), st.integers(0, 3), st.sampled_from([1.0, 2.0])), min_size=1, max_size=6
+        ),
+    )
+)
 renames = st.dictionaries(st.sampled_from(NAMES), st.sampled_from(NAMES), max_size=2)
 
 
@@ -40,11 +45,23 @@ def write_source(path: Path, spec) -> Path:
         for name, label, finished in rows:
             device, cores = MACHINES[names[name]]
             info = {"id": "cpu", "name": device, "cores": cores, "software": SOFTWARE}
-            record = {"family": "fc", "label": f"layer_1-node_{8 * 2**label}-input_8-output_8-bs_8", "layers": 1,
-                      "nodes": 8 * 2**label, "input": 8, "output": 8, "batch": 8, "platform": name,
-                      "platform_id": None if name == "cpu" else "cpu", "platform_fingerprint": fingerprint(info),
-                      "device_name": device, "software": SOFTWARE, "state": "ok", "step_time_s": 0.01 * (label + 1),
-                      "finished_at": finished + 10 * NAMES.index(name)}  # one measurement has one name  # fmt: skip
+            record = {
+                "family": "fc",
+                "label": f"layer_1-node_{8 * 2**label}-input_8-output_8-bs_8",
+                "layers": 1,
+                "nodes": 8 * 2**label,
+                "input": 8,
+                "output": 8,
+                "batch": 8,
+                "platform": name,
+                "platform_id": None if name == "cpu" else "cpu",
+                "platform_fingerprint": fingerprint(info),
+                "device_name": device,
+                "software": SOFTWARE,
+                "state": "ok",
+                "step_time_s": 0.01 * (label + 1),
+                "finished_at": finished + 10 * NAMES.index(name),
+            }  # one measurement has one name
             records[(name, label, finished)] = record
         s.add_results(list(records.values()))
     return path
@@ -65,8 +82,9 @@ def contents(path: Path) -> tuple[set, dict]:
 
 
 @BOUNDED
-@given(specs=st.lists(sources, min_size=1, max_size=3), plan=st.lists(st.tuples(st.integers(0, 2), renames), min_size=1,
-                                                                      max_size=4))  # fmt: skip
+@given(
+    specs=st.lists(sources, min_size=1, max_size=3), plan=st.lists(st.tuples(st.integers(0, 2), renames), min_size=1, max_size=4)
+)
 def test_merges_never_fold_lose_or_duplicate(specs, plan):
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
@@ -98,8 +116,17 @@ def test_a_rename_there_and_back_is_the_identity_on_what_reports_read(spec, new)
         old = sorted({name for name, _, _ in spec[1]})[0]  # a name its rows carry (one machine's names share a record)
         merge([src], folder / "b.sqlite", {old: new})
         merge([folder / "b.sqlite"], folder / "c.sqlite", {new: old})
-        columns = ["platform", "platform_id", "label", "run_key", "finished_at", "device_name", "step_time_s",
-                   "utilization", "platform_fingerprint"]  # fmt: skip
+        columns = [
+            "platform",
+            "platform_id",
+            "label",
+            "run_key",
+            "finished_at",
+            "device_name",
+            "step_time_s",
+            "utilization",
+            "platform_fingerprint",
+        ]
         first = Results.load(src).frame[columns].sort_values(["run_key", "finished_at"]).reset_index(drop=True)
         again = Results.load(folder / "c.sqlite").frame[columns].sort_values(["run_key", "finished_at"]).reset_index(drop=True)
         assert first.equals(again)
@@ -112,8 +139,15 @@ def test_two_merges_at_once_never_fold(a, b):
         folder = Path(tmp)
         paths = [write_source(folder / "a.sqlite", a), write_source(folder / "b.sqlite", b)]
         dst = folder / "study.sqlite"
-        procs = [subprocess.Popen([sys.executable, "-c", f"import paradnn; paradnn.merge([{str(p)!r}], {str(dst)!r})"],
-                                  cwd=ROOT, stderr=subprocess.PIPE, text=True) for p in paths]  # fmt: skip
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", f"import paradnn; paradnn.merge([{str(p)!r}], {str(dst)!r})"],
+                cwd=ROOT,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for p in paths
+        ]
         codes = [p.wait(timeout=300) for p in procs]
         marks, held = contents(dst)
         assert all(len(devices) == 1 for devices in held.values()), held

@@ -94,9 +94,16 @@ def test_two_merges_at_once_of_two_machines_under_one_name_leave_one_machine_and
         dst = tmp_path / f"study-{existing}.sqlite"
         if existing:
             Store(dst).close()
-        procs = [subprocess.Popen([sys.executable, "-m", "paradnn.cli", "merge", str(src), "--store", str(dst)],
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
-                 for src in (a, b)]  # fmt: skip
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-m", "paradnn.cli", "merge", str(src), "--store", str(dst)],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                cwd=ROOT,
+            )
+            for src in (a, b)
+        ]
         results = [(p.wait(timeout=300), p.stderr.read()) for p in procs]
         assert sorted(code for code, _ in results) == [0, 2], results
         assert "fold two machines" in next(err for code, err in results if code == 2)
@@ -125,8 +132,9 @@ def test_every_platform_can_be_renamed_even_one_with_an_equals_sign(tmp_path):
     with Store(dst, create=False, readonly=True) as s:
         assert set(s.results()["platform"]) == {"lab-1t"} and set(s.results()["platform_id"]) == {"cpu[threads=1]"}
         assert set(s.platforms()["platform"]) == {"lab-1t"}
-    assert "given twice" in one_line_refusal(cli("merge", str(src), "--rename", "cpu=a", "--rename", "cpu=b",
-                                                 "--store", str(dst)))  # fmt: skip
+    assert "given twice" in one_line_refusal(
+        cli("merge", str(src), "--rename", "cpu=a", "--rename", "cpu=b", "--store", str(dst))
+    )
 
 
 def test_a_rename_moves_profiles_and_records_and_the_projection_is_unchanged_both_ways(tmp_path):
@@ -159,8 +167,24 @@ def test_a_source_with_a_platform_name_no_store_could_hold_is_damaged(tmp_path, 
 
 def test_a_sweep_named_as_another_machine_is_refused_before_it_measures(tmp_path):
     store = machine_store(tmp_path / "s.sqlite", device="Intel Xeon", cores=64, platform="xeon-lab")
-    line = one_line_refusal(cli("sweep", "fc", "--set", "layers=1", "--set", "nodes=8", "--set", "batch=8", "--max-seconds",
-                                "0.2", "--name", "xeon-lab", "--store", str(store)))  # fmt: skip
+    line = one_line_refusal(
+        cli(
+            "sweep",
+            "fc",
+            "--set",
+            "layers=1",
+            "--set",
+            "nodes=8",
+            "--set",
+            "batch=8",
+            "--max-seconds",
+            "0.2",
+            "--name",
+            "xeon-lab",
+            "--store",
+            str(store),
+        )
+    )
     assert "'xeon-lab' would fold two machines" in line and "Intel Xeon (64 cores, 8 GiB)" in line
     assert platforms_of(store) == {"xeon-lab": {"Intel Xeon"}}
 
@@ -168,8 +192,9 @@ def test_a_sweep_named_as_another_machine_is_refused_before_it_measures(tmp_path
 def test_two_hosts_of_one_cpu_model_and_core_count_are_told_apart_by_memory_and_vector_units(tmp_path):
     """Cloud VMs say "AMD EPYC" for every generation: a 4 GiB host with AVX2 only is not a 24 GiB one with AVX-512."""
     big = machine_store(tmp_path / "big.sqlite", device="AMD EPYC", memory_bytes=24 * 2**30, isa=["avx2", "avx512f", "fma"])
-    small = machine_store(tmp_path / "small.sqlite", device="AMD EPYC", memory_bytes=4 * 2**30, isa=["avx2", "fma"],
-                          finished=5_000.0)  # fmt: skip
+    small = machine_store(
+        tmp_path / "small.sqlite", device="AMD EPYC", memory_bytes=4 * 2**30, isa=["avx2", "fma"], finished=5_000.0
+    )
     dst = tmp_path / "study.sqlite"
     line = one_line_refusal(cli("merge", str(big), str(small), "--store", str(dst)))
     assert "'cpu' would fold two machines" in line and "24 GiB, avx2+avx512f+fma" in line and "4 GiB, avx2+fma" in line

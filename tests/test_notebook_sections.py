@@ -57,14 +57,19 @@ def test_roofline_caption_counts_models_left_of_the_ridge_and_the_best_share_of_
     points = rows(intensity=[10.0, 50.0, 200.0, 400.0], achieved_flops=[1e10, 1e11, 4e11, 2e11])
     text = architecture.roofline_caption(points, ceilings)
     assert text.startswith("The paper found FC and CNN models span")
-    assert text.endswith("here 50% of the 4 models lie left of the ridge point (100 FLOPs/byte), "
-                         "reaching up to 40% of the compute roof.")
+    assert text.endswith(
+        "here 50% of the 4 models lie left of the ridge point (100 FLOPs/byte), reaching up to 40% of the compute roof."
+    )
 
 
 @pytest.mark.parametrize(("count", "expected"), [(0, []), (1, ["big"]), (2, ["small", "big"]), (5, ["small", "big"])])
 def test_profile_picks_are_the_smallest_and_largest_finished_fc_models(count, expected):
-    df = rows(family=["fc", "fc", "fc", "cnn", "fc"], label=["mid", "big", "small", "conv", "huge"],
-              state=["ok", "ok", "ok", "ok", "oom"], flops_model=[5.0, 9.0, 1.0, 100.0, 50.0])  # fmt: skip
+    df = rows(
+        family=["fc", "fc", "fc", "cnn", "fc"],
+        label=["mid", "big", "small", "conv", "huge"],
+        state=["ok", "ok", "ok", "ok", "oom"],
+        flops_model=[5.0, 9.0, 1.0, 100.0, 50.0],
+    )
     assert list(architecture.profile_picks(df, count)["label"]) == expected
 
 
@@ -75,10 +80,18 @@ def test_profile_picks_of_a_single_model_profiles_it_once():
 
 
 def test_replicated_rows_and_the_communication_table():
-    df = rows(family=["fc", "fc", "fc"], label=["fc_bs_64", "fc_bs_128", "fc_bs_64"], devices=[2, 2, 1],
-              replica_batch=[32, 64, 64], step_time_s=[0.012345, 0.02, 0.01], replica_step_time_s=[0.01, 0.015, None],
-              comm_share=[0.19, 0.25, None], allreduce_share=[0.1, 0.2, None], scaling_efficiency=[0.81, 0.75, None],
-              state=["ok", "ok", "ok"])  # fmt: skip
+    df = rows(
+        family=["fc", "fc", "fc"],
+        label=["fc_bs_64", "fc_bs_128", "fc_bs_64"],
+        devices=[2, 2, 1],
+        replica_batch=[32, 64, 64],
+        step_time_s=[0.012345, 0.02, 0.01],
+        replica_step_time_s=[0.01, 0.015, None],
+        comm_share=[0.19, 0.25, None],
+        allreduce_share=[0.1, 0.2, None],
+        scaling_efficiency=[0.81, 0.75, None],
+        state=["ok", "ok", "ok"],
+    )
     replicated = architecture.replicated_rows(df)
     assert list(replicated["devices"]) == [2, 2]  # the single-device row has no communication share
     table = architecture.communication_table(replicated)
@@ -87,8 +100,11 @@ def test_replicated_rows_and_the_communication_table():
 
 
 def test_fed_rows_keep_the_requested_pipelines_with_a_measured_share():
-    df = rows(family=["fc", "fc", "fc", "cnn"], input_mode=["host", "host-prep", "device", "host-prep"],
-              infeed_share=[0.3, 0.5, None, 0.2])  # fmt: skip
+    df = rows(
+        family=["fc", "fc", "fc", "cnn"],
+        input_mode=["host", "host-prep", "device", "host-prep"],
+        infeed_share=[0.3, 0.5, None, 0.2],
+    )
     assert list(infeed.fed_rows(df, ["host", "host-prep"])["input_mode"]) == ["host", "host-prep", "host-prep"]
     assert list(infeed.fed_rows(df, ["host-prep"])["family"]) == ["fc", "cnn"]
     assert infeed.fed_rows(df, []).empty
@@ -116,8 +132,9 @@ def test_measuring_replicas_and_inputs_needs_a_local_platform_and_measure_missin
     assert infeed.measure_inputs("s", ["fc"], ["host"], platform="v100", measure_missing=True, **common) == []
     assert infeed.measure_inputs("s", ["fc"], [], platform="cpu", measure_missing=True, **common) == []
     assert not calls
-    assert infeed.measure_inputs("s", ["fc"], ["host", "host-prep"], platform="cpu", measure_missing=True,
-                             **common) == ["measured"]  # fmt: skip
+    assert infeed.measure_inputs("s", ["fc"], ["host", "host-prep"], platform="cpu", measure_missing=True, **common) == [
+        "measured"
+    ]
     (call,) = calls  # one sweep of both pipelines' runs, within the whole budget
     assert call["variants"] == [{"input": "host"}, {"input": "host-prep"}] and call["budget_minutes"] == 4.0
     architecture.measure_replicas("s", ["fc"], 2, platform="cpu", measure_missing=True, **common)
@@ -130,8 +147,13 @@ def test_variants_are_measured_in_one_sweep_and_one_line_names_every_run(monkeyp
     from paradnn.sweeps.plan import SweepSummary
 
     seen = []
-    monkeypatch.setattr(backends, "run_sweep", lambda configs, store, options, progress=None, runs=():
-                        seen.append((options, runs)) or SweepSummary(planned=len(configs) * len(runs)))  # fmt: skip
+    monkeypatch.setattr(
+        backends,
+        "run_sweep",
+        lambda configs, store, options, progress=None, runs=(): (
+            seen.append((options, runs)) or SweepSummary(planned=len(configs) * len(runs))
+        ),
+    )
     variants = [{"dtype": "float32"}, {"dtype": "mixed_bfloat16"}]
     lines = common.ensure_measured(tmp_path / "s.sqlite", ["fc"], variants=variants, xla=False, platform="cpu", budget_minutes=3)
     ((options, runs),) = seen
@@ -153,10 +175,19 @@ def test_replica_and_infeed_sections_without_rows_say_what_they_need(shown):
 
 def test_replica_section_shows_the_share_by_batch_and_the_table(shown):
     batches = [64, 64, 128, 128, 256, 256]
-    replicated = rows(family=["fc"] * 6, label=[f"fc_bs_{b}_n{i}" for i, b in enumerate(batches)], batch=batches,
-                      devices=[2] * 6, replica_batch=[b // 2 for b in batches], step_time_s=[0.01] * 6,
-                      replica_step_time_s=[0.008] * 6, comm_share=[0.4, 0.3, 0.2, 0.2, 0.1, 0.05],
-                      allreduce_share=[0.1] * 6, scaling_efficiency=[0.8] * 6, state=["ok"] * 6)  # fmt: skip
+    replicated = rows(
+        family=["fc"] * 6,
+        label=[f"fc_bs_{b}_n{i}" for i, b in enumerate(batches)],
+        batch=batches,
+        devices=[2] * 6,
+        replica_batch=[b // 2 for b in batches],
+        step_time_s=[0.01] * 6,
+        replica_step_time_s=[0.008] * 6,
+        comm_share=[0.4, 0.3, 0.2, 0.2, 0.1, 0.05],
+        allreduce_share=[0.1] * 6,
+        scaling_efficiency=[0.8] * 6,
+        state=["ok"] * 6,
+    )
     verdict = architecture.replica_section(replicated, "cpu")
     assert verdict.id == "O3" and verdict.verdict == HOLDS
     assert shown["figures"] == ["cpu: communication share of the data-parallel step (all-reduce and waiting)"]
@@ -165,9 +196,15 @@ def test_replica_section_shows_the_share_by_batch_and_the_table(shown):
 
 
 def test_infeed_section_shows_one_box_per_family_and_pipeline(shown):
-    fed = rows(family=["fc"] * 6, label=[f"fc_bs_{b}" for b in (64, 128, 256, 64, 128, 256)], batch=[64, 128, 256] * 2,
-               input_mode=["host"] * 3 + ["host-prep"] * 3, flops_model=[1e6, 4e6, 16e6, 2e6, 8e6, 32e6],
-               infeed_share=[0.6, 0.4, 0.1, 0.7, 0.5, 0.2], state=["ok"] * 6)  # fmt: skip
+    fed = rows(
+        family=["fc"] * 6,
+        label=[f"fc_bs_{b}" for b in (64, 128, 256, 64, 128, 256)],
+        batch=[64, 128, 256] * 2,
+        input_mode=["host"] * 3 + ["host-prep"] * 3,
+        flops_model=[1e6, 4e6, 16e6, 2e6, 8e6, 32e6],
+        infeed_share=[0.6, 0.4, 0.1, 0.7, 0.5, 0.2],
+        state=["ok"] * 6,
+    )
     verdict = infeed.infeed_section(fed, "cpu")
     assert verdict.id == "O4" and verdict.platform == "cpu"
     assert shown["figures"] == ["cpu: share of step time waiting for the input pipeline, by family and pipeline"]
@@ -176,13 +213,27 @@ def test_infeed_section_shows_one_box_per_family_and_pipeline(shown):
 
 def test_fig7_sets_the_64_layer_slice_measured_here_beside_the_original_platforms(shown, monkeypatch):
     def fc(platform: str, layers: int, dtype: str, scale: float) -> list[dict]:
-        return [{"family": "fc", "platform": platform, "layers": layers, "nodes": n, "batch": b, "input": 2000,
-                 "output": 1000, "state": "ok", "dtype": dtype, "examples_per_sec": scale * b / n}
-                for n in (64, 256) for b in (64, 1024)]  # fmt: skip
+        return [
+            {
+                "family": "fc",
+                "platform": platform,
+                "layers": layers,
+                "nodes": n,
+                "batch": b,
+                "input": 2000,
+                "output": 1000,
+                "state": "ok",
+                "dtype": dtype,
+                "examples_per_sec": scale * b / n,
+            }
+            for n in (64, 256)
+            for b in (64, 1024)
+        ]
 
     here = pd.DataFrame(fc("cpu", 64, "float32", 1.0) + fc("cpu", 4, "float32", 9.0))
-    theirs = pd.DataFrame(fc("v100", 64, "mixed_float16", 50.0) + fc("tpu-v2-8", 64, "mixed_bfloat16", 80.0)
-                          + fc("gpu:0", 64, "float32", 5.0))  # fmt: skip
+    theirs = pd.DataFrame(
+        fc("v100", 64, "mixed_float16", 50.0) + fc("tpu-v2-8", 64, "mixed_bfloat16", 80.0) + fc("gpu:0", 64, "float32", 5.0)
+    )
     patch_everywhere(monkeypatch, "load", lambda store, platform=None, **kw: here if platform else theirs)
     checks = platform_comparison.fig7_section("unused.sqlite", "cpu", "float32", "auto")
     assert [c.verdict for c in checks] == [HOLDS, HOLDS] and all(c.platform == "cpu" and not c.id for c in checks)
@@ -195,18 +246,26 @@ def test_the_original_tpu_models_sit_on_the_boards_roofline_at_their_counted_int
     from paradnn.analysis.roofline import reference_points
 
     labels = ["layer_4-node_32-input_2000-output_1000-bs_64", "layer_4-node_4096-input_2000-output_1000-bs_8192"]
-    tpu = rows(family=["fc"] * 3, label=[*labels, labels[0]], platform=["tpu-v2-8"] * 3, state=["ok", "ok", "timeout"],
-               batch=[64, 8192, 64],
-               flops_per_sec=[1e12, 9e13, None], flops_model=[1e9, 1e13, 1e9], bytes_estimate=[1e8, 1e10, None],
-               extra=['{"intensity": 300.0}', '{"intensity": 3000.0, "fl": 1}', "{}"])  # fmt: skip
+    tpu = rows(
+        family=["fc"] * 3,
+        label=[*labels, labels[0]],
+        platform=["tpu-v2-8"] * 3,
+        state=["ok", "ok", "timeout"],
+        batch=[64, 8192, 64],
+        flops_per_sec=[1e12, 9e13, None],
+        flops_model=[1e9, 1e13, 1e9],
+        bytes_estimate=[1e8, 1e10, None],
+        extra=['{"intensity": 300.0}', '{"intensity": 3000.0, "fl": 1}', "{}"],
+    )
     points = reference_points(tpu)
     assert list(points["intensity"]) == [10.0, 1000.0] and list(points["reported_intensity"]) == [300.0, 3000.0]
     traces = pd.DataFrame({"label": labels, "category": "all", "intensity": [5.0, 20.0]})
     architecture.reference_roofline_section(tpu, traces)
     title = "Roofline of the original study's FC models on the TPU v2-8 (Fig. 3a)"
     assert len(shown["figures"]) == 1 and shown["figures"][0].startswith(title)
-    assert ("here 50% of the 2 models lie left of the ridge point (75 FLOPs/byte), reaching up to 50% of the compute "
-            "roof.") in shown["captions"][0]  # 9e13 of 180e12
+    assert (
+        "here 50% of the 2 models lie left of the ridge point (75 FLOPs/byte), reaching up to 50% of the compute roof."
+    ) in shown["captions"][0]  # 9e13 of 180e12
     assert "it puts 50% on the same side of the ridge as the profiler's intensity" in shown["captions"][0]
 
 
@@ -256,10 +315,24 @@ def test_this_machine_beside_the_2019_chips_uses_only_pairs_where_they_were_the_
     path = tmp_path / "s.sqlite"
     with Store(path) as s:
         import_bundled(s)
-        s.add_results([{"family": "fc", "label": label, **parse_label("fc", label).hyperparameters(), "dtype": "float32",
-                        "xla": True, "platform": "cpu", "state": "ok", "examples_per_sec": 1000.0, "step_time_s": 0.064,
-                        "software": {"tensorflow": "2.21.0", "keras": "3.15"}, "platform_fingerprint": "cpu|x|2|2.21.0"}
-                       for label in [*chips, fed]])  # fmt: skip
+        s.add_results(
+            [
+                {
+                    "family": "fc",
+                    "label": label,
+                    **parse_label("fc", label).hyperparameters(),
+                    "dtype": "float32",
+                    "xla": True,
+                    "platform": "cpu",
+                    "state": "ok",
+                    "examples_per_sec": 1000.0,
+                    "step_time_s": 0.064,
+                    "software": {"tensorflow": "2.21.0", "keras": "3.15"},
+                    "platform_fingerprint": "cpu|x|2|2.21.0",
+                }
+                for label in [*chips, fed]
+            ]
+        )
     platform_comparison.original_beside_section(path, "cpu")
     listed = shown["tables"][0].data
     assert set(listed["label"]) == {fed} and "input" in set(listed["bound"])  # listed, not compared

@@ -37,22 +37,34 @@ def thin_problems(source: str, where: str) -> list[str]:
     problem: a subscript, a comparison, a branch, a comprehension, a lambda, or a method called
     on a value (calls go to functions and modules the cell imported)."""
     tree = ast.parse(source)
-    modules = {alias.asname or alias.name.split(".")[0] for node in ast.walk(tree)
-               if isinstance(node, (ast.Import, ast.ImportFrom)) for alias in node.names}  # fmt: skip
+    modules = {
+        alias.asname or alias.name.split(".")[0]
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Import, ast.ImportFrom))
+        for alias in node.names
+    }
     problems = []
     for statement in tree.body:
         line = f"{where}:{statement.lineno}"
         if isinstance(statement, (ast.Import, ast.ImportFrom)):
             continue
         if isinstance(statement, ast.For):
-            printing = (isinstance(statement.target, ast.Name) and len(statement.body) == 1
-                        and ast.unparse(statement.body[0]) == f"print({statement.target.id})")  # fmt: skip
+            printing = (
+                isinstance(statement.target, ast.Name)
+                and len(statement.body) == 1
+                and ast.unparse(statement.body[0]) == f"print({statement.target.id})"
+            )
             if not printing or statement.orelse:
                 problems.append(f"{line}: a loop that does more than print a helper's lines")
             parts = [statement.iter]
         elif isinstance(statement, (ast.Expr, ast.Assign, ast.AugAssign)):
-            targets = statement.targets if isinstance(statement, ast.Assign) else \
-                [statement.target] if isinstance(statement, ast.AugAssign) else []  # fmt: skip
+            targets = (
+                statement.targets
+                if isinstance(statement, ast.Assign)
+                else [statement.target]
+                if isinstance(statement, ast.AugAssign)
+                else []
+            )
             if any(not isinstance(t, (ast.Name, ast.Tuple)) for t in targets):
                 problems.append(f"{line}: assigns into something other than plain names")
             parts = [statement.value]
@@ -60,8 +72,20 @@ def thin_problems(source: str, where: str) -> list[str]:
             problems.append(f"{line}: a {type(statement).__name__} statement (branches and blocks belong in paradnn)")
             continue
         for node in (n for part in parts for n in ast.walk(part)):
-            if isinstance(node, (ast.Subscript, ast.Compare, ast.IfExp, ast.Lambda, ast.ListComp, ast.DictComp,
-                                 ast.SetComp, ast.GeneratorExp, ast.BoolOp)):  # fmt: skip
+            if isinstance(
+                node,
+                (
+                    ast.Subscript,
+                    ast.Compare,
+                    ast.IfExp,
+                    ast.Lambda,
+                    ast.ListComp,
+                    ast.DictComp,
+                    ast.SetComp,
+                    ast.GeneratorExp,
+                    ast.BoolOp,
+                ),
+            ):
                 problems.append(f"{line}: {type(node).__name__} (row selection or logic belongs in paradnn)")
             elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
                 owner = node.func.value
@@ -87,13 +111,16 @@ def test_every_notebook_first_calls_prepare(path):
     assert "p = prepare(globals(), report.Parameters)" in "".join(first["source"])
 
 
-@pytest.mark.parametrize("code", [
-    'df = load(store)\nok = df[df["state"] == "ok"]',
-    "x = results.where(platform='cpu')",
-    "if low_precision:\n    show(x)",
-    "rows = [r for r in load(store)]",
-    "for name in families:\n    show(name)",
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "code",
+    [
+        'df = load(store)\nok = df[df["state"] == "ok"]',
+        "x = results.where(platform='cpu')",
+        "if low_precision:\n    show(x)",
+        "rows = [r for r in load(store)]",
+        "for name in families:\n    show(name)",
+    ],
+)
 def test_the_thin_check_finds_row_logic(code):
     assert thin_problems("from paradnn.sections.common import load, show\n" + code, "x")
 
@@ -121,10 +148,26 @@ def test_a_misspelt_or_mistyped_report_parameter_fails_when_the_notebook_starts(
     from paradnn.sections.common import typed
     from paradnn.sections.prediction import Parameters
 
-    values = {"store": "s.sqlite", "measure_missing": False, "budget_minutes": 1, "max_seconds": 0.5, "backend": "local",
-              "workers": 1, "platform": "cpu", "family": "fc", "preset": "smoke", "fill_overrides": {}, "folds": 3,
-              "max_rows": 0, "replay_platform": "tpu-v2-8", "replay_fractions": [0.1], "replay_seeds": 1,
-              "fill_fraction": 0.2, "reference_dir": "", "seed": 0}  # fmt: skip
+    values = {
+        "store": "s.sqlite",
+        "measure_missing": False,
+        "budget_minutes": 1,
+        "max_seconds": 0.5,
+        "backend": "local",
+        "workers": 1,
+        "platform": "cpu",
+        "family": "fc",
+        "preset": "smoke",
+        "fill_overrides": {},
+        "folds": 3,
+        "max_rows": 0,
+        "replay_platform": "tpu-v2-8",
+        "replay_fractions": [0.1],
+        "replay_seeds": 1,
+        "fill_fraction": 0.2,
+        "reference_dir": "",
+        "seed": 0,
+    }
     assert typed(Parameters, values).budget_minutes == 1  # a whole number where a float is asked
     with pytest.raises(ConfigError, match="parameter: 'fold'"):
         typed(Parameters, {**{k: v for k, v in values.items() if k != "folds"}, "fold": 3})

@@ -99,8 +99,10 @@ def test_a_platform_the_store_lacks_is_refused(store):
 
 def test_a_legacy_file_is_filed_only_under_its_own_device(reference, tmp_path):
     target = tmp_path / "t.sqlite"
-    refused(cli("import-legacy", str(reference / "tpu_fc.json"), "--platform", "v100", "--store", str(target)),
-            "not this file's device; expected tpu-v2-8")  # fmt: skip
+    refused(
+        cli("import-legacy", str(reference / "tpu_fc.json"), "--platform", "v100", "--store", str(target)),
+        "not this file's device; expected tpu-v2-8",
+    )
     assert not target.exists()
 
 
@@ -113,11 +115,14 @@ def test_a_legacy_file_with_a_negative_rate_or_count_is_refused(reference, tmp_p
     refused(cli("import-legacy", str(bad), "--store", str(tmp_path / "t.sqlite")), f"{key}[3] is {value}")
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["--hold", "dtype", "--free", "dtype"], "--hold: 'dtype'"),
-    (["--free", "platform"], "settings other than --by platform"),
-    (["--by", "xla", "--baseline", "off", "--target", "on", "--hold", "xla"], "settings other than --by xla"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--hold", "dtype", "--free", "dtype"], "--hold: 'dtype'"),
+        (["--free", "platform"], "settings other than --by platform"),
+        (["--by", "xla", "--baseline", "off", "--target", "on", "--hold", "xla"], "settings other than --by xla"),
+    ],
+)
 def test_contradictory_compare_options_are_refused(store, args, needle):
     base = ["compare", "--store", str(store)]
     if "--baseline" not in args:
@@ -172,7 +177,7 @@ REPORT_REFUSALS = [
     ("seed=" + "9" * 5000, "numbers of at most 40 characters"),
     ("families=" + "[" * 3000 + "]" * 3000, "-p families"),
     ("overrides=" + "{a: " * 40 + "1" + "}" * 40, "nested at most 16 deep"),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize("parameter,needle", REPORT_REFUSALS, ids=[p[:30] for p, _ in REPORT_REFUSALS])
@@ -185,8 +190,10 @@ def test_a_report_parameter_wrong_inside_is_refused_before_anything_runs(paramet
 def test_a_platform_parameter_must_name_this_machine_the_store_or_the_original_study(store, tmp_path):
     outputs = tmp_path / "outputs"
     refused(cli("report", "smoke", "-p", "baseline=nope", "--outputs", str(outputs)), "parameter baseline: 'nope'")
-    refused(cli("report", "study", "--store", str(store), "-p", "target=laptop", "--outputs", str(outputs)),
-            "the store or the original study: tpu-v2-8, v100")  # fmt: skip
+    refused(
+        cli("report", "study", "--store", str(store), "-p", "target=laptop", "--outputs", str(outputs)),
+        "the store or the original study: tpu-v2-8, v100",
+    )
     assert not outputs.exists()
 
 
@@ -203,8 +210,10 @@ def test_every_declared_report_parameter_is_checked_inside():
 
 def test_a_pipeline_file_nested_too_deep_or_with_a_huge_number_is_refused_at_once(tmp_path):
     head = "name: x\nnotebooks:\n- notebooks/architecture.ipynb\nparameters:\n"
-    for body, needle in (("  overrides: " + "{a: " * 3000 + "1" + "}" * 3000, "nested at most 16 deep"),
-                         ("  seed: " + "1" * 5000, "numbers of at most 40 characters")):  # fmt: skip
+    for body, needle in (
+        ("  overrides: " + "{a: " * 3000 + "1" + "}" * 3000, "nested at most 16 deep"),
+        ("  seed: " + "1" * 5000, "numbers of at most 40 characters"),
+    ):
         pipeline = tmp_path / "p.yaml"
         pipeline.write_text(head + body)
         refused(cli("report", str(pipeline), "--outputs", str(tmp_path / "out")), needle)
@@ -230,8 +239,7 @@ def test_reserved_names_are_reserved_in_any_case(name, tmp_path):
 
     with pytest.raises(ConfigError, match="--name"):
         platform_name(name)
-    refused(cli("merge", str(tmp_path / "none.sqlite"), "--rename", f"cpu={name}", "--store", str(tmp_path / "d.sqlite")),
-            "")  # fmt: skip
+    refused(cli("merge", str(tmp_path / "none.sqlite"), "--rename", f"cpu={name}", "--store", str(tmp_path / "d.sqlite")), "")
 
 
 def test_a_full_width_lookalike_of_a_datasheet_name_is_reserved():
@@ -282,17 +290,18 @@ def test_sigterm_during_a_merge_removes_its_temporary_file(store, tmp_path, monk
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("path,needle", [
-    ("x" * 300 + ".sqlite", "each folder and file name takes at most 255"),
-    ("file/s.sqlite", "is a file, not a folder"),
-    ("newdir/", "is a folder name; a store is a file"),
-    ("fifo", "not a regular file"),
-    ("y/" * 2100 + "s.sqlite", "at most 4,096"),
-])  # fmt: skip
-@pytest.mark.parametrize("command", [["sweep", "fc", "--set", "layers=1"], ["results"], ["import-legacy"],
-                                     ["merge", "SRC"]])  # fmt: skip
-def test_a_store_path_no_file_can_have_is_one_line_and_creates_nothing(store, tmp_path, monkeypatch, path, needle,
-                                                                       command):  # fmt: skip
+@pytest.mark.parametrize(
+    "path,needle",
+    [
+        ("x" * 300 + ".sqlite", "each folder and file name takes at most 255"),
+        ("file/s.sqlite", "is a file, not a folder"),
+        ("newdir/", "is a folder name; a store is a file"),
+        ("fifo", "not a regular file"),
+        ("y/" * 2100 + "s.sqlite", "at most 4,096"),
+    ],
+)
+@pytest.mark.parametrize("command", [["sweep", "fc", "--set", "layers=1"], ["results"], ["import-legacy"], ["merge", "SRC"]])
+def test_a_store_path_no_file_can_have_is_one_line_and_creates_nothing(store, tmp_path, monkeypatch, path, needle, command):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "file").write_text("")
     os.mkfifo(tmp_path / "fifo")
@@ -303,8 +312,9 @@ def test_a_store_path_no_file_can_have_is_one_line_and_creates_nothing(store, tm
 
 def test_an_overlap_filter_that_keeps_nothing_is_refused_and_creates_no_store(tmp_path):
     target = tmp_path / "s.sqlite"
-    refused(cli("sweep", "fc", "--preset", "paper-overlap", "--set", "nodes=3", "--store", str(target)),
-            "which hold nodes 32, 128")  # fmt: skip
+    refused(
+        cli("sweep", "fc", "--preset", "paper-overlap", "--set", "nodes=3", "--store", str(target)), "which hold nodes 32, 128"
+    )
     assert not target.exists()
 
 
@@ -315,8 +325,7 @@ def test_the_scorecard_of_an_imported_store_says_its_rows_are_not_judged(store):
 
 
 def test_a_batch_scale_without_rows_says_which_batches_there_are():
-    refused(cli("project", "--from", "tpu-v2-8", "--to", "h100", "--family", "fc", "--batch-scale", "3"),
-            "their batches: ")  # fmt: skip
+    refused(cli("project", "--from", "tpu-v2-8", "--to", "h100", "--family", "fc", "--batch-scale", "3"), "their batches: ")
 
 
 def test_the_original_study_is_not_set_beside_itself(store, capsys):
@@ -326,18 +335,21 @@ def test_the_original_study_is_not_set_beside_itself(store, capsys):
     assert "one of the original study's platforms" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("call,needle", [
-    (lambda p, s: p.describe(["fc"], "layer_1-node_16-input_10-output_10-bs_8"), "family: ['fc']"),
-    (lambda p, s: p.sweep("fc", store=None), "store: None"),
-    (lambda p, s: p.load(123), "store: 123"),
-    (lambda p, s: p.merge(None, "x.sqlite"), "sources: None"),
-    (lambda p, s: p.merge([s], None), "store: None"),
-    (lambda p, s: p.merge([s], "x.sqlite", rename="cpu=lab"), "rename: 'cpu=lab'"),
-    (lambda p, s: p.load(s).matched("nope", "a", "b"), "column: 'nope'"),
-    (lambda p, s: p.load(s).where(nope=1), "column: 'nope'"),
-    (lambda p, s: p.load(s).matched("platform", "v100", "v100"), "other than the baseline's"),
-    (lambda p, s: p.project("tpu-v2-8", "h100", "fc", store=1), "store: 1"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "call,needle",
+    [
+        (lambda p, s: p.describe(["fc"], "layer_1-node_16-input_10-output_10-bs_8"), "family: ['fc']"),
+        (lambda p, s: p.sweep("fc", store=None), "store: None"),
+        (lambda p, s: p.load(123), "store: 123"),
+        (lambda p, s: p.merge(None, "x.sqlite"), "sources: None"),
+        (lambda p, s: p.merge([s], None), "store: None"),
+        (lambda p, s: p.merge([s], "x.sqlite", rename="cpu=lab"), "rename: 'cpu=lab'"),
+        (lambda p, s: p.load(s).matched("nope", "a", "b"), "column: 'nope'"),
+        (lambda p, s: p.load(s).where(nope=1), "column: 'nope'"),
+        (lambda p, s: p.load(s).matched("platform", "v100", "v100"), "other than the baseline's"),
+        (lambda p, s: p.project("tpu-v2-8", "h100", "fc", store=1), "store: 1"),
+    ],
+)
 def test_the_python_api_raises_its_own_errors(store, call, needle):
     import paradnn
 
@@ -347,6 +359,7 @@ def test_the_python_api_raises_its_own_errors(store, call, needle):
 
 
 # Messages that say what is wrong (issue 62): the value as given, the option as typed.
+
 
 def test_a_newline_in_a_rename_is_shown_as_one(tmp_path, store):
     line = cli("merge", str(store), "--rename", "nope\nx=lab", "--store", str(tmp_path / "d.sqlite")).stderr
@@ -362,8 +375,10 @@ def test_a_fold_inside_one_source_does_not_suggest_a_rename_that_moves_both(tmp_
         rows = [dict(r) for r in s.conn.execute("SELECT * FROM results")]
     with Store(source) as s:  # two machines under one name, as no paradnn write would leave them
         columns = [c for c in rows[0] if c != "id"]
-        s.conn.executemany(f"INSERT INTO results ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})",
-                           [[r[c] for c in columns] for r in rows])  # fmt: skip
+        s.conn.executemany(
+            f"INSERT INTO results ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})",
+            [[r[c] for c in columns] for r in rows],
+        )
     line = cli("merge", str(source), "--store", str(tmp_path / "d.sqlite")).stderr
     assert "itself holds two machines under 'cpu'" in line and "--rename" not in line
 
@@ -383,8 +398,10 @@ def test_a_requirement_no_index_holds_is_refused_in_one_short_line(tmp_path):
 
 
 def test_an_empty_side_of_a_comparison_names_the_family_filter(store):
-    refused(cli("compare", "--store", str(store), "--baseline", "v100", "--target", "x", "--family", "rnn"),
-            "finished rnn results (--family rnn)")  # fmt: skip
+    refused(
+        cli("compare", "--store", str(store), "--baseline", "v100", "--target", "x", "--family", "rnn"),
+        "finished rnn results (--family rnn)",
+    )
 
 
 def test_sizes_and_options_are_said_as_given():
@@ -429,6 +446,7 @@ def test_reading_a_damaged_store_leaves_nothing_beside_it(store, tmp_path, comma
 
 # The hostile rerun's findings (issue 62): each class once more.
 
+
 @pytest.mark.parametrize("suffix", ["-wal", "-shm", "-journal"])
 def test_an_export_onto_a_file_sqlite_keeps_beside_a_store_is_refused(store, suffix):
     refused(cli("results", "--store", str(store), "--format", "json", "--output", f"{store}{suffix}"), "beside a store")
@@ -450,10 +468,13 @@ def test_the_original_studys_file_under_another_devices_name_is_refused(referenc
     assert cli("import-legacy", str(mine), "--platform", "v100", "--store", str(tmp_path / "s.sqlite")).exit_code == 0
 
 
-@pytest.mark.parametrize("text,needle", [
-    ('{"labels": ' + "[" * 100_000 + "]" * 100_000 + "}", "RecursionError"),
-    ('{"labels": [' + "9" * 100_000 + "]}", "ValueError"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "text,needle",
+    [
+        ('{"labels": ' + "[" * 100_000 + "]" * 100_000 + "}", "RecursionError"),
+        ('{"labels": [' + "9" * 100_000 + "]}", "ValueError"),
+    ],
+)
 def test_legacy_json_no_study_holds_is_one_line(text, needle, tmp_path):
     path = tmp_path / "tpu_hostile.json"
     path.write_text(text)
@@ -466,13 +487,16 @@ def test_a_projection_leaves_nothing_beside_its_store(store):
     assert sorted(p.name for p in store.parent.iterdir()) == before
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["-p", "baseline=v100", "-p", "target=v100"], "a platform other than the baseline"),
-    (["-p", "reference_dir=/etc"], "the original study's JSON files: tpu_fc.json"),
-    (["--reference", "/etc"], "--reference: '/etc'"),
-    (["-p", "stacks=[current, current]"], "each stack once"),
-    (["-p", "families=[fc]", "-p", "families=[cnn]"], "each parameter once"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["-p", "baseline=v100", "-p", "target=v100"], "a platform other than the baseline"),
+        (["-p", "reference_dir=/etc"], "the original study's JSON files: tpu_fc.json"),
+        (["--reference", "/etc"], "--reference: '/etc'"),
+        (["-p", "stacks=[current, current]"], "each stack once"),
+        (["-p", "families=[fc]", "-p", "families=[cnn]"], "each parameter once"),
+    ],
+)
 def test_report_options_that_contradict_or_name_nothing_are_refused_before_anything_runs(args, needle, tmp_path):
     outputs = tmp_path / "outputs"
     refused(cli("report", "smoke", *args, "--outputs", str(outputs)), needle)
@@ -480,8 +504,10 @@ def test_report_options_that_contradict_or_name_nothing_are_refused_before_anyth
 
 
 def test_two_renames_to_one_new_name_say_so(store, tmp_path):
-    refused(cli("merge", str(store), "--rename", "v100=foo", "--rename", "cpu=foo", "--store", str(tmp_path / "d.sqlite")),
-            "'foo' is already the new name of 'v100'")  # fmt: skip
+    refused(
+        cli("merge", str(store), "--rename", "v100=foo", "--rename", "cpu=foo", "--store", str(tmp_path / "d.sqlite")),
+        "'foo' is already the new name of 'v100'",
+    )
 
 
 def test_a_missing_option_lists_its_choices_on_one_line(store):
@@ -491,8 +517,21 @@ def test_a_missing_option_lists_its_choices_on_one_line(store):
 
 def test_a_report_on_a_damaged_store_is_one_line_and_writes_nothing(store, tmp_path):
     damaged = damaged_copy(store, tmp_path)
-    refused(cli("report", "study", "--store", str(damaged), "-p", "baseline=v100", "-p", "target=x", "--outputs",
-                str(tmp_path / "out")), "undamaged paradnn store")  # fmt: skip
+    refused(
+        cli(
+            "report",
+            "study",
+            "--store",
+            str(damaged),
+            "-p",
+            "baseline=v100",
+            "-p",
+            "target=x",
+            "--outputs",
+            str(tmp_path / "out"),
+        ),
+        "undamaged paradnn store",
+    )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["damaged.sqlite"]
 
 
@@ -500,5 +539,7 @@ def test_a_rename_splits_at_the_last_equals_sign_outside_brackets(store, tmp_pat
     from paradnn.store.merge import parse_rename
 
     assert parse_rename(["cpu[threads=1]=lab-1t", "a=b=c"]) == {"cpu[threads=1]": "lab-1t", "a=b": "c"}
-    refused(cli("merge", str(store), "--rename", "v100=cpu[threads=2]", "--store", str(tmp_path / "d.sqlite")),
-            "--rename v100=cpu[threads=2]")  # fmt: skip
+    refused(
+        cli("merge", str(store), "--rename", "v100=cpu[threads=2]", "--store", str(tmp_path / "d.sqlite")),
+        "--rename v100=cpu[threads=2]",
+    )

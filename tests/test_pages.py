@@ -27,8 +27,9 @@ def test_the_bandwidth_wall_names_each_utilisation_it_prints(reference):
     assert flops.startswith("FLOPS utilisation ")
     # the bandwidth medians printed are the traces' memory-bandwidth medians by nodes, not the FLOPS ones
     printed = {int(k): float(v) for k, v in re.findall(r"(\d+): (\d+)%", bandwidth)}
-    assert printed and all(abs(printed[int(k)] - v) <= 0.5 for k, v in verdict.numbers["bandwidth_by_nodes"].items()
-                           if int(k) in printed)  # fmt: skip
+    assert printed and all(
+        abs(printed[int(k)] - v) <= 0.5 for k, v in verdict.numbers["bandwidth_by_nodes"].items() if int(k) in printed
+    )
 
 
 def test_the_rooflines_colour_key_is_named_after_its_column():
@@ -67,11 +68,19 @@ def test_each_observation_has_one_line_that_says_where_it_stands():
 def test_a_version_comparison_lists_what_else_differed_between_the_stacks():
     from paradnn.sections.software_stack import stack_differences
 
-    rows = pd.DataFrame({"sw_tensorflow": ["2.16.2", "2.21.0"], "sw_keras": ["3.4.1", "3.15.1"],
-                         "sw_numpy": ["1.26.4", "2.4.6"], "sw_python": ["3.11.2", "3.11.2"], "sw_cuda": ["", ""]})  # fmt: skip
+    rows = pd.DataFrame(
+        {
+            "sw_tensorflow": ["2.16.2", "2.21.0"],
+            "sw_keras": ["3.4.1", "3.15.1"],
+            "sw_numpy": ["1.26.4", "2.4.6"],
+            "sw_python": ["3.11.2", "3.11.2"],
+            "sw_cuda": ["", ""],
+        }
+    )
     assert stack_differences(rows, "2.16.2", "2.21.0") == (
         "TensorFlow 2.16.2 against 2.21.0: besides TensorFlow, the stacks differ in keras 3.4.1 against 3.15.1; "
-        "numpy 1.26.4 against 2.4.6 (the same: python 3.11.2).")
+        "numpy 1.26.4 against 2.4.6 (the same: python 3.11.2)."
+    )
 
 
 def test_a_speedup_map_marks_a_pair_whose_side_failed_as_failed():
@@ -81,8 +90,15 @@ def test_a_speedup_map_marks_a_pair_whose_side_failed_as_failed():
         return {"family": "fc", "label": label, "platform": platform, "state": state, "nodes": 64, "batch": 64}
 
     pairs = pd.DataFrame([{"family": "fc", "label": "a", "nodes": 64, "batch": 64, "speedup": 2.0, "state": "ok"}])
-    rows = pd.DataFrame([row("a", "cpu", "ok"), row("a", "v100", "ok"), row("b", "v100", "oom"), row("b", "cpu", "ok"),
-                         row("c", "tpu-v2-8", "oom")])  # fmt: skip
+    rows = pd.DataFrame(
+        [
+            row("a", "cpu", "ok"),
+            row("a", "v100", "ok"),
+            row("b", "v100", "oom"),
+            row("b", "cpu", "ok"),
+            row("c", "tpu-v2-8", "oom"),
+        ]
+    )
     shown = with_failed_sides(pairs, rows, "fc", "cpu", "v100").set_index("label")
     assert shown.loc["a", "state"] == "ok" and shown.loc["b", "state"] == "oom" and pd.isna(shown.loc["b", "speedup"])
     assert "c" not in shown.index  # a third platform's failure is not this pair's
@@ -104,8 +120,13 @@ def test_the_infeed_band_is_measured_from_the_stores_own_reruns():
 def test_a_one_sample_box_is_told_apart_by_its_points_colour():
     from paradnn.analysis.plots import share_by_batch
 
-    rows = pd.DataFrame({"label": ["layer_4-node_64-input_2000-output_1000-bs_64"] * 2, "infeed_percent": [30.0, 60.0],
-                         "pipeline": ["fc, host", "fc, host-prep"]})  # fmt: skip
+    rows = pd.DataFrame(
+        {
+            "label": ["layer_4-node_64-input_2000-output_1000-bs_64"] * 2,
+            "infeed_percent": [30.0, 60.0],
+            "pipeline": ["fc, host", "fc, host-prep"],
+        }
+    )
     fig = share_by_batch(rows, "infeed_percent", "infeed", "infeed (% of the step)", hue="pipeline")
     points = [c for c in fig.axes[0].collections if len(c.get_offsets()) and c.get_facecolors().size]
     colours = {tuple(round(v, 3) for v in c.get_facecolors()[0][:3]) for c in points}
@@ -116,11 +137,26 @@ def test_a_utilisation_table_sets_medians_over_one_common_set_side_by_side():
     from paradnn.analysis.workloads import platform_table
 
     def row(platform: str, label: str, utilisation: float) -> dict:
-        return {"family": "fc", "platform": platform, "label": label, "state": "ok", "utilization": utilisation,
-                "source": "legacy:x.json", "dtype": "float32"}  # fmt: skip
+        return {
+            "family": "fc",
+            "platform": platform,
+            "label": label,
+            "state": "ok",
+            "utilization": utilisation,
+            "source": "legacy:x.json",
+            "dtype": "float32",
+        }
 
-    rows = pd.DataFrame([row("v100", "a", 0.1), row("v100", "b", 0.5), row("tpu-v2-8", "a", 0.2), row("tpu-v2-8", "c", 0.9),
-                         row("tpu-v2-8", "b", 0.4), row("tpu-v2-8", "d", 0.8)])  # fmt: skip
+    rows = pd.DataFrame(
+        [
+            row("v100", "a", 0.1),
+            row("v100", "b", 0.5),
+            row("tpu-v2-8", "a", 0.2),
+            row("tpu-v2-8", "c", 0.9),
+            row("tpu-v2-8", "b", 0.4),
+            row("tpu-v2-8", "d", 0.8),
+        ]
+    )
     table = platform_table(rows)
     # over a and b, which both measured: not the TPU's four against the V100's two
     assert table.loc["fc", "tpu-v2-8"] == pytest.approx(0.3) and table.loc["fc", "v100"] == pytest.approx(0.3)
@@ -131,11 +167,26 @@ def test_the_latency_cells_set_side_by_side_share_their_configurations():
     from paradnn.analysis import scorecard
 
     def row(platform: str, label: str, batch: int, step: float, family: str = "fc") -> dict:
-        return {"family": family, "label": label, "platform": platform, "state": "ok", "batch": batch, "step_time_s": step,
-                "dtype": "float32", "utilization": 0.5}  # fmt: skip
+        return {
+            "family": family,
+            "label": label,
+            "platform": platform,
+            "state": "ok",
+            "batch": batch,
+            "step_time_s": step,
+            "dtype": "float32",
+            "utilization": 0.5,
+        }
 
-    rows = pd.DataFrame([row("v100", "a", 64, 0.008), row("v100", "b", 64, 0.020), row("tpu-v2-8", "a", 64, 0.004),
-                         row("tpu-v2-8", "c", 64, 0.001), row("tpu-v2-8", "r", 2, 0.050, "retinanet")])  # fmt: skip
+    rows = pd.DataFrame(
+        [
+            row("v100", "a", 64, 0.008),
+            row("v100", "b", 64, 0.020),
+            row("tpu-v2-8", "a", 64, 0.004),
+            row("tpu-v2-8", "c", 64, 0.001),
+            row("tpu-v2-8", "r", 2, 0.050, "retinanet"),
+        ]
+    )
     cells = scorecard.hardware_metrics(rows, pd.DataFrame(columns=["platform", "ceilings"]))
     latency = cells[cells["metric"] == "Low Latency"].set_index("platform")
     assert latency.loc["v100", "value"] == "fc batch 64: 8 ms" and latency.loc["tpu-v2-8", "short"] == "4 ms at bs 64"

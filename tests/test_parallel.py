@@ -143,8 +143,13 @@ def test_a_two_replica_sweep_stores_its_scaling_and_compare_gives_the_scaling_ta
     tmp.mkdir()
 
     def cli(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "paradnn.cli", *args, "--store", str(store_path)], capture_output=True,
-                              text=True, timeout=300, env={**os.environ, "TMPDIR": str(tmp)})  # fmt: skip
+        return subprocess.run(
+            [sys.executable, "-m", "paradnn.cli", *args, "--store", str(store_path)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "TMPDIR": str(tmp)},
+        )
 
     grid = ["--set", "layers=1", "--set", "nodes=64", "--set", "input=32", "--set", "output=10", "--set", "batch=16"]
     swept = cli("sweep", "fc", "--preset", "smoke", *grid, "--devices", "2", "--max-seconds", "0.3")

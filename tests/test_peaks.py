@@ -16,9 +16,22 @@ FP = "cpu|x|2|2.21.0"
 
 
 def row(label: str, rate: float, peak: float = 100e9, source: str = "measured", dtype: str = "float32", **extra) -> dict:
-    return {"family": "fc", "label": label, "platform": "cpu", "platform_fingerprint": FP, "dtype": dtype,
-            "compute_dtype": dtype, "xla": True, "state": "ok", "step_time_s": 1.0, "flops_per_sec": rate,
-            "peak_flops": peak, "peak_source": source, "utilization": rate / peak, **extra}  # fmt: skip
+    return {
+        "family": "fc",
+        "label": label,
+        "platform": "cpu",
+        "platform_fingerprint": FP,
+        "dtype": dtype,
+        "compute_dtype": dtype,
+        "xla": True,
+        "state": "ok",
+        "step_time_s": 1.0,
+        "flops_per_sec": rate,
+        "peak_flops": peak,
+        "peak_source": source,
+        "utilization": rate / peak,
+        **extra,
+    }
 
 
 def test_a_row_that_beats_a_stale_ceiling_raises_the_peak_for_every_row():
@@ -60,8 +73,17 @@ def test_a_beaten_ceiling_is_measured_again_before_the_peak_rises():
         calls.append(dtype)
         return {"matmul_flops": {dtype: {"xla": 300e9}}}
 
-    record = {"label": "b", "state": "ok", "batch": 8, "step_time_s": 1.0, "flops_model": 200e9, "flops_per_sec": 200e9,
-              "peak_flops": 150e9, "peak_source": "measured", "utilization": 200 / 150}  # fmt: skip
+    record = {
+        "label": "b",
+        "state": "ok",
+        "batch": 8,
+        "step_time_s": 1.0,
+        "flops_model": 200e9,
+        "flops_per_sec": 200e9,
+        "peak_flops": 150e9,
+        "peak_source": "measured",
+        "utilization": 200 / 150,
+    }
     settled = settle_peak(dict(record), info, {}, "mixed_bfloat16", remeasure)
     assert calls == ["bfloat16"] and settled["peak_flops"] == 300e9 and settled["utilization"] == pytest.approx(2 / 3)
     still = settle_peak(dict(record), info, {}, "float32", lambda dtype: {"matmul_flops": {dtype: {"xla": 160e9}}})
@@ -70,11 +92,20 @@ def test_a_beaten_ceiling_is_measured_again_before_the_peak_rises():
     assert below["peak_flops"] == 150e9
 
 
-
 def test_a_ceiling_beaten_only_through_the_model_count_is_not_measured_again():
     """Model FLOPs count work the step never executes; the graph's count of what ran decides."""
-    record = {"label": "c", "state": "ok", "batch": 8, "step_time_s": 1.0, "flops_model": 160e9, "flops_per_sec": 160e9,
-              "flops_graph": 140e9, "peak_flops": 150e9, "peak_source": "measured", "utilization": 160 / 150}  # fmt: skip
+    record = {
+        "label": "c",
+        "state": "ok",
+        "batch": 8,
+        "step_time_s": 1.0,
+        "flops_model": 160e9,
+        "flops_per_sec": 160e9,
+        "flops_graph": 140e9,
+        "peak_flops": 150e9,
+        "peak_source": "measured",
+        "utilization": 160 / 150,
+    }
     settled = settle_peak(dict(record), {"datasheet": None}, {}, "float32", lambda d: pytest.fail("measured again"))
     assert settled["peak_source"] == "achieved:c" and settled["peak_flops"] == 160e9
     assert settled["utilization"] == pytest.approx(1.0)
@@ -88,8 +119,9 @@ def test_ceilings_keep_their_trials_spread(monkeypatch, tmp_path):
     from paradnn.engine import ceilings
 
     monkeypatch.setenv("PARADNN_CACHE_DIR", str(tmp_path))
-    result = json.loads(json.dumps(ceilings.measure_ceilings(ceilings.Target(), seconds=0.05, trials=2,
-                                                             dtypes=["float32"], copy=False)))  # fmt: skip
+    result = json.loads(
+        json.dumps(ceilings.measure_ceilings(ceilings.Target(), seconds=0.05, trials=2, dtypes=["float32"], copy=False))
+    )
     assert result["trials"] == 2 and set(result["matmul_flops"]) == {"float32"}
     for xla, (worst, best) in result["matmul_spread"]["float32"].items():
         assert worst <= best == result["matmul_flops"]["float32"][xla]

@@ -39,8 +39,17 @@ def grid_frame(noise: float = 0.0, seed: int = 0) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     rows = []
     for config in expand("fc", "smoke", GRID):
-        rows.append({"label": config.label, "family": "fc", **config.hyperparameters(), "dtype": "float32", "xla": "true",
-                     "state": "ok", "step_time_s": synthetic_step_s(config, noise, rng)})  # fmt: skip
+        rows.append(
+            {
+                "label": config.label,
+                "family": "fc",
+                **config.hyperparameters(),
+                "dtype": "float32",
+                "xla": "true",
+                "state": "ok",
+                "step_time_s": synthetic_step_s(config, noise, rng),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -109,8 +118,9 @@ def test_out_of_memory_is_predicted_from_failed_rows():
     memory = predict.counts("fc", rows)["memory_estimate"]
     failed = rows[memory > memory.quantile(0.75)].assign(state="oom")
     model = predict.PerformanceModel.fit(rows[memory <= memory.quantile(0.75)], featurizer(), failed=failed)
-    probe = predict.label_rows("fc", ["layer_1-node_16-input_64-output_8-bs_8", "layer_8-node_128-input_64-output_8-bs_64"],
-                               "float32", "true")  # fmt: skip
+    probe = predict.label_rows(
+        "fc", ["layer_1-node_16-input_64-output_8-bs_8", "layer_8-node_128-input_64-output_8-bs_64"], "float32", "true"
+    )
     small, large = model.predict(probe)["fits_probability"]
     assert small > 0.9 and large < 0.1
 
@@ -148,8 +158,10 @@ def test_adaptive_rounds_spend_the_budget_exactly(remaining, rounds, steps):
     assert predict.adaptive_steps(remaining, rounds) == steps
 
 
-@pytest.mark.parametrize("text,budget", [("40", adaptive.Budget(configs=40)), ("30m", adaptive.Budget(minutes=30.0)),
-                                         ("2.5min", adaptive.Budget(minutes=2.5))])  # fmt: skip
+@pytest.mark.parametrize(
+    "text,budget",
+    [("40", adaptive.Budget(configs=40)), ("30m", adaptive.Budget(minutes=30.0)), ("2.5min", adaptive.Budget(minutes=2.5))],
+)
 def test_budget_parses_configurations_or_minutes(text, budget):
     assert adaptive.Budget.parse(text) == budget
 
@@ -173,8 +185,10 @@ def test_adaptive_sweep_measures_its_budget_and_predicts_the_rest(tmp_path):
 
         def __init__(self, target, script):
             super().__init__(target, script)
-            self.ceilings = {"matmul_flops": {"float32": {"2048": CEILINGS.peak_flops}},
-                             "copy_bandwidth": {"64MB": CEILINGS.bandwidth}}  # fmt: skip
+            self.ceilings = {
+                "matmul_flops": {"float32": {"2048": CEILINGS.peak_flops}},
+                "copy_bandwidth": {"64MB": CEILINGS.bandwidth},
+            }
 
         def recv(self):
             answer = super().recv()
@@ -190,8 +204,16 @@ def test_adaptive_sweep_measures_its_budget_and_predicts_the_rest(tmp_path):
     options = SweepOptions(settings=RunSettings(max_seconds=0.1), timeout_s=5, memory_budget_bytes=1e12)
     lines: list[str] = []
     with Store(tmp_path / "r.sqlite") as store:
-        first = adaptive.adaptive_sweep(configs, store, options, adaptive.Budget(configs=20), rounds=2, echo=lines.append,
-                                        start_worker=lambda t: SyntheticWorker(t, {}), progress=_quiet)  # fmt: skip
+        first = adaptive.adaptive_sweep(
+            configs,
+            store,
+            options,
+            adaptive.Budget(configs=20),
+            rounds=2,
+            echo=lines.append,
+            start_worker=lambda t: SyntheticWorker(t, {}),
+            progress=_quiet,
+        )
         assert first.measured == 20 and first.rounds == 2 and first.summary.already_done == 0
         assert "64 configurations: 0 already in the store; this run: 20 ok" in first.summary.line()
         assert len(first.predicted) == 64 - 20 and set(first.predicted["label"]).isdisjoint(store.results()["label"])
@@ -202,8 +224,16 @@ def test_adaptive_sweep_measures_its_budget_and_predicts_the_rest(tmp_path):
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(predict, "most_informative", lambda model, candidates, n: [target] if target in candidates.index else [])
             mp.setattr(predict, "space_filling", lambda *a, **k: [])
-            second = adaptive.adaptive_sweep(configs, store, options, adaptive.Budget(configs=21), rounds=1, echo=lines.append,
-                                             start_worker=lambda t: SyntheticWorker(t, {}), progress=_quiet)  # fmt: skip
+            second = adaptive.adaptive_sweep(
+                configs,
+                store,
+                options,
+                adaptive.Budget(configs=21),
+                rounds=1,
+                echo=lines.append,
+                start_worker=lambda t: SyntheticWorker(t, {}),
+                progress=_quiet,
+            )
         rows = store.results().set_index("label")
     assert second.remeasured and target in second.remeasured[0] and "agrees with the model" in second.remeasured[0]
     assert len(rows.loc[[target]]) == 2 and lines == first.remeasured + second.remeasured
@@ -219,8 +249,10 @@ def test_an_adaptive_budget_counts_what_the_store_holds(tmp_path):
 
         def __init__(self, target, script):
             super().__init__(target, script)
-            self.ceilings = {"matmul_flops": {"float32": {"2048": CEILINGS.peak_flops}},
-                             "copy_bandwidth": {"64MB": CEILINGS.bandwidth}}  # fmt: skip
+            self.ceilings = {
+                "matmul_flops": {"float32": {"2048": CEILINGS.peak_flops}},
+                "copy_bandwidth": {"64MB": CEILINGS.bandwidth},
+            }
 
         def recv(self):
             if self.pending and Answers.interrupt_after is not None and Answers.answered >= Answers.interrupt_after:
@@ -235,8 +267,16 @@ def test_an_adaptive_budget_counts_what_the_store_holds(tmp_path):
     options = SweepOptions(settings=RunSettings(max_seconds=0.1), timeout_s=5, memory_budget_bytes=1e12)
 
     def run(store):
-        return adaptive.adaptive_sweep(configs, store, options, adaptive.Budget(configs=20), rounds=2,
-                                       start_worker=lambda t: Answers(t, {}), progress=_quiet, echo=lambda _: None)  # fmt: skip
+        return adaptive.adaptive_sweep(
+            configs,
+            store,
+            options,
+            adaptive.Budget(configs=20),
+            rounds=2,
+            start_worker=lambda t: Answers(t, {}),
+            progress=_quiet,
+            echo=lambda _: None,
+        )
 
     with Store(tmp_path / "r.sqlite") as store:
         Answers.interrupt_after = 13
@@ -248,7 +288,8 @@ def test_an_adaptive_budget_counts_what_the_store_holds(tmp_path):
         assert (second.summary.already_done, second.measured, second.summary.left) == (13, 7, 0)
         third = run(store)
         assert third.measured == 0 and "64 configurations: 20 already in the store; this run: nothing measured" in (
-            third.summary.line())
+            third.summary.line()
+        )
         assert len(set(store.results()["label"])) == 20 and len(third.predicted) == 64 - 20
 
 
@@ -263,9 +304,15 @@ def test_an_adaptive_budget_below_the_initial_design_is_refused():
         adaptive.Budget(configs=5)
 
 
-@pytest.mark.parametrize("args,needle", [(["--adaptive"], "--adaptive/--budget"), (["--budget", "20"], "--adaptive/--budget"),
-                                         (["--adaptive", "--budget", "5"], "--budget: 5 is not valid; allowed: at least 12"),
-                                         (["--adaptive", "--budget", "5h"], "--budget: '5h' is not valid")])  # fmt: skip
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--adaptive"], "--adaptive/--budget"),
+        (["--budget", "20"], "--adaptive/--budget"),
+        (["--adaptive", "--budget", "5"], "--budget: 5 is not valid; allowed: at least 12"),
+        (["--adaptive", "--budget", "5h"], "--budget: '5h' is not valid"),
+    ],
+)
 def test_adaptive_sweep_bad_input_is_one_line_and_exit_2(tmp_path, args, needle):
     done = cli("sweep", "fc", "--store", str(tmp_path / "r.sqlite"), *args)
     assert done.returncode == 2 and needle in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
@@ -298,12 +345,24 @@ def cli(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_predict_labels_json(legacy_store):
-    done = cli("predict", "--store", str(legacy_store), "--platform", "v100", "--family", "fc", "--json",
-               "layer_4-node_512-input_2000-output_1000-bs_8192", "layer_3-node_700-input_2000-output_1000-bs_300")  # fmt: skip
+    done = cli(
+        "predict",
+        "--store",
+        str(legacy_store),
+        "--platform",
+        "v100",
+        "--family",
+        "fc",
+        "--json",
+        "layer_4-node_512-input_2000-output_1000-bs_8192",
+        "layer_3-node_700-input_2000-output_1000-bs_300",
+    )
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
-    assert [o["label"] for o in out] == ["layer_4-node_512-input_2000-output_1000-bs_8192",
-                                         "layer_3-node_700-input_2000-output_1000-bs_300"]  # fmt: skip
+    assert [o["label"] for o in out] == [
+        "layer_4-node_512-input_2000-output_1000-bs_8192",
+        "layer_3-node_700-input_2000-output_1000-bs_300",
+    ]
     for o in out:
         assert {"step_time_s", "examples_per_sec", "examples_per_sec_low", "examples_per_sec_high", "extrapolated"} <= set(o)
         assert o["examples_per_sec_low"] < o["examples_per_sec"] < o["examples_per_sec_high"]
@@ -324,16 +383,38 @@ TRACED = "layer_4-node_128-input_2000-output_1000-bs_16384"  # measured on both 
 
 def test_predict_with_the_projection_as_prior_calibrates_on_the_rows_q_has(legacy_store):
     """V100 from the TPU v2's traces: calibrated on the V100's 176 rows; H100 (a datasheet, no rows): not calibrated."""
-    done = cli("predict", "--store", str(legacy_store), "--platform", "v100", "--family", "fc", "--prior-from", "tpu-v2-8",
-               "--json", TRACED)  # fmt: skip
+    done = cli(
+        "predict",
+        "--store",
+        str(legacy_store),
+        "--platform",
+        "v100",
+        "--family",
+        "fc",
+        "--prior-from",
+        "tpu-v2-8",
+        "--json",
+        TRACED,
+    )
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
     assert "calibrated on 176 measured rows of v100" in out["prior"] and "float16" in out["prior"]
     row = out["rows"][0]
     assert row["parts_from"] == "profile" and row["measured_step_time_s"] > 0
     assert row["step_time_low_s"] < row["step_time_s"] < row["step_time_high_s"]
-    done = cli("predict", "--store", str(legacy_store), "--platform", "h100", "--family", "fc", "--prior-from", "tpu-v2-8",
-               "--json", TRACED)  # fmt: skip
+    done = cli(
+        "predict",
+        "--store",
+        str(legacy_store),
+        "--platform",
+        "h100",
+        "--family",
+        "fc",
+        "--prior-from",
+        "tpu-v2-8",
+        "--json",
+        TRACED,
+    )
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
     assert "not calibrated" in out["prior"] and out["rows"][0]["step_time_low_s"] is None
@@ -370,8 +451,14 @@ def test_predict_bad_input_is_one_line_and_exit_2(legacy_store, args, needle):
 
 def test_a_family_with_a_text_axis_gets_it_as_a_feature():
     """CNN's block kind is one-hot; a platform where bottleneck blocks cost 1.5x more is learned."""
-    grid = {"blocks": [1, 2, 3, 4], "filters": [8, 16], "image": [32], "output": [10], "batch": [8, 16, 32],
-            "block": ["residual", "bottleneck"]}  # fmt: skip
+    grid = {
+        "blocks": [1, 2, 3, 4],
+        "filters": [8, 16],
+        "image": [32],
+        "output": [10],
+        "batch": [8, 16, 32],
+        "block": ["residual", "bottleneck"],
+    }
     rows = []
     for config in expand("cnn", "smoke", grid):
         bound = counting.flops_model(config) / CEILINGS.peak_flops
@@ -402,8 +489,9 @@ def test_labels_measured_with_and_without_xla_are_predicted_for_one_setting():
 def test_beyond_the_measured_range_the_residual_is_held_and_the_row_flagged():
     rows = grid_frame(noise=0.02)
     model = predict.PerformanceModel.fit(rows, featurizer())
-    probe = predict.label_rows("fc", ["layer_4-node_32-input_64-output_8-bs_16", "layer_64-node_1024-input_64-output_8-bs_512"],
-                               "float32", "true")  # fmt: skip
+    probe = predict.label_rows(
+        "fc", ["layer_4-node_32-input_64-output_8-bs_16", "layer_64-node_1024-input_64-output_8-bs_512"], "float32", "true"
+    )
     out = model.predict(probe)
     assert list(out["extrapolated"]) == [False, True]
     far = parse_label("fc", "layer_64-node_1024-input_64-output_8-bs_512")

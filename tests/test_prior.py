@@ -38,8 +38,14 @@ def truth(p: pri.ProjectionPrior, labels: list[str], coef=(2.0, 0.5, 1e-5)) -> p
 
 def test_parts_of_a_projected_step_split_it_into_kept_and_scaled_time():
     """The 4 s synthetic step of test_projection: 1 s kept (0.5 s infeed, 0.5 s untraced), 3 s scaled to 4/3 s."""
-    step = pd.DataFrame({"category": ["matmul", "element-wise", "infeed"], "time_s": [1.0, 2.0, 0.5],
-                         "flops": [200.0, 10.0, 0.0], "bytes": [10.0, 100.0, 8.0]})  # fmt: skip
+    step = pd.DataFrame(
+        {
+            "category": ["matmul", "element-wise", "infeed"],
+            "time_s": [1.0, 2.0, 0.5],
+            "flops": [200.0, 10.0, 0.0],
+            "bytes": [10.0, 100.0, 8.0],
+        }
+    )
     out = pj.project_step(step, 4.0, P, Q)
     assert out["kept_s"] == pytest.approx(1.0)
     parts = pri.parts_of(pd.DataFrame([{"label": "a", "source_step_time_s": 4.0, **out}]))

@@ -22,8 +22,14 @@ LABEL = "layer_4-node_512-input_2000-output_1000-bs_8192"
 
 def synthetic() -> pd.DataFrame:
     """A 4 s step: 1 s of matmul (intensity 20: compute-bound), 2 s element-wise (0.1: memory), 0.5 s infeed."""
-    return pd.DataFrame({"category": ["matmul", "element-wise", "infeed"], "time_s": [1.0, 2.0, 0.5],
-                         "flops": [200.0, 10.0, 0.0], "bytes": [10.0, 100.0, 8.0]})  # fmt: skip
+    return pd.DataFrame(
+        {
+            "category": ["matmul", "element-wise", "infeed"],
+            "time_s": [1.0, 2.0, 0.5],
+            "flops": [200.0, 10.0, 0.0],
+            "bytes": [10.0, 100.0, 8.0],
+        }
+    )
 
 
 def test_each_category_scales_by_its_bound_and_the_rest_is_kept():
@@ -41,8 +47,14 @@ def test_the_bracket_holds_the_projection_exactly_when_one_ratio_decides_it():
     outside = []
     for i in range(2000):
         step, share = 1e-4 * (1 + i / 20), 0.05 + 0.9 * (i % 97) / 97
-        profile = pd.DataFrame({"category": ["element-wise", "infeed"], "time_s": [step * share, step * (1 - share)],
-                                "flops": [1.0, 0.0], "bytes": [10.0, 1.0]})  # fmt: skip
+        profile = pd.DataFrame(
+            {
+                "category": ["element-wise", "infeed"],
+                "time_s": [step * share, step * (1 - share)],
+                "flops": [1.0, 0.0],
+                "bytes": [10.0, 1.0],
+            }
+        )
         out = pj.project_step(profile, step, Q, P)
         low, high = out["interval_s"]
         if not low <= out["projected_step_time_s"] <= high:
@@ -78,17 +90,33 @@ def test_a_category_s_matrix_products_decide_its_size_on_the_curves_not_its_inte
     assert pj.scale_factor(64 / 6, 1.0, "matmul", p, q, size=256.0) == ("compute", pytest.approx(0.5))
     assert pj.scale_factor(64 / 6, 1.0, "matmul", p, q, size=128.0) == ("compute", pytest.approx(50 / 94))
     assert pj.scale_factor(64 / 6, 1.0, "matmul", p, pj.Peaks("q", "float32", 200.0, 20.0, "test"), size=256.0) == (
-        "compute", pytest.approx(0.5))  # no curve on q: the peaks  # fmt: skip
-    profile = pd.DataFrame({"category": ["matmul", "element-wise"], "time_s": [1.0, 1.0], "flops": [64 / 6, 1.0],
-                            "bytes": [1.0, 1.0], "op_size": [256.0, math.nan]})  # fmt: skip
+        "compute",
+        pytest.approx(0.5),
+    )  # no curve on q: the peaks
+    profile = pd.DataFrame(
+        {
+            "category": ["matmul", "element-wise"],
+            "time_s": [1.0, 1.0],
+            "flops": [64 / 6, 1.0],
+            "bytes": [1.0, 1.0],
+            "op_size": [256.0, math.nan],
+        }
+    )
     assert pj.project_step(profile, 2.0, p, q)["projected_step_time_s"] == pytest.approx(0.5 + 0.5)  # memory: 10 -> 20 GB/s
 
 
 def test_the_size_of_matrix_products_is_their_flop_weighted_geometric_mean_cube_root():
     from paradnn.engine.profiler import op_sizes
 
-    sizes = op_sizes([("MatMul", 2 * 8**3), ("_FusedMatMul", 2 * 64**3), ("Conv2DBackpropFilter", 2 * 64 * 1024 * 1024),
-                      ("Relu", 10**6), ("MatMul", 0)])  # fmt: skip
+    sizes = op_sizes(
+        [
+            ("MatMul", 2 * 8**3),
+            ("_FusedMatMul", 2 * 64**3),
+            ("Conv2DBackpropFilter", 2 * 64 * 1024 * 1024),
+            ("Relu", 10**6),
+            ("MatMul", 0),
+        ]
+    )
     w8, w64 = 2 * 8**3, 2 * 64**3
     assert sizes["matmul"] == pytest.approx(math.exp((w8 * math.log(8) + w64 * math.log(64)) / (w8 + w64)))
     assert sizes["convolution"] == pytest.approx((64 * 1024 * 1024) ** (1 / 3))  # 406: an FC layer's 64 x 1024 x 1024
@@ -98,8 +126,11 @@ def test_the_size_of_matrix_products_is_their_flop_weighted_geometric_mean_cube_
 def test_measured_peaks_carry_the_best_curve_of_the_platform_s_fingerprints(tmp_path):
     with Store(tmp_path / "c.sqlite") as s:
         for fp, rate in (("a", 10.0), ("b", 12.0)):
-            ceilings = {"matmul_flops": {"float32": {"no_xla": 100.0}}, "copy_bandwidth": {"x": 1.0},
-                        "matmul_curve": {"float32": {"64": rate, "2048": 100.0}}}  # fmt: skip
+            ceilings = {
+                "matmul_flops": {"float32": {"no_xla": 100.0}},
+                "copy_bandwidth": {"x": 1.0},
+                "matmul_curve": {"float32": {"64": rate, "2048": 100.0}},
+            }
             s.put_platform(fp, "cpu", {"name": "cpu"}, ceilings, "measured")
         platforms = s.platforms()
     assert pj.measured_peaks("cpu", "float32", platforms).curve == ((64, 12.0), (2048, 100.0))
@@ -169,8 +200,18 @@ def test_bad_input_names_what_was_wrong(args, kwargs, needle):
 
 
 def test_the_command_prints_json_and_refuses_bad_input_in_one_line(fresh_store):
-    command = [sys.executable, "-m", "paradnn.cli", "project", "--from", "tpu-v2-8", "--family", "fc",
-               "--store", str(fresh_store)]
+    command = [
+        sys.executable,
+        "-m",
+        "paradnn.cli",
+        "project",
+        "--from",
+        "tpu-v2-8",
+        "--family",
+        "fc",
+        "--store",
+        str(fresh_store),
+    ]
     done = subprocess.run([*command, "--to", "tpu-v3-8", "--json", LABEL], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
@@ -211,8 +252,17 @@ SMALL = "layer_1-node_8-input_8-output_8-bs_8"
 def breakdown(label: str = SMALL) -> pd.DataFrame:
     """A profiled step of 10 ms wall: matmul 6 ms (600 MFLOPs over 10 MB: compute-bound at any
     ridge below 60), element-wise 2 ms (1 MFLOP over 40 MB: memory-bound), 2 ms not covered."""
-    return pd.DataFrame({"family": "fc", "label": label, "category": ["matmul", "element-wise"], "time_s": [0.006, 0.002],
-                         "flops": [6e8, 1e6], "bytes": [1e7, 4e7], "step_wall_s": 0.010})  # fmt: skip
+    return pd.DataFrame(
+        {
+            "family": "fc",
+            "label": label,
+            "category": ["matmul", "element-wise"],
+            "time_s": [0.006, 0.002],
+            "flops": [6e8, 1e6],
+            "bytes": [1e7, 4e7],
+            "step_wall_s": 0.010,
+        }
+    )
 
 
 def test_a_profile_becomes_trace_rows_whose_shares_cover_what_the_profile_saw():
@@ -227,8 +277,17 @@ def test_a_profile_becomes_trace_rows_whose_shares_cover_what_the_profile_saw():
 
 def _ok(platform: str, step: float, dtype: str = "float32", xla: int = 0, label: str = SMALL) -> dict:
     compute = "float32" if dtype == "float32" else "bfloat16"
-    return {"family": "fc", "label": label, "platform": platform, "state": "ok", "dtype": dtype, "compute_dtype": compute,
-            "xla": xla, "step_time_s": step, "run_key": f"{platform}{dtype}{xla}{step}"}  # fmt: skip
+    return {
+        "family": "fc",
+        "label": label,
+        "platform": platform,
+        "state": "ok",
+        "dtype": dtype,
+        "compute_dtype": compute,
+        "xla": xla,
+        "step_time_s": step,
+        "run_key": f"{platform}{dtype}{xla}{step}",
+    }
 
 
 def local_store(tmp_path):
@@ -244,17 +303,28 @@ def local_store(tmp_path):
             s.put_platform(f"fp-{platform}", platform, {"name": platform}, ceilings, "measured")
         s.add_traces(trace_rows(breakdown(), "p1", "float32"))
         s.add_traces(trace_rows(breakdown().assign(time_s=[0.001, 0.001]), "p1", "mixed_bfloat16"))  # another dtype
-        s.add_results([_ok("p1", 0.020), _ok("p1", 0.050, xla=1), _ok("p1", 0.030, dtype="mixed_bfloat16"),
-                       _ok("p2", 0.012), _ok("p2", 0.001, xla=1), {**_ok("p2", 0.002), "input_mode": "host", "run_key": "h"},
-                       {**_ok("p2", 0.003), "devices": 2, "run_key": "d"}])  # fed by the host, or two replicas: not like p1's
+        s.add_results(
+            [
+                _ok("p1", 0.020),
+                _ok("p1", 0.050, xla=1),
+                _ok("p1", 0.030, dtype="mixed_bfloat16"),
+                _ok("p2", 0.012),
+                _ok("p2", 0.001, xla=1),
+                {**_ok("p2", 0.002), "input_mode": "host", "run_key": "h"},
+                {**_ok("p2", 0.003), "devices": 2, "run_key": "d"},
+            ]
+        )  # fed by the host, or two replicas: not like p1's
     return path
 
 
 def test_a_local_profile_projects_the_step_at_its_own_settings_and_meets_the_like_measurement(tmp_path):
     rows, summary = paradnn.project("p1", "p2", "fc", store=local_store(tmp_path))
     # p1's float32, XLA-off step of 20 ms: matmul 60% = 12 ms / 2, element-wise 20% = 4 ms / 1.5, 4 ms kept
-    assert summary["held_fixed"] == {"dtype": "float32", "xla": False, "framework": "tensorflow", "input_mode": "device",
-                                     "devices": 1} and summary["profiles"] == "store"  # fmt: skip
+    assert (
+        summary["held_fixed"]
+        == {"dtype": "float32", "xla": False, "framework": "tensorflow", "input_mode": "device", "devices": 1}
+        and summary["profiles"] == "store"
+    )
     row = rows.iloc[0]
     assert row["source_step_time_s"] == pytest.approx(0.020)
     assert row["projected_step_time_s"] == pytest.approx(0.006 + 0.004 / 1.5 + 0.004)
@@ -320,9 +390,14 @@ def test_a_projection_says_when_it_extrapolates_and_never_falls_below_the_target
 def test_the_validation_scores_each_chip_and_the_tpu_over_v100_ratio():
     from paradnn.analysis.projection import ratio_errors, validation_summary, validation_verdict
 
-    rows = pd.DataFrame({"label": ["a", "b", "c", "a", "b"], "target": ["v100"] * 3 + ["tpu-v2-8"] * 2,
-                         "projected_step_time_s": [1.1, 2.0, 3.3, 0.5, 1.5],
-                         "measured_step_time_s": [1.0, 2.5, 3.0, 0.4, 1.0]})  # fmt: skip
+    rows = pd.DataFrame(
+        {
+            "label": ["a", "b", "c", "a", "b"],
+            "target": ["v100"] * 3 + ["tpu-v2-8"] * 2,
+            "projected_step_time_s": [1.1, 2.0, 3.3, 0.5, 1.5],
+            "measured_step_time_s": [1.0, 2.5, 3.0, 0.4, 1.0],
+        }
+    )
     rows["error"] = rows["projected_step_time_s"] / rows["measured_step_time_s"] - 1
     # the ratio on a and b: projected 0.5/1.1 against measured 0.4/1.0, and 1.5/2.0 against 1.0/2.5
     assert ratio_errors(rows).round(4).to_dict() == {"a": round((0.5 / 1.1) / 0.4 - 1, 4), "b": round(0.75 / 0.4 - 1, 4)}

@@ -50,8 +50,10 @@ def test_a_users_own_copy_of_the_original_data_still_works(tmp_path, reference, 
     for name in ("gpu_fc.json", "tpu_fc.json"):
         shutil.copy(reference / name, mine / name)
     pipeline = tmp_path / "legacy_only.yaml"
-    pipeline.write_text("name: legacy_only\nnotebooks:\n  - notebook: notebooks/platform_comparison.ipynb\n"
-                        "    parameters: {measure_missing: false}\n")  # fmt: skip
+    pipeline.write_text(
+        "name: legacy_only\nnotebooks:\n  - notebook: notebooks/platform_comparison.ipynb\n"
+        "    parameters: {measure_missing: false}\n"
+    )
     result = report(str(pipeline), "--outputs", str(tmp_path), "--reference", str(mine))
     assert result.returncode == 0, result.stdout + result.stderr
     page = (tmp_path / "legacy_only" / "platform_comparison.html").read_text()
@@ -94,9 +96,13 @@ def test_a_failing_notebook_gets_a_red_row_and_the_others_run(tmp_path, report):
     import nbformat
 
     source = nbformat.read(ROOT / "notebooks" / "software_stack.ipynb", as_version=4)
-    source.cells = [source.cells[0], nbformat.v4.new_code_cell(
-        "from paradnn.store import Store\nStore(store).close()  # the store the next notebook reads\n"
-        "raise RuntimeError('the sky fell on float8')")]  # fmt: skip
+    source.cells = [
+        source.cells[0],
+        nbformat.v4.new_code_cell(
+            "from paradnn.store import Store\nStore(store).close()  # the store the next notebook reads\n"
+            "raise RuntimeError('the sky fell on float8')"
+        ),
+    ]
     broken = tmp_path / "falling.ipynb"
     nbformat.write(source, broken)
     pipeline = tmp_path / "broken.yaml"
@@ -144,14 +150,15 @@ def test_hostile_values_show_literally_and_run_nothing(tmp_path, report, chromiu
         for table in ("results", "platforms"):
             s.conn.execute(f"UPDATE {table} SET platform = ?", (HOSTILE,))
     pipeline = tmp_path / "hostile.yaml"
-    pipeline.write_text("name: hostile\nnotebooks:\n  - notebook: notebooks/platform_comparison.ipynb\n"
-                        "    parameters: {measure_missing: false}\n")  # fmt: skip
+    pipeline.write_text(
+        "name: hostile\nnotebooks:\n  - notebook: notebooks/platform_comparison.ipynb\n    parameters: {measure_missing: false}\n"
+    )
     result = report(str(pipeline), "--outputs", str(tmp_path), "--store", str(store), "-p", f"target={json.dumps(HOSTILE)}")
     assert result.returncode == 0, result.stdout + result.stderr
     out = tmp_path / "hostile"
     for name in ("platform_comparison.html", "index.html"):
         page = (out / name).read_text()
-        assert "<script>document.title" not in page and "<img src=x" not in page and "href=\"javascript" not in page
+        assert "<script>document.title" not in page and "<img src=x" not in page and 'href="javascript' not in page
         dom = chromium_dom(out / name, tmp_path)
         assert "pwned" not in re.search(r"<title>(.*?)</title>", dom, re.S).group(1)
         assert "&lt;script&gt;document.title=" in dom  # shown as typed
@@ -163,9 +170,14 @@ def test_papermill_alone_understands_list_parameters_given_as_text(tmp_path):
 
     store = tmp_path / "r.sqlite"
     Store(store).close()  # an empty store: reading never creates one
-    pm.execute_notebook(str(ROOT / "notebooks" / "software_stack.ipynb"), str(tmp_path / "out.ipynb"), kernel_name="paradnn",
-                        parameters={"store": str(store), "families": "[fc]", "overrides": "{fc: {batch: [64]}}",
-                                    "measure_missing": False}, progress_bar=False, cwd=str(ROOT))  # fmt: skip
+    pm.execute_notebook(
+        str(ROOT / "notebooks" / "software_stack.ipynb"),
+        str(tmp_path / "out.ipynb"),
+        kernel_name="paradnn",
+        parameters={"store": str(store), "families": "[fc]", "overrides": "{fc: {batch: [64]}}", "measure_missing": False},
+        progress_bar=False,
+        cwd=str(ROOT),
+    )
     assert (tmp_path / "out.ipynb").exists()
 
 

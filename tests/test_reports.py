@@ -31,8 +31,9 @@ def smoke(tmp_path_factory, report) -> Path:
     (out / "smoke").mkdir()
     store = out / "smoke" / "results.sqlite"
     shutil.copyfile(FIXTURE, store)
-    first = report("smoke", "--outputs", str(out), "--store", str(store), "-p", "measure_missing=false",
-                   env={"TMPDIR": str(out / "tmp")})  # fmt: skip
+    first = report(
+        "smoke", "--outputs", str(out), "--store", str(store), "-p", "measure_missing=false", env={"TMPDIR": str(out / "tmp")}
+    )
     assert first.returncode == 0, first.stdout + first.stderr
     assert first.stdout.strip().splitlines()[-1] == str(out / "smoke" / "index.html")
     return out / "smoke"
@@ -55,8 +56,7 @@ def images(html: str) -> int:
 
 def test_every_report_has_its_figures_and_no_errors(smoke):
     out = smoke
-    minimum = {"architecture": 6, "platform_comparison": 4, "software_stack": 2, "workloads": 5, "prediction": 3,
-               "scorecard": 2}
+    minimum = {"architecture": 6, "platform_comparison": 4, "software_stack": 2, "workloads": 5, "prediction": 3, "scorecard": 2}
     for name in NOTEBOOKS:
         executed = json.loads((out / f"{name}.ipynb").read_text())
         errors = [o for c in executed["cells"] for o in c.get("outputs", []) if o["output_type"] == "error"]
@@ -107,14 +107,29 @@ def test_the_scorecard_places_every_platform_and_measures_the_framework_row(smok
     assert all(v["rule"]["direction"] == "within" and v["interval"] is not None for v in keras)
     # JAX compiled; PyTorch compiled and eager: each against TensorFlow at the same setting
     assert sorted(v["figures"]["target"] + " " + v["figures"]["mode"] for v in keras) == [
-        "jax compiled", "torch compiled", "torch eager"]
+        "jax compiled",
+        "torch compiled",
+        "torch eager",
+    ]
 
 
 def test_every_observation_is_accounted_for(smoke):
     rows = json.loads((smoke / "observations.json").read_text())
     assert {r["id"] for r in rows} == {f"O{i}" for i in range(1, 15)}
-    record = {"id", "claim", "platform", "verdict", "outcome", "effect", "interval", "n", "rule", "held_fixed", "evidence",
-              "figures"}  # fmt: skip
+    record = {
+        "id",
+        "claim",
+        "platform",
+        "verdict",
+        "outcome",
+        "effect",
+        "interval",
+        "n",
+        "rule",
+        "held_fixed",
+        "evidence",
+        "figures",
+    }
     assert all(record <= set(r) for r in rows)
     verdicts = {r["verdict"].split(" ")[0] for r in rows}
     assert verdicts <= {"holds", "does", "inconclusive", "needs"}
@@ -167,8 +182,9 @@ def test_the_papers_pieces_this_machine_can_show(smoke):
 
     from paradnn.cli import main
 
-    out = CliRunner().invoke(main, ["compare", "--baseline", "v100", "--target", "cpu", "--family", "fc", "--store",
-                                    str(smoke / "results.sqlite")])  # fmt: skip
+    out = CliRunner().invoke(
+        main, ["compare", "--baseline", "v100", "--target", "cpu", "--family", "fc", "--store", str(smoke / "results.sqlite")]
+    )
     assert out.exit_code == 0 and re.search(r"^n\s+2$", out.output, re.M), out.output
     assert "FC throughput at 64 layers on cpu, tpu-v2-8, v100 (Fig. 7)" in comparison
     assert "here 3 64-layer configurations were measured on cpu" in comparison  # Fig. 7's two and the overlap's one

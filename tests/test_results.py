@@ -22,9 +22,18 @@ IMAGE = "image_64-bs_8"  # the label ResNet-50, DenseNet and SqueezeNet all use 
 
 
 def row(label: str = FC, family: str = "fc", speed: float = 100.0, **changes: object) -> dict:
-    base = {"family": family, "label": label, "dtype": "float32", "xla": False, "platform": "cpu", "state": "ok",
-            "step_time_s": 4 / speed, "examples_per_sec": speed, "software": {"tensorflow": "2.21.0", "keras": "3.15"},
-            "platform_fingerprint": "cpu|x|2|2.21.0"}  # fmt: skip
+    base = {
+        "family": family,
+        "label": label,
+        "dtype": "float32",
+        "xla": False,
+        "platform": "cpu",
+        "state": "ok",
+        "step_time_s": 4 / speed,
+        "examples_per_sec": speed,
+        "software": {"tensorflow": "2.21.0", "keras": "3.15"},
+        "platform_fingerprint": "cpu|x|2|2.21.0",
+    }
     if family == "fc":
         base.update(layers=1, nodes=8, input=4, output=2, batch=4)
     else:
@@ -61,15 +70,18 @@ def test_every_planted_twin_is_its_own_run(results):
     assert results.reruns().empty  # nothing was measured twice: no rerun, however many labels repeat
 
 
-@pytest.mark.parametrize("vary, baseline, target, speedup", [
-    ("xla", False, True, 2.0),
-    ("dtype", "float32", "mixed_bfloat16", 1.5),
-    ("framework", "tensorflow", "jax", 1.5),  # JAX runs with XLA: paired with TensorFlow's XLA-on row, not the base
-    ("input", "device", "host", 5.0),
-    ("devices", 1, 2, 6.0),
-    ("platform", "cpu", "cpu[threads=1]", 0.5),
-    ("sw_tensorflow", "2.21.0", "2.16.2", 4.0),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "vary, baseline, target, speedup",
+    [
+        ("xla", False, True, 2.0),
+        ("dtype", "float32", "mixed_bfloat16", 1.5),
+        ("framework", "tensorflow", "jax", 1.5),  # JAX runs with XLA: paired with TensorFlow's XLA-on row, not the base
+        ("input", "device", "host", 5.0),
+        ("devices", 1, 2, 6.0),
+        ("platform", "cpu", "cpu[threads=1]", 0.5),
+        ("sw_tensorflow", "2.21.0", "2.16.2", 4.0),
+    ],
+)
 def test_a_comparison_pairs_only_rows_that_differ_in_its_axis(results, vary, baseline, target, speedup):
     result = results.where(family="fc").matched(vary, baseline, target)
     assert result.n == 1 and result.table["speedup"].iloc[0] == pytest.approx(speedup)
@@ -91,8 +103,7 @@ def test_a_setting_of_the_side_is_freed_where_the_sides_share_no_value(tmp_path)
     # Two platforms swept with automatic XLA: the probe chose XLA off on one and on on the other.
     here = row(platform="cpu", xla=False, xla_auto=1, speed=100)
     forced = row(platform="cpu", xla=True, speed=90)  # forced on, not the platform's choice
-    threads = row(platform="cpu[threads=1]", platform_fingerprint="cpu[threads=1]|x|2|2.21.0", xla=True, xla_auto=1,
-                  speed=45)  # fmt: skip
+    threads = row(platform="cpu[threads=1]", platform_fingerprint="cpu[threads=1]|x|2|2.21.0", xla=True, xla_auto=1, speed=45)
     imported = row(platform="v100", platform_fingerprint="v100", xla=None, speed=1000, source="legacy:gpu_fc.json")
     path = tmp_path / "auto.sqlite"
     with Store(path) as store:
@@ -103,24 +114,30 @@ def test_a_setting_of_the_side_is_freed_where_the_sides_share_no_value(tmp_path)
     # Without the forced row they share no XLA setting: each at its automatic choice, said so.
     auto = results.where(id=[1, 3]).matched("platform", "cpu", "cpu[threads=1]")
     assert auto.n == 1 and auto.table["speedup"].iloc[0] == pytest.approx(0.45) and auto.free == ("xla",)
-    assert auto.sides["xla"] == {"why": "each platform at its own XLA setting (its automatic choice where it made one)",
-                                 "held": False,
-                                 "baseline": ["False"], "target": ["True"]}  # fmt: skip
+    assert auto.sides["xla"] == {
+        "why": "each platform at its own XLA setting (its automatic choice where it made one)",
+        "held": False,
+        "baseline": ["False"],
+        "target": ["True"],
+    }
     # Against a platform that recorded no XLA setting, the CPU keeps its automatic choice, not the forced row.
     imported_pair = results.matched("platform", "cpu", "v100")
     assert imported_pair.n == 1 and imported_pair.table["speedup"].iloc[0] == pytest.approx(10.0)
     assert imported_pair.sides["xla"]["target"] == ["not recorded"]
     held = results.where(id=[1, 3]).matched("platform", "cpu", "cpu[threads=1]", hold=("xla",))
-    assert held.n == 0 and held.why == ("xla differs: cpu has False, cpu[threads=1] has True (--free xla lets each side keep its "
-                                        "own)")  # fmt: skip
+    assert held.n == 0 and held.why == (
+        "xla differs: cpu has False, cpu[threads=1] has True (--free xla lets each side keep its own)"
+    )
     assert results.where(id=[1]).matched("platform", "cpu", "v100").why == "no finished rows with platform v100"
 
 
 def test_a_side_with_several_own_values_keeps_its_faster_one(tmp_path):
     # Each side has one precision the other lacks: the baseline keeps its faster precision.
-    rows = [row(dtype="float32", speed=100), row(dtype="mixed_bfloat16", speed=180),
-            row(platform="v100", platform_fingerprint="v100", dtype="mixed_float16", speed=900,
-                source="legacy:gpu_fc.json")]  # fmt: skip
+    rows = [
+        row(dtype="float32", speed=100),
+        row(dtype="mixed_bfloat16", speed=180),
+        row(platform="v100", platform_fingerprint="v100", dtype="mixed_float16", speed=900, source="legacy:gpu_fc.json"),
+    ]
     path = tmp_path / "own.sqlite"
     with Store(path) as store:
         store.add_results(rows)
@@ -170,7 +187,10 @@ def test_newest_stack_keeps_one_tensorflow_per_platform(results):
 def test_identity_is_built_from_the_declaration():
     assert BASE_IDENTITY == ("family", "label", "dtype", "xla", "platform", "platform_fingerprint")
     assert {k: v for k, v in LATER_IDENTITY.items() if k in settings.LEGACY} == {
-        "framework": "tensorflow", "input_mode": "device", "devices": 1}  # fmt: skip
+        "framework": "tensorflow",
+        "input_mode": "device",
+        "devices": 1,
+    }
 
 
 def test_results_keep_pandas_inside():
@@ -219,9 +239,11 @@ def test_no_analysis_or_front_end_module_filters_run_fields_by_hand():
 
 def test_the_hand_filter_check_finds_what_it_looks_for(tmp_path):
     planted = tmp_path / "planted.py"
-    planted.write_text('ok = df[df["state"] == "ok"]\nx = df.loc[df["dtype"].isin(["float32"]), "label"]\n'
-                       'd = df["dtype"].mode()\nif record["state"] != "ok":\n    pass\n'
-                       'm = df[~df["source"].fillna("").str.startswith("legacy")]\n')  # fmt: skip
+    planted.write_text(
+        'ok = df[df["state"] == "ok"]\nx = df.loc[df["dtype"].isin(["float32"]), "label"]\n'
+        'd = df["dtype"].mode()\nif record["state"] != "ok":\n    pass\n'
+        'm = df[~df["source"].fillna("").str.startswith("legacy")]\n'
+    )
     found = _hand_filters(planted)
     assert [f.split()[0] for f in found] == ["planted.py:1", "planted.py:2", "planted.py:3", "planted.py:6"]
 
@@ -281,17 +303,28 @@ def test_reruns_say_the_pooled_difference_with_the_raw_beside_it(tmp_path):
 
 
 def test_the_contention_line_counts_what_the_rows_say(tmp_path):
-    results = _store(tmp_path, [row(speed=100, contended=False, refused_windows=2, steal_cores=0.03),
-                                row(speed=50, contended=True, refused_windows=2, steal_cores=0.0), row(speed=90)])
-    assert results.contention_line() == ("3 measured rows: 4 timing window(s) refused for contention and timed again; "
-                                         "1 row(s) never had a quiet window (kept apart, flagged contended); steal up to "
-                                         "0.03 cores; 1 row(s) from before contention was read")  # fmt: skip
+    results = _store(
+        tmp_path,
+        [
+            row(speed=100, contended=False, refused_windows=2, steal_cores=0.03),
+            row(speed=50, contended=True, refused_windows=2, steal_cores=0.0),
+            row(speed=90),
+        ],
+    )
+    assert results.contention_line() == (
+        "3 measured rows: 4 timing window(s) refused for contention and timed again; "
+        "1 row(s) never had a quiet window (kept apart, flagged contended); steal up to "
+        "0.03 cores; 1 row(s) from before contention was read"
+    )
 
 
 def test_a_comparison_of_pooled_rows_still_pairs_round_by_round(tmp_path):
     rounds = {False: [100.0, 50.0, 90.0], True: [200.0, 60.0, 100.0]}  # per round 2.0, 1.2, 1.11
-    rows = [row(speed=speed, xla=xla, extra={"sweep": "s", "round": r, "position": 0})
-            for xla, speeds in rounds.items() for r, speed in enumerate(speeds, start=1)]  # fmt: skip
+    rows = [
+        row(speed=speed, xla=xla, extra={"sweep": "s", "round": r, "position": 0})
+        for xla, speeds in rounds.items()
+        for r, speed in enumerate(speeds, start=1)
+    ]
     results = _store(tmp_path, rows)
     raw = results.matched("xla", False, True)
     pooled = Results(results.pooled().frame).matched("xla", False, True)  # as a report reads it: one row per run
@@ -303,8 +336,12 @@ def test_a_comparison_of_pooled_rows_still_pairs_round_by_round(tmp_path):
 def test_stacks_measured_side_by_side_still_pair_after_a_later_sweep_measured_one_of_them(tmp_path):
     old = {"software": {"tensorflow": "2.16.2"}, "platform_fingerprint": "cpu|x|2|2.16.2"}
     labels = [FC, "layer_1-node_16-input_4-output_2-bs_4"]
-    rows = [row(label, speed=speed, extra={"sweep": "stacks", "round": r}, **changes)
-            for label in labels for r in (1, 2, 3) for changes, speed in ((old, 100.0), ({}, 150.0))]  # fmt: skip
+    rows = [
+        row(label, speed=speed, extra={"sweep": "stacks", "round": r}, **changes)
+        for label in labels
+        for r in (1, 2, 3)
+        for changes, speed in ((old, 100.0), ({}, 150.0))
+    ]
     rows += [row(label, speed=160.0, extra={"sweep": "later", "round": 1}) for label in labels]  # the current stack again
     results = Results(_store(tmp_path, rows).pooled(per_stack=True).frame)
     pairs = results.side_by_side("sw_tensorflow").matched("sw_tensorflow", "2.16.2", "2.21.0", within=("sweep",))

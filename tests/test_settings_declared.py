@@ -48,7 +48,7 @@ def restatements(tree: ast.AST, where: str) -> list[str]:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
             args = node.args
             positional = [*args.posonlyargs, *args.args]
-            for arg, default in zip(positional[len(positional) - len(args.defaults):], args.defaults):
+            for arg, default in zip(positional[len(positional) - len(args.defaults) :], args.defaults):
                 check(arg.arg, default, node.lineno)
             for arg, default in zip(args.kwonlyargs, args.kw_defaults):
                 check(arg.arg, default, node.lineno)
@@ -68,8 +68,11 @@ def notebook_parameters(path: Path) -> ast.AST:
 
 
 def sources() -> list[tuple[str, ast.AST]]:
-    found = [(str(p.relative_to(ROOT)), ast.parse(p.read_text())) for p in sorted((ROOT / "paradnn").rglob("*.py"))
-             if p.name != "settings.py"]  # fmt: skip
+    found = [
+        (str(p.relative_to(ROOT)), ast.parse(p.read_text()))
+        for p in sorted((ROOT / "paradnn").rglob("*.py"))
+        if p.name != "settings.py"
+    ]
     found += [(str(p.relative_to(ROOT)), notebook_parameters(p)) for p in sorted((ROOT / "notebooks").glob("*.ipynb"))]
     return found
 
@@ -79,15 +82,18 @@ def test_no_module_command_or_notebook_restates_a_run_setting():
     assert not found, "\n".join(found)
 
 
-@pytest.mark.parametrize("code", [
-    'def f(dtype: str = "float32"): ...',
-    'def f(*, policy="float32"): ...',
-    "class C:\n    xla: bool = True",
-    'platform: str = "cpu"  # a notebook parameter',
-    'xla: str = "auto"',
-    "devices: int = 1",
-    '@click.option("--dtype", default="bfloat16")\ndef f(dtype): ...',
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "code",
+    [
+        'def f(dtype: str = "float32"): ...',
+        'def f(*, policy="float32"): ...',
+        "class C:\n    xla: bool = True",
+        'platform: str = "cpu"  # a notebook parameter',
+        'xla: str = "auto"',
+        "devices: int = 1",
+        '@click.option("--dtype", default="bfloat16")\ndef f(dtype): ...',
+    ],
+)
 def test_the_check_finds_a_restated_default(code):
     assert restatements(ast.parse(code), "x")
 

@@ -13,8 +13,23 @@ from paradnn.analysis.speedup import SpeedupResult, compare
 from paradnn.store import Store
 from paradnn.store.legacy import import_files
 
-SUMMARY_KEYS = {"n", "min", "median", "geomean", "max", "baseline", "target", "by", "family", "metric", "held_fixed", "free",
-                "sides", "interleaved", "looks"}
+SUMMARY_KEYS = {
+    "n",
+    "min",
+    "median",
+    "geomean",
+    "max",
+    "baseline",
+    "target",
+    "by",
+    "family",
+    "metric",
+    "held_fixed",
+    "free",
+    "sides",
+    "interleaved",
+    "looks",
+}
 
 
 @pytest.fixture(scope="module")
@@ -73,8 +88,16 @@ def test_reversed_comparison_is_the_reciprocal(legacy_results):
 
 def _row(label: str, platform: str, xla: object, value: float, state: str = "ok") -> dict:
     layers = int(label[-1])
-    return {"family": "fc", "label": label, "layers": layers, "blocks": None, "platform": platform, "xla": xla,
-            "state": state, "examples_per_sec": value}  # fmt: skip
+    return {
+        "family": "fc",
+        "label": label,
+        "layers": layers,
+        "blocks": None,
+        "platform": platform,
+        "xla": xla,
+        "state": state,
+        "examples_per_sec": value,
+    }
 
 
 @pytest.fixture
@@ -103,8 +126,17 @@ def test_compare_by_xla_with_known_numbers(xla_table):
     assert result.n == 2
     assert list(result.table.speedup) == [2.0, 0.5]
     assert list(result.table.baseline) == [100.0, 100.0] and list(result.table.target) == [200.0, 50.0]
-    assert list(result.table.columns) == ["family", "label", "platform", "layers", "baseline", "target", "speedup",
-                                         "rounds", "replicates"]  # fmt: skip
+    assert list(result.table.columns) == [
+        "family",
+        "label",
+        "platform",
+        "layers",
+        "baseline",
+        "target",
+        "speedup",
+        "rounds",
+        "replicates",
+    ]
     assert (result.min, result.median, result.max) == (0.5, 1.25, 2.0)
     assert result.geomean == pytest.approx(1.0)
     summary = result.summary()
@@ -140,18 +172,27 @@ def test_compare_pairs_the_original_study_as_the_paper_did(legacy_store):
 
     from paradnn.cli import main
 
-    out = CliRunner().invoke(main, ["compare", "--baseline", "v100", "--target", "tpu-v2-8", "--family", "fc", "--store",
-                                    legacy_store])  # fmt: skip
+    out = CliRunner().invoke(
+        main, ["compare", "--baseline", "v100", "--target", "tpu-v2-8", "--family", "fc", "--store", legacy_store]
+    )
     assert out.exit_code == 0, out.output
     assert re.search(r"^n\s+176$", out.output, re.M) and re.search(r"^median\s+3.79", out.output, re.M)
     assert "free        dtype: v100 mixed_float16, tpu-v2-8 mixed_bfloat16 (each platform at its own precision" in out.output
-    held = CliRunner().invoke(main, ["compare", "--baseline", "v100", "--target", "tpu-v2-8", "--hold", "dtype", "--store",
-                                     legacy_store])  # fmt: skip
+    held = CliRunner().invoke(
+        main, ["compare", "--baseline", "v100", "--target", "tpu-v2-8", "--hold", "dtype", "--store", legacy_store]
+    )
     assert held.exit_code == 0 and not re.search(r"^n\s+0", held.output, re.M)
-    assert held.output.strip() == ("nothing pairs tpu-v2-8 with v100: dtype differs: v100 has mixed_float16, tpu-v2-8 has "
-                                   "mixed_bfloat16 (--free dtype lets each side keep its own)")  # fmt: skip
-    as_json = json.loads(CliRunner().invoke(main, ["compare", "--baseline", "v100", "--target", "tpu-v2-8", "--hold", "dtype",
-                                                   "--store", legacy_store, "--json"]).output)  # fmt: skip
+    assert held.output.strip() == (
+        "nothing pairs tpu-v2-8 with v100: dtype differs: v100 has mixed_float16, tpu-v2-8 has "
+        "mixed_bfloat16 (--free dtype lets each side keep its own)"
+    )
+    as_json = json.loads(
+        CliRunner()
+        .invoke(
+            main, ["compare", "--baseline", "v100", "--target", "tpu-v2-8", "--hold", "dtype", "--store", legacy_store, "--json"]
+        )
+        .output
+    )
     assert as_json["n"] == 0 and as_json["why"].startswith("dtype differs")
 
 
@@ -161,8 +202,11 @@ def _in_round(row: dict, round_no: int, sweep: str = "s1") -> dict:
 
 def test_an_interleaved_pair_is_the_median_of_its_per_round_ratios():
     base, target = [100.0, 50.0, 90.0], [200.0, 60.0, 100.0]  # per round 2.0, 1.2, 1.11; pooled medians 90 and 100
-    rows = [_in_round(_row("fc1", "cpu", xla, speed), r) for xla, speeds in ((False, base), (True, target))
-            for r, speed in enumerate(speeds, start=1)]  # fmt: skip
+    rows = [
+        _in_round(_row("fc1", "cpu", xla, speed), r)
+        for xla, speeds in ((False, base), (True, target))
+        for r, speed in enumerate(speeds, start=1)
+    ]
     result = compare(pd.DataFrame(rows), False, True, by="xla")
     (pair,) = result.table.to_dict("records")
     assert pair["speedup"] == pytest.approx(1.2) and pair["rounds"] == 3 and result.interleaved == 1
@@ -174,8 +218,13 @@ def test_an_interleaved_pair_is_the_median_of_its_per_round_ratios():
 
 
 def test_a_contended_row_is_left_out_of_a_comparison_where_a_quiet_one_stands():
-    rows = pd.DataFrame([_row("fc1", "cpu", False, 100.0), {**_row("fc1", "cpu", False, 10.0), "contended": True},
-                         _row("fc1", "cpu", True, 200.0)])  # fmt: skip
+    rows = pd.DataFrame(
+        [
+            _row("fc1", "cpu", False, 100.0),
+            {**_row("fc1", "cpu", False, 10.0), "contended": True},
+            _row("fc1", "cpu", True, 200.0),
+        ]
+    )
     rows["run_key"] = ["a", "a", "b"]
     rows["contended"] = rows["contended"].fillna(False)
     (pair,) = compare(rows, False, True, by="xla").table.to_dict("records")

@@ -150,13 +150,17 @@ def test_a_configuration_one_stack_measured_before_is_measured_again_beside_the_
         rows = store.results()
     # Every configuration again under both stacks, not only under the one that lacked it.
     assert summary.states["ok"] == 2 * len(CONFIGS) and summary.already_done == 0
-    assert sorted(StackWorker.order) == sorted((c.label, v) for c in CONFIGS for v in ("2.16.2", "2.21.0")
-                                               for _ in range(COMPARE_ROUNDS))  # fmt: skip
+    assert sorted(StackWorker.order) == sorted(
+        (c.label, v) for c in CONFIGS for v in ("2.16.2", "2.21.0") for _ in range(COMPARE_ROUNDS)
+    )
     sweeps = rows["extra"].map(lambda e: e["sweep"])
     assert sweeps.nunique() == 2 and set(rows.loc[sweeps == sweeps.iloc[-1], "sw_tensorflow"]) == {"2.16.2", "2.21.0"}
     # A version comparison pairs the rows of the sweep that measured both, never the earlier report's.
-    pairs = Results(rows).side_by_side("sw_tensorflow").matched("sw_tensorflow", "2.16.2", "2.21.0", within=("sweep",),
-                                                               metric="step_time_s")  # the fake records have no throughput
+    pairs = (
+        Results(rows)
+        .side_by_side("sw_tensorflow")
+        .matched("sw_tensorflow", "2.16.2", "2.21.0", within=("sweep",), metric="step_time_s")
+    )  # the fake records have no throughput
     assert pairs.n == len(CONFIGS) and pairs.table["sweep"].nunique() == 1
     assert pairs.table["rounds"].eq(COMPARE_ROUNDS).all()  # each pair the median of its per-round ratios
 
@@ -183,9 +187,33 @@ def test_a_stack_that_cannot_install_is_skipped_and_the_others_run(tmp_path, mon
 def test_the_oldest_and_the_newest_tensorflow_fill_one_store(tmp_path):
     """Real environments: TensorFlow 2.16 (the oldest with Keras 3) beside this environment's, at smoke size."""
     store = tmp_path / "r.sqlite"
-    args = [sys.executable, "-m", "paradnn.cli", "sweep", "fc", "--preset", "smoke", "--set", "nodes=16", "--set", "batch=8,16",
-            "--set", "layers=1", "--set", "input=32", "--set", "output=10", "--max-seconds", "0.2", "--store", str(store),
-            "--stack", "tensorflow==2.16.2", "--stack", "current"]  # fmt: skip
+    args = [
+        sys.executable,
+        "-m",
+        "paradnn.cli",
+        "sweep",
+        "fc",
+        "--preset",
+        "smoke",
+        "--set",
+        "nodes=16",
+        "--set",
+        "batch=8,16",
+        "--set",
+        "layers=1",
+        "--set",
+        "input=32",
+        "--set",
+        "output=10",
+        "--max-seconds",
+        "0.2",
+        "--store",
+        str(store),
+        "--stack",
+        "tensorflow==2.16.2",
+        "--stack",
+        "current",
+    ]
     result = subprocess.run(args, capture_output=True, text=True, timeout=1200)
     assert result.returncode == 0, result.stderr[-3000:]
     with sqlite3.connect(store) as db:
@@ -207,9 +235,20 @@ def _version_rows(version: str, scale: float, noise: float, seed: int) -> list[d
     rows = []
     for i, step in enumerate((0.01, 0.02, 0.04, 0.08)):
         samples = list(step * scale * (1 + noise * rng.standard_normal(20)))
-        rows.append({"family": "fc", "label": f"c{i}", "platform": "cpu", "dtype": "float32", "xla": True, "state": "ok",
-                     "sw_tensorflow": version, "step_time_s": float(np.median(samples)), "samples_s": samples,
-                     "examples_per_sec": 64 / float(np.median(samples))})  # fmt: skip
+        rows.append(
+            {
+                "family": "fc",
+                "label": f"c{i}",
+                "platform": "cpu",
+                "dtype": "float32",
+                "xla": True,
+                "state": "ok",
+                "sw_tensorflow": version,
+                "step_time_s": float(np.median(samples)),
+                "samples_s": samples,
+                "examples_per_sec": 64 / float(np.median(samples)),
+            }
+        )
     return rows
 
 
@@ -222,8 +261,9 @@ def test_version_speedups_carry_a_bootstrap_interval_and_flag_the_noise():
     table = version_speedups(same)
     assert len(table) == 1 and table.loc[0, "n"] == 4 and table.loc[0, "against"] == "previous"
     assert table.loc[0, "low"] < 1 < table.loc[0, "high"] and table.loc[0, "within_noise"]
-    faster = pd.DataFrame(_version_rows("2.16.2", 1.0, 0.05, 0) + _version_rows("2.18.1", 0.8, 0.05, 1)
-                          + _version_rows("2.21.0", 0.5, 0.05, 2))  # fmt: skip
+    faster = pd.DataFrame(
+        _version_rows("2.16.2", 1.0, 0.05, 0) + _version_rows("2.18.1", 0.8, 0.05, 1) + _version_rows("2.21.0", 0.5, 0.05, 2)
+    )
     table = version_speedups(faster).set_index(["baseline", "target"])
     assert table.loc[("2.16.2", "2.21.0"), "against"] == "oldest"
     assert table.loc[("2.16.2", "2.21.0"), "geomean"] == pytest.approx(2.0, rel=0.05)
@@ -248,16 +288,21 @@ def test_a_worker_that_dies_while_starting_reports_its_own_exit_code_and_error(t
 def test_a_stack_of_its_own_era_takes_its_pins_as_written(cache):
     assert stacks.era_options(stacks.parse("tensorflow==2.16.2")) == ["--exclude-newer", RELEASED]
     assert stacks.era_options(stacks.parse("tensorflow==2.16.2,keras==3.15.1")) == [
-        "--exclude-newer", RELEASED, "--exclude-newer-package", f"keras={stacks.NO_LIMIT}"]  # fmt: skip
+        "--exclude-newer",
+        RELEASED,
+        "--exclude-newer-package",
+        f"keras={stacks.NO_LIMIT}",
+    ]
     assert stacks.era_options(stacks.parse("tensorflow>=2.16")) == []  # nothing pinned: no era to take
 
 
 def test_a_release_time_is_the_last_upload_of_that_version():
-    files = [{"filename": "tensorflow-2.16.2-cp311-cp311-manylinux_2_17_x86_64.whl", "upload-time": "2024-06-28T18:53:41Z"},
-             {"filename": "tensorflow-2.16.2-cp312-cp312-macosx_12_0_arm64.whl", "upload-time": "2024-06-28T18:40:00Z"},
-             {"filename": "tensorflow-2.16.1-cp311-cp311-manylinux_2_17_x86_64.whl", "upload-time": "2024-03-08T00:00:00Z"},
-             {"filename": "tensorflow_cpu-2.16.2-cp311-cp311-manylinux_2_17_x86_64.whl",
-              "upload-time": "2025-01-01T00:00:00Z"}]  # another project's wheel of that version
+    files = [
+        {"filename": "tensorflow-2.16.2-cp311-cp311-manylinux_2_17_x86_64.whl", "upload-time": "2024-06-28T18:53:41Z"},
+        {"filename": "tensorflow-2.16.2-cp312-cp312-macosx_12_0_arm64.whl", "upload-time": "2024-06-28T18:40:00Z"},
+        {"filename": "tensorflow-2.16.1-cp311-cp311-manylinux_2_17_x86_64.whl", "upload-time": "2024-03-08T00:00:00Z"},
+        {"filename": "tensorflow_cpu-2.16.2-cp311-cp311-manylinux_2_17_x86_64.whl", "upload-time": "2025-01-01T00:00:00Z"},
+    ]  # another project's wheel of that version
     assert stacks.release_of(files, "tensorflow", "2.16.2", "index") == "2024-06-28T18:53:41Z"
     with pytest.raises(stacks.StackFailed, match="lists no upload time for tensorflow 2.99.0"):
         stacks.release_of(files, "tensorflow", "2.99.0", "index")

@@ -14,10 +14,23 @@ from paradnn.identity import run_key
 from paradnn.store import SCHEMA_VERSION, STATES, Store, StoreError, export
 
 RECORD = {
-    "family": "fc", "label": "layer_1-node_2-input_3-output_4-bs_5", "layers": 1, "nodes": 2, "input": 3, "output": 4,
-    "batch": 5, "dtype": "float32", "xla": True, "platform": "cpu", "state": "ok", "step_time_s": 0.5,
-    "samples_s": [0.4, 0.5, 0.6], "uncounted_ops": [], "software": {"tensorflow": "2.99"}, "final_loss": float("nan"),
-}  # fmt: skip
+    "family": "fc",
+    "label": "layer_1-node_2-input_3-output_4-bs_5",
+    "layers": 1,
+    "nodes": 2,
+    "input": 3,
+    "output": 4,
+    "batch": 5,
+    "dtype": "float32",
+    "xla": True,
+    "platform": "cpu",
+    "state": "ok",
+    "step_time_s": 0.5,
+    "samples_s": [0.4, 0.5, 0.6],
+    "uncounted_ops": [],
+    "software": {"tensorflow": "2.99"},
+    "final_loss": float("nan"),
+}
 
 
 def test_round_trip_keeps_every_field(tmp_path):

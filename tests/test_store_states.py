@@ -25,14 +25,22 @@ from paradnn.vocabulary import MEASURED
 from tests.test_merge import SOFTWARE
 
 # Three machines, two of one CPU model and core count (told apart by memory and vector units).
-MACHINES = [("AMD EPYC", 2, 24 * 2**30, ["avx2", "avx512f", "fma"]), ("AMD EPYC", 2, 4 * 2**30, ["avx2", "fma"]),
-            ("Intel Xeon 8480", 64, 256 * 2**30, ["amx_bf16", "avx2", "avx512f"])]  # fmt: skip
+MACHINES = [
+    ("AMD EPYC", 2, 24 * 2**30, ["avx2", "avx512f", "fma"]),
+    ("AMD EPYC", 2, 4 * 2**30, ["avx2", "fma"]),
+    ("Intel Xeon 8480", 64, 256 * 2**30, ["amx_bf16", "avx2", "avx512f"]),
+]
 NAMES = ["cpu", "lab-a", "lab-b"]
 STORES = 3
 NO_SHRINKING = (Phase.explicit, Phase.reuse, Phase.generate)  # a planted fold only has to be found, not minimised
 GPU_FILE = Path(__file__).resolve().parents[1] / "paradnn" / "data" / "paradnn-2019" / "gpu_fc.json"
-BOUNDED = settings(max_examples=20, stateful_step_count=10, deadline=None, database=None,
-                   suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])  # fmt: skip
+BOUNDED = settings(
+    max_examples=20,
+    stateful_step_count=10,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
 
 
 def info_of(machine: int) -> dict:
@@ -43,10 +51,26 @@ def info_of(machine: int) -> dict:
 def sweep_rows(machine: int, name: str, labels: list[int], finished: float) -> list[dict]:
     """What a sweep of ``labels`` on ``machine`` named ``name`` stores (no TensorFlow)."""
     info = info_of(machine)
-    return [{"family": "fc", "label": f"layer_1-node_{8 * 2**i}-input_8-output_8-bs_8", "layers": 1, "nodes": 8 * 2**i,
-             "input": 8, "output": 8, "batch": 8, "platform": name, "platform_id": None if name == "cpu" else "cpu",
-             "platform_fingerprint": fingerprint(info), "device_name": info["name"], "software": SOFTWARE,
-             "state": "ok", "step_time_s": 0.01 * (i + 1), "finished_at": finished + i} for i in labels]  # fmt: skip
+    return [
+        {
+            "family": "fc",
+            "label": f"layer_1-node_{8 * 2**i}-input_8-output_8-bs_8",
+            "layers": 1,
+            "nodes": 8 * 2**i,
+            "input": 8,
+            "output": 8,
+            "batch": 8,
+            "platform": name,
+            "platform_id": None if name == "cpu" else "cpu",
+            "platform_fingerprint": fingerprint(info),
+            "device_name": info["name"],
+            "software": SOFTWARE,
+            "state": "ok",
+            "step_time_s": 0.01 * (i + 1),
+            "finished_at": finished + i,
+        }
+        for i in labels
+    ]
 
 
 def digest(path: Path) -> str | None:
@@ -59,8 +83,10 @@ def identities(path: Path) -> list[tuple]:
     if not path.exists():
         return []
     with Store(path, create=False, readonly=True) as s:
-        rows = s.conn.execute("SELECT source, platform_fingerprint, label, finished_at, COALESCE(platform_id, platform), "
-                              "state, platform FROM results").fetchall()  # fmt: skip
+        rows = s.conn.execute(
+            "SELECT source, platform_fingerprint, label, finished_at, COALESCE(platform_id, platform), "
+            "state, platform FROM results"
+        ).fetchall()
     return [((r[1], r[2], r[3]) if r[0] == MEASURED else (r[0], r[4], r[2], r[5]), r[6]) for r in rows]
 
 
@@ -87,8 +113,12 @@ class Stores(RuleBasedStateMachine):
             return False
         return True
 
-    @rule(store=st.integers(0, STORES - 1), machine=st.integers(0, len(MACHINES) - 1), name=st.sampled_from(NAMES),
-          labels=st.lists(st.integers(0, 3), min_size=1, max_size=3, unique=True))  # fmt: skip
+    @rule(
+        store=st.integers(0, STORES - 1),
+        machine=st.integers(0, len(MACHINES) - 1),
+        name=st.sampled_from(NAMES),
+        labels=st.lists(st.integers(0, 3), min_size=1, max_size=3, unique=True),
+    )
     def sweep(self, store: int, machine: int, name: str, labels: list[int]) -> None:
         self.clock += 100
         rows = sweep_rows(machine, name, labels, self.clock)
@@ -101,8 +131,11 @@ class Stores(RuleBasedStateMachine):
         if self._written(store, write):
             self.model[store].update({(r["platform_fingerprint"], r["label"], r["finished_at"]): name for r in rows})
 
-    @rule(source=st.integers(0, STORES - 1), store=st.integers(0, STORES - 1),
-          rename=st.dictionaries(st.sampled_from(NAMES), st.sampled_from(["lab-x", "lab-y", *NAMES]), max_size=1))  # fmt: skip
+    @rule(
+        source=st.integers(0, STORES - 1),
+        store=st.integers(0, STORES - 1),
+        rename=st.dictionaries(st.sampled_from(NAMES), st.sampled_from(["lab-x", "lab-y", *NAMES]), max_size=1),
+    )
     def merge_into(self, source: int, store: int, rename: dict[str, str]) -> None:
         src, dst = self.paths[source], self.paths[store]
         if source == store or not src.exists():
@@ -137,8 +170,9 @@ class Stores(RuleBasedStateMachine):
         if not self.paths[store].exists() or not self.paths[onto].exists():
             return
         kept = digest(self.paths[onto])
-        result = CliRunner().invoke(main, ["results", "--store", str(self.paths[store]), "--format", "csv", "--output",
-                                           str(self.paths[onto]), "--force"])  # fmt: skip
+        result = CliRunner().invoke(
+            main, ["results", "--store", str(self.paths[store]), "--format", "csv", "--output", str(self.paths[onto]), "--force"]
+        )
         assert result.exit_code == 2 and digest(self.paths[onto]) == kept, "an export overwrote a store"
 
     @rule(source=st.integers(0, STORES - 1), store=st.integers(0, STORES - 1))
@@ -176,8 +210,9 @@ class Stores(RuleBasedStateMachine):
             if not path.exists():
                 continue
             with Store(path, create=False, readonly=True) as s:
-                records = {fp: (name, info) for fp, name, info in s.conn.execute(
-                    "SELECT fingerprint, platform, info FROM platforms")}  # fmt: skip
+                records = {
+                    fp: (name, info) for fp, name, info in s.conn.execute("SELECT fingerprint, platform, info FROM platforms")
+                }
                 rows = s.conn.execute("SELECT DISTINCT platform, platform_fingerprint, source FROM results").fetchall()
             machines: dict[str, set] = {}
             for name, fp, _ in rows:

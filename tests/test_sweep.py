@@ -34,8 +34,9 @@ def _default_sigint() -> None:
 
 
 def start(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "paradnn.cli", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, preexec_fn=_default_sigint)  # fmt: skip
+    return subprocess.Popen(
+        [sys.executable, "-m", "paradnn.cli", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=_default_sigint
+    )
 
 
 def rows(store: Path):

@@ -22,8 +22,13 @@ from paradnn.sweeps.messages import ChooseXLA, Describe, Failed, Measure, Result
 from paradnn.sweeps.plan import SweepOptions
 
 CONFIGS = expand("fc", "smoke", {"layers": [1], "nodes": [8, 16, 32], "input": [16], "output": [4], "batch": [8]})
-INFO = {"id": "cpu", "name": "Fake CPU", "host": "fake-host", "cores": 2,
-        "software": {"tensorflow": "9.9", "keras": "9.9", "cuda": "", "python": "3", "numpy": "2", "paradnn": "0"}}  # fmt: skip
+INFO = {
+    "id": "cpu",
+    "name": "Fake CPU",
+    "host": "fake-host",
+    "cores": 2,
+    "software": {"tensorflow": "9.9", "keras": "9.9", "cuda": "", "python": "3", "numpy": "2", "paradnn": "0"},
+}
 
 
 class FakeWorker:
@@ -191,8 +196,12 @@ def test_a_family_counted_by_its_keras_model_is_described_by_the_worker(tmp_path
     FakeWorker.started = []
     configs = expand("squeezenet", "smoke")
     with Store(tmp_path / "r.sqlite") as store:
-        run_sweep(configs, store, SweepOptions(memory_budget_bytes=1e12, timeout_s=0.2),
-                  start_worker=lambda target: FakeWorker(target, {configs[0].label: "hang"}))  # fmt: skip
+        run_sweep(
+            configs,
+            store,
+            SweepOptions(memory_budget_bytes=1e12, timeout_s=0.2),
+            start_worker=lambda target: FakeWorker(target, {configs[0].label: "hang"}),
+        )
         row = store.results().iloc[0]
     assert row["state"] == "timeout" and row["params"] == 1234 and row["flops_model"] == 5e9
 
@@ -250,8 +259,13 @@ def sweep_kept(tmp_path, script: dict[str, str], configs=CONFIGS, identity: tupl
     """A sweep whose workers come from the pool when it has one of ``identity`` (as the default does)."""
     opts = SweepOptions(settings=RunSettings(max_seconds=0.1), timeout_s=0.2, memory_budget_bytes=1e12)
     with Store(tmp_path / "r.sqlite") as store:
-        return run_sweep(configs, store, opts, progress=progress,
-                         start_worker=lambda t: sweep_worker.IDLE.take(identity) or KeptWorker(t, script, identity))  # fmt: skip
+        return run_sweep(
+            configs,
+            store,
+            opts,
+            progress=progress,
+            start_worker=lambda t: sweep_worker.IDLE.take(identity) or KeptWorker(t, script, identity),
+        )
 
 
 @pytest.fixture
@@ -349,8 +363,16 @@ def test_profile_local_keeps_each_profile_once_and_reports_failures(tmp_path, id
             label = self.asked[-1]
             if label == CONFIGS[1].label:
                 return Failed("RuntimeError: no profiler", "Traceback ...")
-            profiled = pd.DataFrame({"label": [label], "category": ["matmul"], "time_s": [0.001], "flops": [1e6],
-                                     "bytes": [1e4], "step_wall_s": [0.002]})  # fmt: skip
+            profiled = pd.DataFrame(
+                {
+                    "label": [label],
+                    "category": ["matmul"],
+                    "time_s": [0.001],
+                    "flops": [1e6],
+                    "bytes": [1e4],
+                    "step_wall_s": [0.002],
+                }
+            )
             return Result({"rows": trace_rows(profiled, "cpu", "float32")})
 
     options = SweepOptions(settings=RunSettings(dtype="float32"))
@@ -475,8 +497,9 @@ def test_several_runs_share_one_sweep_and_its_workers(tmp_path):
         df = store.results()
     assert summary.planned == 6 and summary.states == {"ok": 6} and again.already_done == 6
     assert started == 2  # the runs share the sweep's two lanes
-    assert df.groupby("dtype")["label"].apply(sorted).to_dict() == {d: sorted([c.label for c in CONFIGS] * 3)
-                                                                    for d in ("float32", "mixed_bfloat16")}  # fmt: skip
+    assert df.groupby("dtype")["label"].apply(sorted).to_dict() == {
+        d: sorted([c.label for c in CONFIGS] * 3) for d in ("float32", "mixed_bfloat16")
+    }
     assert df["run_key"].nunique() == 6 and df.groupby("run_key").size().eq(plan.COMPARE_ROUNDS).all()
 
 
@@ -502,10 +525,10 @@ def test_a_configuration_missing_under_one_alternative_is_measured_again_under_e
     FakeWorker.started = []
     runs = [RunSettings(max_seconds=0.3, xla=False, dtype=d) for d in ("float32", "mixed_bfloat16")]
     with Store(tmp_path / "r.sqlite") as store:
-        run_sweep(CONFIGS[:1], store, SweepOptions(settings=runs[0], timeout_s=5),
-                  start_worker=lambda target: FakeWorker(target, {}))  # float32 alone, first
-        run_sweep(CONFIGS[:1], store, SweepOptions(timeout_s=5), start_worker=lambda target: FakeWorker(target, {}),
-                  runs=runs)  # fmt: skip
+        run_sweep(
+            CONFIGS[:1], store, SweepOptions(settings=runs[0], timeout_s=5), start_worker=lambda target: FakeWorker(target, {})
+        )  # float32 alone, first
+        run_sweep(CONFIGS[:1], store, SweepOptions(timeout_s=5), start_worker=lambda target: FakeWorker(target, {}), runs=runs)
         df = store.results()
     assert df.groupby("dtype").size().to_dict() == {"float32": 1 + plan.COMPARE_ROUNDS, "mixed_bfloat16": plan.COMPARE_ROUNDS}
 
@@ -515,8 +538,9 @@ def test_runs_of_several_frameworks_are_interleaved_each_on_its_own_workers(tmp_
     FakeWorker.started = []
     runs = [RunSettings(max_seconds=0.3, framework=f, xla=x) for f, x in (("tensorflow", True), ("jax", True), ("torch", False))]
     with Store(tmp_path / "r.sqlite") as store:
-        summary = run_sweep(CONFIGS[:2], store, SweepOptions(timeout_s=5), start_worker=lambda target: FakeWorker(target, {}),
-                            runs=runs)  # fmt: skip
+        summary = run_sweep(
+            CONFIGS[:2], store, SweepOptions(timeout_s=5), start_worker=lambda target: FakeWorker(target, {}), runs=runs
+        )
         df = store.results()
     assert summary.states == {"ok": 2 * 3} and len(df) == 2 * 3 * plan.COMPARE_ROUNDS and set(df["state"]) == {"ok"}
     assert sorted(sorted(w.frameworks) for w in FakeWorker.started) == [["jax"], ["tensorflow"], ["torch"]]  # a worker each

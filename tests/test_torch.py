@@ -93,8 +93,13 @@ def torch_run(tmp_path_factory) -> dict:
     result = subprocess.run([sys.executable, "-c", TORCH_SCRIPT, *args], capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     out = np.load(folder / "out.npz")
-    return {**json.loads(result.stdout.splitlines()[-1]), "w0": w0, "tensorflow": trainer.model.get_weights(),
-            "torch": [out[f"arr_{i}"] for i in range(len(w0))], "rmsprop": out["rmsprop"]}  # fmt: skip
+    return {
+        **json.loads(result.stdout.splitlines()[-1]),
+        "w0": w0,
+        "tensorflow": trainer.model.get_weights(),
+        "torch": [out[f"arr_{i}"] for i in range(len(w0))],
+        "rmsprop": out["rmsprop"],
+    }
 
 
 def test_every_family_conforms_under_torch(torch_run):
@@ -195,8 +200,9 @@ def test_torch_sweep_stores_its_framework_and_resumes(tmp_path):
 
 
 def test_measure_runs_a_family_under_torch():
-    result = paradnn_cli("measure", "fc", "layer_1-node_16-input_32-output_10-bs_8", "--framework", "torch",
-                         "--max-seconds", "0.2")  # fmt: skip
+    result = paradnn_cli(
+        "measure", "fc", "layer_1-node_16-input_32-output_10-bs_8", "--framework", "torch", "--max-seconds", "0.2"
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     fields = dict(line.split(None, 1) for line in result.stdout.splitlines() if len(line.split(None, 1)) == 2)
     assert (fields["framework"], fields["xla"], fields["state"]) == ("torch", "False", "ok")  # --xla auto: eager

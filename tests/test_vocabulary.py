@@ -27,8 +27,9 @@ def _spelt(value: object, context: str) -> bool:
         return False
     if value in OUTCOMES:
         return True
-    return (bool(re.search(r"\bstate\b", context)) and value in STATES) or \
-        (bool(re.search(r"\bsource\b", context)) and value in SOURCES)  # not peak_source: another vocabulary
+    return (bool(re.search(r"\bstate\b", context)) and value in STATES) or (
+        bool(re.search(r"\bsource\b", context)) and value in SOURCES
+    )  # not peak_source: another vocabulary
 
 
 def literals(source: str) -> list[str]:
@@ -45,8 +46,11 @@ def literals(source: str) -> list[str]:
                 found += [ast.unparse(node) for v in values if isinstance(v, ast.Constant) and _spelt(v.value, context)]
         elif isinstance(node, ast.Call):
             for keyword in node.keywords:
-                if keyword.arg in ("state", "source") and isinstance(keyword.value, ast.Constant) \
-                        and _spelt(keyword.value.value, keyword.arg):  # fmt: skip
+                if (
+                    keyword.arg in ("state", "source")
+                    and isinstance(keyword.value, ast.Constant)
+                    and _spelt(keyword.value.value, keyword.arg)
+                ):
                     found.append(ast.unparse(node))
             if isinstance(node.func, ast.Attribute) and node.func.attr in ("startswith", "eq", "ne", "isin"):
                 context = _about(node.func.value)
@@ -57,8 +61,11 @@ def literals(source: str) -> list[str]:
 
 
 def test_no_state_source_or_outcome_is_spelt_out_outside_the_vocabulary():
-    spelt = {str(path.relative_to(PACKAGE)): found for path in sorted(PACKAGE.rglob("*.py"))
-             if path.name != "vocabulary.py" and (found := literals(path.read_text()))}  # fmt: skip
+    spelt = {
+        str(path.relative_to(PACKAGE)): found
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path.name != "vocabulary.py" and (found := literals(path.read_text()))
+    }
     assert spelt == {}
 
 
@@ -70,8 +77,8 @@ def test_the_check_finds_a_planted_literal_of_each_kind():
         'bad = frame["state"].eq("timeout")': 1,
         'held = verdict == "holds"': 1,
         'decided = v["verdict"] in ("holds", "does not hold")': 2,
-        'conn.execute("SELECT * FROM results WHERE state = \'ok\'")': 1,
+        "conn.execute(\"SELECT * FROM results WHERE state = 'ok'\")": 1,
         'if report.status == "ok": pass': 0,  # a report's status is not a result's state
-        'print(OK, vocabulary.MEASURED)': 0,
+        "print(OK, vocabulary.MEASURED)": 0,
     }
     assert {code: len(literals(code)) for code in planted} == planted

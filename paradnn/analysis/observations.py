@@ -93,8 +93,14 @@ class Rule:
         return line + ("" if self.exact else f" over its whole {_percent(level)} interval") + f", n >= {self.min_n}"
 
     def as_dict(self) -> dict:
-        return {"statistic": self.statistic, "threshold": self.threshold, "direction": self.direction,
-                "min_n": self.min_n, "margin": self.margin, "exact": self.exact}  # fmt: skip
+        return {
+            "statistic": self.statistic,
+            "threshold": self.threshold,
+            "direction": self.direction,
+            "min_n": self.min_n,
+            "margin": self.margin,
+            "exact": self.exact,
+        }
 
 
 @dataclass(frozen=True)
@@ -122,8 +128,10 @@ class Verdict:
             said = plain_outcome(self.verdict)
             judged = self.rule.judge(self.effect, self.interval, self.n or 0) if self.rule else None
             if judged != said:
-                raise ValueError(f"{self.observation}: {self.verdict!r} needs a rule its effect and interval meet "
-                                 f"(effect {self.effect}, interval {self.interval}, n {self.n}, rule {self.rule})")  # fmt: skip
+                raise ValueError(
+                    f"{self.observation}: {self.verdict!r} needs a rule its effect and interval meet "
+                    f"(effect {self.effect}, interval {self.interval}, n {self.n}, rule {self.rule})"
+                )
 
     @property
     def figure(self) -> str:
@@ -137,8 +145,12 @@ class Verdict:
     @property
     def sentence(self) -> str:
         """The verdict in words; "the paper found" only before a finding of the paper (an observation id)."""
-        here = {HOLDS: "it holds", FAILS: "it does not hold", PROJECTED_HOLDS: "projected, not measured, it holds",
-                PROJECTED_FAILS: "projected, not measured, it does not hold"}.get(self.verdict, UNKNOWN_SENTENCE)
+        here = {
+            HOLDS: "it holds",
+            FAILS: "it does not hold",
+            PROJECTED_HOLDS: "projected, not measured, it holds",
+            PROJECTED_FAILS: "projected, not measured, it does not hold",
+        }.get(self.verdict, UNKNOWN_SENTENCE)
         where = f" on {self.platform}" if self.platform else ""
         said = "The paper found that" if self.id else "paradnn checks (not a finding of the paper) that"
         figure = f"; {self.figure}" if self.figure else ""
@@ -153,9 +165,15 @@ class Verdict:
 
     def as_dict(self) -> dict:
         """The record as ``observations.json`` holds it (outcome, effect, interval, n, rule, held_fixed)."""
-        return {"outcome": self.verdict, "effect": self.effect, "level": self.level,
-                "interval": list(self.interval) if self.interval is not None else None, "n": self.n,
-                "rule": self.rule.as_dict() if self.rule else None, "held_fixed": self.held_fixed or {}}  # fmt: skip
+        return {
+            "outcome": self.verdict,
+            "effect": self.effect,
+            "level": self.level,
+            "interval": list(self.interval) if self.interval is not None else None,
+            "n": self.n,
+            "rule": self.rule.as_dict() if self.rule else None,
+            "held_fixed": self.held_fixed or {},
+        }
 
 
 @dataclass(frozen=True)
@@ -184,8 +202,15 @@ def decide(*parts: Part) -> Part:
     return min(parts, key=lambda p: abs(p.effect - p.rule.threshold) if p.effect is not None else math.inf)
 
 
-def judged(name: str, paper: str, parts: Part | Sequence[Part], evidence: str, numbers: dict | None = None,
-           projected: bool = False, **about: Any) -> Verdict:  # fmt: skip
+def judged(
+    name: str,
+    paper: str,
+    parts: Part | Sequence[Part],
+    evidence: str,
+    numbers: dict | None = None,
+    projected: bool = False,
+    **about: Any,
+) -> Verdict:
     """A verdict from its part(s): the outcome, effect, interval, n and rule of the deciding
     part; every part's figures in ``numbers["parts"]`` when there are several."""
     parts = [parts] if isinstance(parts, Part) else list(parts)
@@ -195,14 +220,34 @@ def judged(name: str, paper: str, parts: Part | Sequence[Part], evidence: str, n
         outcome = PROJECTED_HOLDS if outcome == HOLDS else PROJECTED_FAILS
     numbers = dict(numbers or {})
     if len(parts) > 1:
-        numbers["parts"] = [{"part": p.name, "outcome": p.outcome, "effect": p.effect,
-                             "interval": list(p.interval) if p.interval else None, "n": p.n, "rule": p.rule.words()}
-                            for p in parts]  # fmt: skip
-        others = "; ".join(f"{p.name}: {p.rule.statistic} {_num(p.effect)} {_spread(p)} ({p.outcome})"
-                           for p in parts if p is not deciding)  # fmt: skip
+        numbers["parts"] = [
+            {
+                "part": p.name,
+                "outcome": p.outcome,
+                "effect": p.effect,
+                "interval": list(p.interval) if p.interval else None,
+                "n": p.n,
+                "rule": p.rule.words(),
+            }
+            for p in parts
+        ]
+        others = "; ".join(
+            f"{p.name}: {p.rule.statistic} {_num(p.effect)} {_spread(p)} ({p.outcome})" for p in parts if p is not deciding
+        )
         evidence += f"; also {others}" if others else ""
-    return Verdict(name, paper, outcome, evidence, numbers, n=deciding.n, effect=deciding.effect,
-                   interval=deciding.interval, rule=deciding.rule, level=deciding.level, **about)  # fmt: skip
+    return Verdict(
+        name,
+        paper,
+        outcome,
+        evidence,
+        numbers,
+        n=deciding.n,
+        effect=deciding.effect,
+        interval=deciding.interval,
+        rule=deciding.rule,
+        level=deciding.level,
+        **about,
+    )
 
 
 def inconclusive(name: str, paper: str, why: str, **about: Any) -> Verdict:
@@ -230,9 +275,14 @@ def _spread(part: Part) -> str:
     return f"[{_num(part.interval[0])}, {_num(part.interval[1])}]"
 
 
-def bootstrap(values: Sequence[float] | np.ndarray, statistic: Callable[[np.ndarray], float] = np.median,
-              log: bool = False, seed: int = 0, replicates: Sequence[Sequence[float]] | None = None,
-              level: float = LEVEL) -> tuple[float, float]:  # fmt: skip
+def bootstrap(
+    values: Sequence[float] | np.ndarray,
+    statistic: Callable[[np.ndarray], float] = np.median,
+    log: bool = False,
+    seed: int = 0,
+    replicates: Sequence[Sequence[float]] | None = None,
+    level: float = LEVEL,
+) -> tuple[float, float]:
     """The percentile-bootstrap interval (``level``, 95% by default) of ``statistic`` over ``values``
     (one per configuration or group), in log space for ratios (``log``). NaNs when empty.
 
@@ -253,13 +303,15 @@ def bootstrap(values: Sequence[float] | np.ndarray, statistic: Callable[[np.ndar
     return (float(np.exp(low)), float(np.exp(high))) if log else (float(low), float(high))
 
 
-def _inner_draws(values: np.ndarray, keep: np.ndarray, replicates: Sequence[Sequence[float]] | None, log: bool,
-                 rng: np.random.Generator) -> np.ndarray:  # fmt: skip
+def _inner_draws(
+    values: np.ndarray, keep: np.ndarray, replicates: Sequence[Sequence[float]] | None, log: bool, rng: np.random.Generator
+) -> np.ndarray:
     """Per kept value, its value in each bootstrap draw: the median of its resampled replicates
     (a value without two replicates stands as itself); in log space with ``log``."""
     rows = []
-    for value, reps in zip(values[keep], [r for r, k in zip(replicates, keep) if k] if replicates is not None
-                           else [None] * int(keep.sum())):  # fmt: skip
+    for value, reps in zip(
+        values[keep], [r for r, k in zip(replicates, keep) if k] if replicates is not None else [None] * int(keep.sum())
+    ):
         r = np.asarray([x for x in (reps if reps is not None else []) if np.isfinite(x) and (x > 0 or not log)], dtype=float)
         if len(r) < 2:
             rows.append(np.full(BOOTSTRAP_DRAWS, value))
@@ -269,8 +321,14 @@ def _inner_draws(values: np.ndarray, keep: np.ndarray, replicates: Sequence[Sequ
     return np.log(inner) if log else inner
 
 
-def median_part(name: str, values: Sequence[float] | np.ndarray | pd.Series, rule: Rule, log: bool = False,
-                replicates: Sequence[Sequence[float]] | pd.Series | None = None, level: float = LEVEL) -> Part:  # fmt: skip
+def median_part(
+    name: str,
+    values: Sequence[float] | np.ndarray | pd.Series,
+    rule: Rule,
+    log: bool = False,
+    replicates: Sequence[Sequence[float]] | pd.Series | None = None,
+    level: float = LEVEL,
+) -> Part:
     """A part whose effect is the median of ``values`` (one per configuration), bootstrapped (over
     the values, and within each over its ``replicates`` where given: :func:`bootstrap`) at ``level``."""
     a = np.asarray(values, dtype=float)
@@ -336,8 +394,16 @@ def _share_part(name: str, hits: np.ndarray, totals: np.ndarray, rule: Rule) -> 
     return Part(name, float(hits.sum() / totals.sum()), interval, len(totals), rule)
 
 
-def trend(df: pd.DataFrame, axis: str, family: str, metric: str = "utilization", paper: str = "", rising: bool = True,
-          id: str = "O1", platform: str = "") -> Verdict:  # fmt: skip
+def trend(
+    df: pd.DataFrame,
+    axis: str,
+    family: str,
+    metric: str = "utilization",
+    paper: str = "",
+    rising: bool = True,
+    id: str = "O1",
+    platform: str = "",
+) -> Verdict:
     """Does ``metric`` rise (or fall) with ``axis`` for ``family``? Two parts, both bootstrapped over
     matched groups: the median ratio from the smallest to the largest value clears 2%, and more than
     half of the adjacent steps move that way (module doc)."""
@@ -355,19 +421,30 @@ def trend(df: pd.DataFrame, axis: str, family: str, metric: str = "utilization",
     against = np.array([(g < -np.log1p(FLAT)).sum() for g in logs], dtype=float)
     totals = np.array([len(g) for g in logs], dtype=float)
     ratios = [s.iloc[-1] / s.iloc[0] for s in groups]
-    overall = median_part("overall", ratios, Rule(f"median ratio from the smallest to the largest {axis}",
-                                                  (1 + FLAT) ** sign, ">" if rising else "<", MIN_GROUPS), log=True)  # fmt: skip
+    overall = median_part(
+        "overall",
+        ratios,
+        Rule(f"median ratio from the smallest to the largest {axis}", (1 + FLAT) ** sign, ">" if rising else "<", MIN_GROUPS),
+        log=True,
+    )
     steps = _share_part("steps", along, totals, Rule(f"share of adjacent steps that {way[:-1]}", 0.5, ">", MIN_GROUPS))
     medians = Results(df).where(family=family).ok().frame.groupby(axis)[metric].median()
     plateau = _plateau(medians, sign)
-    evidence = (f"{what} changes {overall.effect:.2f}x from the smallest to the largest {axis} "
-                f"(median of {len(groups)} matched groups); of {int(totals.sum())} adjacent steps "
-                f"{along.sum() / totals.sum():.0%} {way[:-1]}, {against.sum() / totals.sum():.0%} go the other way")  # fmt: skip
+    evidence = (
+        f"{what} changes {overall.effect:.2f}x from the smallest to the largest {axis} "
+        f"(median of {len(groups)} matched groups); of {int(totals.sum())} adjacent steps "
+        f"{along.sum() / totals.sum():.0%} {way[:-1]}, {against.sum() / totals.sum():.0%} go the other way"
+    )
     if plateau is not None:
         evidence += f"; the medians stop {'rising' if rising else 'falling'} from {axis} {plateau:g} on (a plateau)"
-    numbers = {"groups": len(groups), "median_ratio": overall.effect, "share_along": steps.effect,
-               "share_against": float(against.sum() / totals.sum()), "plateau_from": plateau,
-               "median_by_value": {_json_key(k): float(v) for k, v in medians.items()}}  # fmt: skip
+    numbers = {
+        "groups": len(groups),
+        "median_ratio": overall.effect,
+        "share_along": steps.effect,
+        "share_against": float(against.sum() / totals.sum()),
+        "plateau_from": plateau,
+        "median_by_value": {_json_key(k): float(v) for k, v in medians.items()},
+    }
     return judged(name, paper, [overall, steps], evidence, numbers, id=id, platform=platform)
 
 
@@ -430,13 +507,25 @@ def weights_verdict(regressions: dict[str, RegressionResult], platform: str = ""
         rule = Rule(f"{fam.title} |weight of {weaker}| - |weight of {fam.depth}|", 0.0, ">", min_n=len(coef) + 2)
         effect, interval = found or (None, None)
         parts.append(Part(fam.title, effect, interval, reg.n, rule))
-        rows[family] = {"weaker_driver": weaker, "depth_weight": float(coef[fam.depth]),
-                        "driver_weights": {a: float(coef[a]) for a in drivers}, "contrast": found and found[0]}  # fmt: skip
+        rows[family] = {
+            "weaker_driver": weaker,
+            "depth_weight": float(coef[fam.depth]),
+            "driver_weights": {a: float(coef[a]) for a in drivers},
+            "contrast": found and found[0],
+        }
     if not parts:
-        return inconclusive(name, paper, "no family has enough varied configurations for a regression of batch, width "
-                            "and depth", id="O1", platform=platform)  # fmt: skip
-    evidence = "; ".join(f"{families.get(f).title}: |depth| {r['depth_weight']:.3f} vs |batch/width| "
-                         + "/".join(f"{w:.3f}" for w in r["driver_weights"].values()) for f, r in rows.items())  # fmt: skip
+        return inconclusive(
+            name,
+            paper,
+            "no family has enough varied configurations for a regression of batch, width and depth",
+            id="O1",
+            platform=platform,
+        )
+    evidence = "; ".join(
+        f"{families.get(f).title}: |depth| {r['depth_weight']:.3f} vs |batch/width| "
+        + "/".join(f"{w:.3f}" for w in r["driver_weights"].values())
+        for f, r in rows.items()
+    )
     return judged(name, paper, parts, evidence, rows, id="O1", platform=platform)
 
 
@@ -450,8 +539,9 @@ UNCOUNTED_CATEGORIES = ("recurrent loop",)
 CONTAINER_CATEGORIES = ("while",)
 
 
-def compute_bound_memory_time(breakdown: pd.DataFrame, ridge: float, points: pd.DataFrame, threshold: float = 0.10,
-                              platform: str = "") -> Verdict:  # fmt: skip
+def compute_bound_memory_time(
+    breakdown: pd.DataFrame, ridge: float, points: pd.DataFrame, threshold: float = 0.10, platform: str = ""
+) -> Verdict:
     """Observation 2 on profiled models: those that are compute-bound still spend more than
     ``threshold`` of their time in memory-bound op categories (intensity below the ridge); the
     effect is the median share over the compute-bound models.
@@ -471,18 +561,34 @@ def compute_bound_memory_time(breakdown: pd.DataFrame, ridge: float, points: pd.
         on_roofline = points.loc[points["label"] == label, "intensity"]
         intensity = float(on_roofline.median()) if len(on_roofline) else float("nan")
         share = counted.loc[counted["intensity"].fillna(0) < ridge, "time_share"].sum() / max(counted["time_share"].sum(), 1e-12)
-        rows.append({"family": g["family"].iloc[0], "label": label, "intensity": intensity, "memory_bound_share": share,
-                     "uncounted_share": float(g.loc[g["category"].isin(UNCOUNTED_CATEGORIES), "time_share"].sum())})  # fmt: skip
+        rows.append(
+            {
+                "family": g["family"].iloc[0],
+                "label": label,
+                "intensity": intensity,
+                "memory_bound_share": share,
+                "uncounted_share": float(g.loc[g["category"].isin(UNCOUNTED_CATEGORIES), "time_share"].sum()),
+            }
+        )
     table_ = pd.DataFrame(rows)
     bound = table_[table_["intensity"] >= ridge]  # NaN (not on the roofline) is never compute-bound
-    shown = "; ".join(f"{families.get(r.family).title} {r.intensity:.0f} FLOPs/B, {r.memory_bound_share:.0%} memory-bound"
-                      for r in table_.itertuples())  # fmt: skip
+    shown = "; ".join(
+        f"{families.get(r.family).title} {r.intensity:.0f} FLOPs/B, {r.memory_bound_share:.0%} memory-bound"
+        for r in table_.itertuples()
+    )
     if bound.empty:
-        return inconclusive(name, paper, f"no profiled model is compute-bound here (ridge {ridge:.0f} FLOPs/B: {shown})",
-                            numbers={"models": rows}, id="O2", platform=platform)  # fmt: skip
+        return inconclusive(
+            name,
+            paper,
+            f"no profiled model is compute-bound here (ridge {ridge:.0f} FLOPs/B: {shown})",
+            numbers={"models": rows},
+            id="O2",
+            platform=platform,
+        )
     # One compute-bound model with a noticeable memory-bound share already shows what the claim says ("even").
-    part = median_part("share", bound["memory_bound_share"], Rule("median share of time in memory-bound ops", threshold,
-                                                                  ">", min_n=1))  # fmt: skip
+    part = median_part(
+        "share", bound["memory_bound_share"], Rule("median share of time in memory-bound ops", threshold, ">", min_n=1)
+    )
     evidence = f"{len(bound)} of {len(table_)} profiled models are right of the ridge ({ridge:.0f} FLOPs/B): {shown}"
     return judged(name, paper, part, evidence, {"models": rows}, id="O2", platform=platform)
 
@@ -499,16 +605,23 @@ def trace_memory_bound_share(traces: pd.DataFrame, ridge: float = 75.0, threshol
         return inconclusive(name, paper, "no TPU traces with an op breakdown in the store", id="O2", platform="tpu-v2-8")
     bound = whole[whole["intensity"] >= ridge]
     if bound.empty:
-        return inconclusive(name, paper, f"no traced configuration is right of the {ridge:.0f} FLOPs/byte ridge", id="O2",
-                            platform="tpu-v2-8")  # fmt: skip
+        return inconclusive(
+            name, paper, f"no traced configuration is right of the {ridge:.0f} FLOPs/byte ridge", id="O2", platform="tpu-v2-8"
+        )
     below = ops[ops["intensity"].fillna(0) < ridge].groupby("label")["time_perc"].sum().reindex(bound["label"]).fillna(0)
     best = bound.loc[bound["flops_perc"].idxmax(), "label"]
-    evidence = (f"{len(bound)} of {len(whole)} traced configurations are right of the {ridge:.0f} FLOPs/byte ridge; they spend "
-                f"a median {below.median():.0f}% of their time in op categories below it (the best-utilised trace, {best} "
-                f"at {bound['flops_perc'].max():.0f}% of peak, {below.get(best, 0):.0f}%)")  # fmt: skip
+    evidence = (
+        f"{len(bound)} of {len(whole)} traced configurations are right of the {ridge:.0f} FLOPs/byte ridge; they spend "
+        f"a median {below.median():.0f}% of their time in op categories below it (the best-utilised trace, {best} "
+        f"at {bound['flops_perc'].max():.0f}% of peak, {below.get(best, 0):.0f}%)"
+    )
     part = median_part("share", below, Rule("median % of time in memory-bound op categories", threshold, ">", min_n=3))
-    numbers = {"compute_bound": len(bound), "median_share_percent": float(below.median()), "best": best,
-               "best_share_percent": float(below.get(best, 0))}  # fmt: skip
+    numbers = {
+        "compute_bound": len(bound),
+        "median_share_percent": float(below.median()),
+        "best": best,
+        "best_share_percent": float(below.get(best, 0)),
+    }
     return judged(name, paper, part, evidence, numbers, id="O2", platform="tpu-v2-8")
 
 
@@ -527,17 +640,23 @@ def bandwidth_wall(tpu: pd.DataFrame, traces: pd.DataFrame, busy: float = 50.0) 
     by_nodes = shape.numbers["median_by_value"]
     wall = exact_part("plateau", 0.0 if plateau is None else 1.0, 1, Rule("a plateau of the medians (1: found)", 0.5, min_n=1))
     at_wall = whole.loc[whole["nodes"] >= (plateau if plateau is not None else math.inf), "memory_bandwidth"]
-    busy_part = median_part("bandwidth", at_wall, Rule("median memory-bandwidth utilisation (%) from the plateau on", busy,
-                                                       ">", min_n=3))  # fmt: skip
+    busy_part = median_part(
+        "bandwidth", at_wall, Rule("median memory-bandwidth utilisation (%) from the plateau on", busy, ">", min_n=3)
+    )
     bandwidth = whole.groupby("nodes")["memory_bandwidth"].median()
     if plateau is None:
         evidence = f"FLOPS utilisation keeps rising with nodes (its medians by nodes: {_fmt(by_nodes, '.0%')})"
     else:
-        evidence = (f"FLOPS utilisation is flat from {plateau:g} nodes on (its medians by nodes: {_fmt(by_nodes, '.0%')}); "
-                    f"memory-bandwidth utilisation there is {at_wall.median():.0f}% of peak (its medians by nodes: "
-                    f"{', '.join(f'{k}: {v:.0f}%' for k, v in bandwidth.items())})")  # fmt: skip
-    numbers = {"plateau_from": plateau, "utilization_by_nodes": by_nodes,
-               "bandwidth_by_nodes": {_json_key(k): float(v) for k, v in bandwidth.items()}}  # fmt: skip
+        evidence = (
+            f"FLOPS utilisation is flat from {plateau:g} nodes on (its medians by nodes: {_fmt(by_nodes, '.0%')}); "
+            f"memory-bandwidth utilisation there is {at_wall.median():.0f}% of peak (its medians by nodes: "
+            f"{', '.join(f'{k}: {v:.0f}%' for k, v in bandwidth.items())})"
+        )
+    numbers = {
+        "plateau_from": plateau,
+        "utilization_by_nodes": by_nodes,
+        "bandwidth_by_nodes": {_json_key(k): float(v) for k, v in bandwidth.items()},
+    }
     return judged(name, paper, [wall, busy_part], evidence, numbers, id="O2", platform="tpu-v2-8")
 
 
@@ -565,8 +684,9 @@ def communication_share(traces: pd.DataFrame, negligible: float = 1.0) -> Verdic
     comm = traces[(traces["category"] == "cross-replica-sum") & traces["time_perc"].notna()]
     if len(comm) < 3:
         return inconclusive(name, paper, "needs multi-chip traces (cross-replica-sum)", id="O3", platform="tpu-v2-8")
-    return _communication_verdict(comm["time_perc"].astype(float), _batches(comm), f"{len(comm)} traces", negligible, name,
-                                  paper, "tpu-v2-8")  # fmt: skip
+    return _communication_verdict(
+        comm["time_perc"].astype(float), _batches(comm), f"{len(comm)} traces", negligible, name, paper, "tpu-v2-8"
+    )
 
 
 def measured_communication(rows: pd.DataFrame, platform: str, negligible: float = 1.0) -> Verdict:
@@ -577,23 +697,38 @@ def measured_communication(rows: pd.DataFrame, platform: str, negligible: float 
     paper = "communication between chips takes a non-negligible share of the step, falling as the batch grows"
     runs = Results(rows).ok().with_value("comm_share").frame
     if len(runs) < 3 or runs["batch"].nunique() < 2:
-        return inconclusive(name, paper, f"needs data-parallel measurements (--devices 2) at 2 batch sizes or more, "
-                            f"{len(runs)} in the store", id="O3", platform=platform)  # fmt: skip
+        return inconclusive(
+            name,
+            paper,
+            f"needs data-parallel measurements (--devices 2) at 2 batch sizes or more, {len(runs)} in the store",
+            id="O3",
+            platform=platform,
+        )
     replicas = ", ".join(str(int(n)) for n in sorted(runs["devices"].unique()))
-    return _communication_verdict(100 * runs["comm_share"].astype(float).clip(lower=0), runs["batch"].astype(int),
-                                  f"{len(runs)} runs on {replicas} replicas", negligible, name, paper, platform)  # fmt: skip
+    return _communication_verdict(
+        100 * runs["comm_share"].astype(float).clip(lower=0),
+        runs["batch"].astype(int),
+        f"{len(runs)} runs on {replicas} replicas",
+        negligible,
+        name,
+        paper,
+        platform,
+    )
 
 
-def _communication_verdict(percent: pd.Series, batch: pd.Series, what: str, negligible: float, name: str, paper: str,
-                           platform: str) -> Verdict:  # fmt: skip
+def _communication_verdict(
+    percent: pd.Series, batch: pd.Series, what: str, negligible: float, name: str, paper: str, platform: str
+) -> Verdict:
     """O3's verdict from communication shares (percent) and their batches: the median is above
     ``negligible`` and the share falls with batch (the slope of log share on log2 batch below 0)."""
     share = median_part("share", percent, Rule("median communication share (%)", negligible, ">", min_n=3))
     keep = percent > 0
-    data = pd.DataFrame({"log_share": np.log(percent[keep].to_numpy(dtype=float)),
-                         "log2_batch": np.log2(batch[keep].to_numpy(dtype=float))})  # fmt: skip
-    slope = _slope_part("falls", data, "log2_batch", "log_share", Rule("slope of log share per doubling of batch", 0.0, "<",
-                                                                       min_n=3))  # fmt: skip
+    data = pd.DataFrame(
+        {"log_share": np.log(percent[keep].to_numpy(dtype=float)), "log2_batch": np.log2(batch[keep].to_numpy(dtype=float))}
+    )
+    slope = _slope_part(
+        "falls", data, "log2_batch", "log_share", Rule("slope of log share per doubling of batch", 0.0, "<", min_n=3)
+    )
     by_batch = percent.groupby(batch.to_numpy()).median().sort_index()
     evidence = f"median {percent.median():.1f}% of step time over {what}; by batch {_fmt(_keys(by_batch), '.1f')} (%)"
     numbers = {"median_percent": float(percent.median()), "median_by_value": _keys(by_batch), "slope": slope.effect}
@@ -653,12 +788,15 @@ def infeed_share(traces: pd.DataFrame) -> Verdict:
     from paradnn.counting import forward_flops_per_example
 
     whole["work"] = [forward_flops_per_example(families.parse_label("fc", label)) for label in whole["label"]]
-    part = _thirds_part("gap", whole["work"], whole["infeed"], Rule("infeed points of the smallest third over the largest",
-                                                                   0.0, ">", min_n=6))  # fmt: skip
+    part = _thirds_part(
+        "gap", whole["work"], whole["infeed"], Rule("infeed points of the smallest third over the largest", 0.0, ">", min_n=6)
+    )
     low, high = _thirds(whole["work"].to_numpy(dtype=float), whole["infeed"].to_numpy(dtype=float))
     by_batch = _by_batch(whole, "infeed")
-    evidence = (f"median infeed share {low:.1f}% for the smallest third of models by FLOPs per example, {high:.1f}% for the "
-                f"largest third; by batch {_fmt(_keys(by_batch), '.1f')} (%)")  # fmt: skip
+    evidence = (
+        f"median infeed share {low:.1f}% for the smallest third of models by FLOPs per example, {high:.1f}% for the "
+        f"largest third; by batch {_fmt(_keys(by_batch), '.1f')} (%)"
+    )
     numbers = {"smallest_third_percent": float(low), "largest_third_percent": float(high), "median_by_value": _keys(by_batch)}
     return judged(name, paper, part, evidence, numbers, id="O4", platform="tpu-v2-8")
 
@@ -682,8 +820,10 @@ def infeed_margin(fed: pd.DataFrame) -> tuple[float, str]:
         if len(shares) >= 2:
             spreads.append(100 * (max(shares) - min(shares)))
     if len(spreads) < MIN_RERUN_CONFIGURATIONS:
-        return INFEED_MARGIN_POINTS, (f"{INFEED_MARGIN_POINTS:.0f} points, what two sweeps of one configuration differed by "
-                                      f"in earlier runs ({len(spreads)} configuration(s) here measured twice)")  # fmt: skip
+        return INFEED_MARGIN_POINTS, (
+            f"{INFEED_MARGIN_POINTS:.0f} points, what two sweeps of one configuration differed by "
+            f"in earlier runs ({len(spreads)} configuration(s) here measured twice)"
+        )
     band = float(np.median(spreads))
     return band, f"{band:.1f} points, the median spread of the {len(spreads)} configurations measured more than once here"
 
@@ -697,8 +837,13 @@ def measured_infeed(rows: pd.DataFrame, platform: str) -> Verdict:
     paper = "the host can fail to feed the device, and smaller models are held back more by infeed than larger ones"
     fed = Results(rows).ok().with_value("infeed_share").frame.copy()
     if len(fed) < 6:
-        return inconclusive(name, paper, f"needs host-fed measurements (--input host-prep) of 6 configurations, "
-                            f"{len(fed)} in the store", id="O4", platform=platform)  # fmt: skip
+        return inconclusive(
+            name,
+            paper,
+            f"needs host-fed measurements (--input host-prep) of 6 configurations, {len(fed)} in the store",
+            id="O4",
+            platform=platform,
+        )
     fed["work"] = fed["flops_model"] / fed["batch"]
     fed["infeed_percent"] = 100 * fed["infeed_share"].clip(lower=0)  # below 0 is within noise: no wait
     margin, margin_words = infeed_margin(fed)
@@ -706,11 +851,12 @@ def measured_infeed(rows: pd.DataFrame, platform: str) -> Verdict:
     part = _thirds_part("gap", fed["work"], fed["infeed_percent"], rule)
     low, high = _thirds(fed["work"].to_numpy(dtype=float), fed["infeed_percent"].to_numpy(dtype=float))
     modes = ", ".join(sorted(fed["input_mode"].dropna().unique()))
-    evidence = (f"median infeed share {low:.1f}% for the smallest third of models by FLOPs per example, {high:.1f}% for the "
-                f"largest third ({len(fed)} configurations fed by the {modes} pipeline); a gap within {margin_words} "
-                "says nothing either way")  # fmt: skip
-    numbers = {"smallest_third_percent": float(low), "largest_third_percent": float(high), "n": len(fed),
-               "margin_points": margin}  # fmt: skip
+    evidence = (
+        f"median infeed share {low:.1f}% for the smallest third of models by FLOPs per example, {high:.1f}% for the "
+        f"largest third ({len(fed)} configurations fed by the {modes} pipeline); a gap within {margin_words} "
+        "says nothing either way"
+    )
+    numbers = {"smallest_third_percent": float(low), "largest_third_percent": float(high), "n": len(fed), "margin_points": margin}
     return judged(name, paper, part, evidence, numbers, id="O4", platform=platform)
 
 
@@ -719,8 +865,9 @@ def measured_infeed(rows: pd.DataFrame, platform: str) -> Verdict:
 MIN_REGRESSION_PAIRS = 6
 
 
-def speedup_direction(table_: pd.DataFrame, family: str, axis: str, grows: bool, id: str, platform: str,
-                      paper: str, held_fixed: dict | None = None) -> Verdict:  # fmt: skip
+def speedup_direction(
+    table_: pd.DataFrame, family: str, axis: str, grows: bool, id: str, platform: str, paper: str, held_fixed: dict | None = None
+) -> Verdict:
     """The sign of ``axis``'s weight in a regression of log2(speedup) on the standardised log2
     hyperparameters: positive (the target's advantage grows with the axis) or negative, judged
     on its 95% confidence interval."""
@@ -729,16 +876,32 @@ def speedup_direction(table_: pd.DataFrame, family: str, axis: str, grows: bool,
     sub = table_[table_["family"] == family] if "family" in table_ else table_
     pairs: dict[str, Any] = {"held_fixed": held_fixed}
     if len(sub) < MIN_REGRESSION_PAIRS:
-        return inconclusive(name, paper, f"{len(sub)} configurations on both platforms (need {MIN_REGRESSION_PAIRS})", id=id,
-                            platform=platform, n=len(sub), **pairs)  # fmt: skip
+        return inconclusive(
+            name,
+            paper,
+            f"{len(sub)} configurations on both platforms (need {MIN_REGRESSION_PAIRS})",
+            id=id,
+            platform=platform,
+            n=len(sub),
+            **pairs,
+        )
     reg = regress(sub.assign(log2_speedup=np.log2(sub["speedup"])), "log2_speedup", family=family)
     rule = Rule(f"log2-speedup weight of {axis}", 0.0, ">" if grows else "<", MIN_REGRESSION_PAIRS)
     part = coefficient_part(axis, reg, axis, rule)
     if part.effect is None:
-        return inconclusive(name, paper, f"{axis} does not vary in the configurations both platforms ran", id=id,
-                            platform=platform, n=len(sub), **pairs)  # fmt: skip
-    evidence = (f"R² {reg.r_squared:.2f}; speedup {sub['speedup'].min():.2f}x to {sub['speedup'].max():.2f}x, median "
-                f"{sub['speedup'].median():.2f}x")  # fmt: skip
+        return inconclusive(
+            name,
+            paper,
+            f"{axis} does not vary in the configurations both platforms ran",
+            id=id,
+            platform=platform,
+            n=len(sub),
+            **pairs,
+        )
+    evidence = (
+        f"R² {reg.r_squared:.2f}; speedup {sub['speedup'].min():.2f}x to {sub['speedup'].max():.2f}x, median "
+        f"{sub['speedup'].median():.2f}x"
+    )
     low, high = part.interval or (None, None)
     numbers = {"coef": part.effect, "ci_low": low, "ci_high": high, "r_squared": reg.r_squared}
     return judged(name, paper, part, evidence, numbers, id=id, platform=platform, **pairs)
@@ -748,8 +911,9 @@ def speedup_direction(table_: pd.DataFrame, family: str, axis: str, grows: bool,
 NO_DEPENDENCE = 0.05
 
 
-def speedup_depends_on(table_: pd.DataFrame, family: str, axes: tuple[str, ...] = ("nodes", "batch"), platform: str = "",
-                       id: str = "") -> Verdict:  # fmt: skip
+def speedup_depends_on(
+    table_: pd.DataFrame, family: str, axes: tuple[str, ...] = ("nodes", "batch"), platform: str = "", id: str = ""
+) -> Verdict:
     """Platform speedup varies with model shape: log2(speedup) regressed on log2 features; the
     effect is the weight of ``axes`` furthest from zero, in absolute value. Holds when its interval
     clears :data:`NO_DEPENDENCE`; does not hold when every weight's interval lies within it.
@@ -761,15 +925,27 @@ def speedup_depends_on(table_: pd.DataFrame, family: str, axes: tuple[str, ...] 
     paper = "the speedup between two platforms depends on the model's shape (nodes and batch)"
     sub = table_[table_["family"] == family] if "family" in table_ else table_
     if len(sub) < MIN_REGRESSION_PAIRS:
-        return inconclusive(name, paper, f"{len(sub)} configurations on both platforms (need {MIN_REGRESSION_PAIRS})", id=id,
-                            platform=platform, n=len(sub))  # fmt: skip
+        return inconclusive(
+            name,
+            paper,
+            f"{len(sub)} configurations on both platforms (need {MIN_REGRESSION_PAIRS})",
+            id=id,
+            platform=platform,
+            n=len(sub),
+        )
     reg = regress(sub.assign(log2_speedup=np.log2(sub["speedup"])), "log2_speedup", family=family)
     coef = reg.coefficients
     present = [a for a in axes if a in coef.index]
     rule = Rule("largest |log2-speedup weight| of " + " and ".join(axes), NO_DEPENDENCE, ">", MIN_REGRESSION_PAIRS)
     if not present:
-        return inconclusive(name, paper, f"neither {' nor '.join(axes)} varies in the configurations both platforms ran",
-                            id=id, platform=platform, n=len(sub))  # fmt: skip
+        return inconclusive(
+            name,
+            paper,
+            f"neither {' nor '.join(axes)} varies in the configurations both platforms ran",
+            id=id,
+            platform=platform,
+            n=len(sub),
+        )
 
     def magnitude(a: str) -> tuple[float, float, float]:
         low, high = float(coef.loc[a, "ci_low"]), float(coef.loc[a, "ci_high"])
@@ -780,11 +956,12 @@ def speedup_depends_on(table_: pd.DataFrame, family: str, axes: tuple[str, ...] 
     effect, near, far = magnitude(strongest)
     significant = [a for a in present if magnitude(a)[1] > 0]
     coefs = ", ".join(f"{a} {coef.loc[a, 'coef']:+.2f}" for a in present)
-    evidence = (f"speedup {sub['speedup'].min():.2f}x to {sub['speedup'].max():.2f}x; log2-speedup weights {coefs} "
-                f"(R² {reg.r_squared:.2f}); strongest {strongest}")  # fmt: skip
+    evidence = (
+        f"speedup {sub['speedup'].min():.2f}x to {sub['speedup'].max():.2f}x; log2-speedup weights {coefs} "
+        f"(R² {reg.r_squared:.2f}); strongest {strongest}"
+    )
     part = Part(strongest, effect, (near, far), reg.n, rule)
-    return judged(name, paper, part, evidence, {"significant": significant, "r_squared": reg.r_squared}, id=id,
-                  platform=platform)  # fmt: skip
+    return judged(name, paper, part, evidence, {"significant": significant, "r_squared": reg.r_squared}, id=id, platform=platform)
 
 
 def out_of_memory_first(df: pd.DataFrame, family: str = "fc") -> Verdict:
@@ -804,35 +981,60 @@ def out_of_memory_first(df: pd.DataFrame, family: str = "fc") -> Verdict:
     smallest = min(memory, key=lambda p: memory[p] or math.inf) if memory else None
     platform = " vs ".join(oom.index)
     if smallest is not None and oom.get(smallest, 0) == 0 and unfinished.get(smallest, 0) > 0:
-        return inconclusive(name, paper, f"{smallest} (least memory) records no out-of-memory result, but "
-                            f"{unfinished[smallest]} of the shared configurations timed out (not out of memory); "
-                            + ", ".join(f"{p} {n} out of memory" for p, n in oom.items()), numbers={"oom": oom.to_dict()},
-                            id="O6", platform=platform)  # fmt: skip
+        return inconclusive(
+            name,
+            paper,
+            f"{smallest} (least memory) records no out-of-memory result, but "
+            f"{unfinished[smallest]} of the shared configurations timed out (not out of memory); "
+            + ", ".join(f"{p} {n} out of memory" for p, n in oom.items()),
+            numbers={"oom": oom.to_dict()},
+            id="O6",
+            platform=platform,
+        )
     if oom.empty or oom.sum() == 0:
         others = ", ".join(f"{p}: {n}" for p, n in Results(shared).failed().frame.groupby("platform").size().items())
-        return inconclusive(name, paper, f"no out-of-memory results on configurations two platforms share "
-                            f"({len(labels)} shared; other failures: {others or 'none'})", id="O6")  # fmt: skip
+        return inconclusive(
+            name,
+            paper,
+            f"no out-of-memory results on configurations two platforms share "
+            f"({len(labels)} shared; other failures: {others or 'none'})",
+            id="O6",
+        )
     first = oom.idxmax()
-    evidence = (f"out of memory on the {len(labels)} shared configurations: " + ", ".join(f"{p} {n}" for p, n in oom.items())
-                + "; memory per model replica: " + ", ".join(f"{p} {m / 2**30:.0f} GiB" if m else f"{p} unknown"
-                                                             for p, m in memory.items()))  # fmt: skip
+    evidence = (
+        f"out of memory on the {len(labels)} shared configurations: "
+        + ", ".join(f"{p} {n}" for p, n in oom.items())
+        + "; memory per model replica: "
+        + ", ".join(f"{p} {m / 2**30:.0f} GiB" if m else f"{p} unknown" for p, m in memory.items())
+    )
     numbers = {"oom": oom.to_dict(), "memory_bytes": memory}
     if not memory[first]:
-        return inconclusive(name, paper, evidence + f"; the memory of {first} is unknown", numbers=numbers, id="O6",
-                            platform=platform)  # fmt: skip
-    first_part = exact_part("first", float(first == smallest), len(labels),
-                            Rule("the platform with the least memory has the most out-of-memory cells (1: yes)", 0.5))
+        return inconclusive(
+            name, paper, evidence + f"; the memory of {first} is unknown", numbers=numbers, id="O6", platform=platform
+        )
+    first_part = exact_part(
+        "first",
+        float(first == smallest),
+        len(labels),
+        Rule("the platform with the least memory has the most out-of-memory cells (1: yes)", 0.5),
+    )
     largest = max(memory, key=lambda p: memory[p] or 0)
     too_big = set(Results(shared).where(platform=smallest, state=OOM).frame["label"])
     there = shared[(shared["platform"] == largest) & shared["label"].isin(too_big)]["state"].value_counts()
     numbers["on_largest"] = there.to_dict()
-    evidence += f"; of the {len(too_big)} that ran out of memory on {smallest}, {largest}: " + \
-        ", ".join(f"{n} {s}" for s, n in there.items())
+    evidence += f"; of the {len(too_big)} that ran out of memory on {smallest}, {largest}: " + ", ".join(
+        f"{n} {s}" for s, n in there.items()
+    )
     if first == smallest and not there.get("ok", 0) and there.get("timeout", 0):
-        return inconclusive(name, paper, evidence + " (timeouts say nothing of memory)", numbers=numbers, id="O6",
-                            platform=platform)  # fmt: skip
-    runs = exact_part("runs", float(there.get("ok", 0)), len(too_big),
-                      Rule(f"configurations out of memory on {smallest} that run on {largest}", 0.5, min_n=1))
+        return inconclusive(
+            name, paper, evidence + " (timeouts say nothing of memory)", numbers=numbers, id="O6", platform=platform
+        )
+    runs = exact_part(
+        "runs",
+        float(there.get("ok", 0)),
+        len(too_big),
+        Rule(f"configurations out of memory on {smallest} that run on {largest}", 0.5, min_n=1),
+    )
     return judged(name, paper, [first_part, runs], evidence, numbers, id="O6", platform=platform)
 
 
@@ -860,15 +1062,31 @@ def utilisation_ratio(result: SpeedupResult) -> Verdict:
     pair = f"{target} vs {baseline}"
     held = comparison_held(result)
     if not result.n:
-        return inconclusive(name, paper, f"no configuration measured on both {target} and {baseline}"
-                            + (f": {result.why}" if result.why else ""), id="O10", platform=pair, held_fixed=held, n=0)
+        return inconclusive(
+            name,
+            paper,
+            f"no configuration measured on both {target} and {baseline}" + (f": {result.why}" if result.why else ""),
+            id="O10",
+            platform=pair,
+            held_fixed=held,
+            n=0,
+        )
     ratios = result.table.groupby("family")["speedup"].median()
     counts = result.table.groupby("family").size()
-    shown = ", ".join(f"{families.get(f).title if f in families.names() else f} {r:.2f}x (n {counts[f]})"
-                      for f, r in ratios.items())  # fmt: skip
+    shown = ", ".join(
+        f"{families.get(f).title if f in families.names() else f} {r:.2f}x (n {counts[f]})" for f, r in ratios.items()
+    )
     part = speedup_part("ratio", result.table, Rule("median utilisation ratio", 1.0, ">", min_n=3))
-    return judged(name, paper, part, f"median utilisation ratio on matched configurations: {shown}",
-                  {"ratios": ratios.to_dict()}, id="O10", platform=pair, held_fixed=held)  # fmt: skip
+    return judged(
+        name,
+        paper,
+        part,
+        f"median utilisation ratio on matched configurations: {shown}",
+        {"ratios": ratios.to_dict()},
+        id="O10",
+        platform=pair,
+        held_fixed=held,
+    )
 
 
 # ------------------------------------------------------------------ software stack (O12-O14)
@@ -876,8 +1094,15 @@ def utilisation_ratio(result: SpeedupResult) -> Verdict:
 STACK_MARGIN = 0.05  # a speedup must clear 5% to count as one
 
 
-def stack_speedup(result: SpeedupResult, name: str, paper: str, margin: float = STACK_MARGIN, ridge: float | None = None,
-                  id: str = "", platform: str = "") -> Verdict:  # fmt: skip
+def stack_speedup(
+    result: SpeedupResult,
+    name: str,
+    paper: str,
+    margin: float = STACK_MARGIN,
+    ridge: float | None = None,
+    id: str = "",
+    platform: str = "",
+) -> Verdict:
     """A software-stack or precision change speeds things up: the median speedup over matched
     configurations above 1 + margin over its whole interval (a bootstrap over configurations).
 
@@ -892,23 +1117,34 @@ def stack_speedup(result: SpeedupResult, name: str, paper: str, margin: float = 
     held = comparison_held(result)
     if len(t) < 2:
         why = f": {result.why}" if result.why and not result.n else ""
-        return inconclusive(name, paper, f"{len(t)} configurations{scope} measured both ways (need 2){why}", id=id,
-                            platform=platform, held_fixed=held, n=len(t))  # fmt: skip
+        return inconclusive(
+            name,
+            paper,
+            f"{len(t)} configurations{scope} measured both ways (need 2){why}",
+            id=id,
+            platform=platform,
+            held_fixed=held,
+            n=len(t),
+        )
     part = speedup_part("speedup", t, Rule("median speedup", 1 + margin, ">", min_n=2), result.looks)
     evidence = f"over {len(t)} configurations{scope} (range {t['speedup'].min():.2f}x-{t['speedup'].max():.2f}x)"
-    return judged(name, paper, part, evidence, {"median": part.effect, "n": len(t)}, id=id, platform=platform,
-                  held_fixed=held)  # fmt: skip
+    return judged(name, paper, part, evidence, {"median": part.effect, "n": len(t)}, id=id, platform=platform, held_fixed=held)
 
 
 def xla_speedup(results: Results, platform: str) -> tuple[SpeedupResult, Verdict]:
     """XLA on against off in float32: the package's own check (not a paper finding)."""
     result = results.for_settings(dtype="float32").matched("xla", False, True)
-    return result, stack_speedup(result, "XLA speeds up training (the package's own check, not a paper finding)",
-                                 "compiling with XLA speeds up the step", platform=platform)  # fmt: skip
+    return result, stack_speedup(
+        result,
+        "XLA speeds up training (the package's own check, not a paper finding)",
+        "compiling with XLA speeds up the step",
+        platform=platform,
+    )
 
 
-def precision_speedups(results: Results, platform: str, dtype: str, low_precision: str, ridge: float | None,
-                       settings: Sequence[bool] = (True, False)) -> list[tuple[str, SpeedupResult, Verdict]]:  # fmt: skip
+def precision_speedups(
+    results: Results, platform: str, dtype: str, low_precision: str, ridge: float | None, settings: Sequence[bool] = (True, False)
+) -> list[tuple[str, SpeedupResult, Verdict]]:
     """``dtype`` against ``low_precision`` at each XLA setting of ``settings`` (O13 each, on models right of
     the ridge): the setting in words, the comparison and its verdict. One definition for every report that
     judges it, so one comparison reads the same everywhere."""
@@ -916,9 +1152,20 @@ def precision_speedups(results: Results, platform: str, dtype: str, low_precisio
     for setting in settings:
         words = "XLA on" if setting else "XLA off"
         result = results.for_settings(xla=setting).matched("dtype", dtype, low_precision)
-        out.append((words, result, stack_speedup(result, f"{low_precision} speeds up models right of the ridge ({words})",
-                                                 "16-bit arithmetic speeds up compute-bound models", ridge=ridge, id="O13",
-                                                 platform=f"{platform}, {words}")))  # fmt: skip
+        out.append(
+            (
+                words,
+                result,
+                stack_speedup(
+                    result,
+                    f"{low_precision} speeds up models right of the ridge ({words})",
+                    "16-bit arithmetic speeds up compute-bound models",
+                    ridge=ridge,
+                    id="O13",
+                    platform=f"{platform}, {words}",
+                ),
+            )
+        )
     return out
 
 
@@ -938,22 +1185,42 @@ def version_chain(df: pd.DataFrame, platform: str = "") -> tuple[Verdict, list[S
         paper = "each TensorFlow and CUDA release brings further gains on the GPU"
     versions = sorted(df["sw_tensorflow"].dropna().unique(), key=version_key)
     if len(versions) < 2:
-        return inconclusive(name, paper, f"one TensorFlow version in the store ({', '.join(versions) or 'none'})", id=oid,
-                            platform=platform, held_fixed={"platform": platform}, n=0), []  # fmt: skip
+        return inconclusive(
+            name,
+            paper,
+            f"one TensorFlow version in the store ({', '.join(versions) or 'none'})",
+            id=oid,
+            platform=platform,
+            held_fixed={"platform": platform},
+            n=0,
+        ), []
     results, steps = [], []
     for older, newer in zip(versions, versions[1:]):
-        result = Results(df).side_by_side("sw_tensorflow").matched("sw_tensorflow", older, newer, hold=("xla",),
-                                                                   within=("sweep",))  # fmt: skip
+        result = (
+            Results(df).side_by_side("sw_tensorflow").matched("sw_tensorflow", older, newer, hold=("xla",), within=("sweep",))
+        )
         if result.n:
             results.append(result)
             steps.append(f"{older}->{newer} {result.median:.2f}x over {result.n} ({sides_held(result)})")
     if not results:
-        return inconclusive(name, paper, "no configuration measured under two versions side by side with the same settings",
-                            id=oid, platform=platform, held_fixed={"platform": platform}, n=0), []  # fmt: skip
-    parts = [speedup_part(f"{r.baseline}->{r.target}", r.table,
-                          Rule(f"median speedup of {r.target} over {r.baseline}", 1 + STACK_MARGIN, ">", min_n=2),
-                          r.looks)
-             for r in results]  # fmt: skip
+        return inconclusive(
+            name,
+            paper,
+            "no configuration measured under two versions side by side with the same settings",
+            id=oid,
+            platform=platform,
+            held_fixed={"platform": platform},
+            n=0,
+        ), []
+    parts = [
+        speedup_part(
+            f"{r.baseline}->{r.target}",
+            r.table,
+            Rule(f"median speedup of {r.target} over {r.baseline}", 1 + STACK_MARGIN, ">", min_n=2),
+            r.looks,
+        )
+        for r in results
+    ]
     numbers = {f"{r.baseline}->{r.target}": r.median for r in results}
     held = {k: v for k, v in results[0].held_fixed.items()} | {"platform": platform, "measured": "side by side"}
     return judged(name, paper, parts, "; ".join(steps), numbers, id=oid, platform=platform, held_fixed=held), results
@@ -964,6 +1231,8 @@ def sides_held(result: SpeedupResult) -> str:
     held = result.held_fixed
     dtype = held.get("dtype")
     xla = held.get("xla")
-    words = [str(dtype) if dtype not in (None, "matched per pair") else "dtype matched per pair",
-             ("XLA on" if xla else "XLA off") if isinstance(xla, (bool, int)) and xla is not None else "XLA matched per pair"]
+    words = [
+        str(dtype) if dtype not in (None, "matched per pair") else "dtype matched per pair",
+        ("XLA on" if xla else "XLA off") if isinstance(xla, (bool, int)) and xla is not None else "XLA matched per pair",
+    ]
     return ", ".join(words)

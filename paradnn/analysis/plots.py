@@ -25,15 +25,18 @@ FAILED_MARK = {"oom": "OOM", "skipped": "OOM?", "timeout": "t/o", "error": "err"
 # Each way a cell can lack a value, drawn apart: (hatch, colour, legend words). Out of memory is
 # what observation 6 turns on; a timeout or an error says nothing of memory; a cell nobody
 # measured is never white (the colour of a 1.0x speedup).
-CELL_MARKS = {"oom": ("xx", "firebrick", "OOM: out of memory"),
-              "skipped": ("x", "lightcoral", "OOM?: predicted not to fit, skipped"),
-              "timeout": ("//", "darkorange", "t/o: timed out (or unfinished in the original data)"),
-              "error": ("..", "purple", "err: error"),
-              "missing": ("\\\\", "silver", "not measured")}  # fmt: skip
+CELL_MARKS = {
+    "oom": ("xx", "firebrick", "OOM: out of memory"),
+    "skipped": ("x", "lightcoral", "OOM?: predicted not to fit, skipped"),
+    "timeout": ("//", "darkorange", "t/o: timed out (or unfinished in the original data)"),
+    "error": ("..", "purple", "err: error"),
+    "missing": ("\\\\", "silver", "not measured"),
+}
 
 
-def _grid(df: pd.DataFrame, family: str, value: str, panel_value, panel_column: str | None = None
-          ) -> tuple[pd.DataFrame, pd.DataFrame]:  # fmt: skip
+def _grid(
+    df: pd.DataFrame, family: str, value: str, panel_value, panel_column: str | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     rows_axis, columns_axis, panel_axis = families.get(family).heatmap
     panel_axis = panel_column or panel_axis
     sub = df[(df["family"] == family) & ((df[panel_axis] == panel_value) if panel_axis else True)]
@@ -112,8 +115,17 @@ def heatmaps(
                 elif pd.isna(v):
                     kind = failed.iat[i, j] if pd.notna(failed.iat[i, j]) else "missing"
                     hatch, colour, _ = CELL_MARKS.get(kind, CELL_MARKS["error"])
-                    ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, facecolor="#f4f4f4" if kind == "missing" else "none",
-                                           hatch=hatch, edgecolor=colour, lw=0))  # fmt: skip
+                    ax.add_patch(
+                        Rectangle(
+                            (j - 0.5, i - 0.5),
+                            1,
+                            1,
+                            facecolor="#f4f4f4" if kind == "missing" else "none",
+                            hatch=hatch,
+                            edgecolor=colour,
+                            lw=0,
+                        )
+                    )
                     shown_marks.add(kind if kind in CELL_MARKS else "error")
                     if annotate and kind != "missing":
                         ax.text(j, i, FAILED_MARK.get(kind, "?"), ha="center", va="center", fontsize=7, color=colour)
@@ -131,8 +143,11 @@ def heatmaps(
     if image is not None:
         fig.colorbar(image, ax=axs.tolist(), label=colorbar, shrink=0.9)
     if shown_marks:  # what each mark means, below the panels (never over the data)
-        handles = [Rectangle((0, 0), 1, 1, facecolor="#f4f4f4" if k == "missing" else "none", hatch=hatch, edgecolor=colour,
-                             label=words) for k, (hatch, colour, words) in CELL_MARKS.items() if k in shown_marks]  # fmt: skip
+        handles = [
+            Rectangle((0, 0), 1, 1, facecolor="#f4f4f4" if k == "missing" else "none", hatch=hatch, edgecolor=colour, label=words)
+            for k, (hatch, colour, words) in CELL_MARKS.items()
+            if k in shown_marks
+        ]
         fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 3), fontsize=8, frameon=False)
     agg = _aggregated_axes(df, family)
     fig.suptitle(title + (f" (median over {', '.join(agg)})" if agg else ""), fontsize=12)
@@ -220,8 +235,16 @@ def op_breakdown(breakdown: pd.DataFrame, ceilings: Ceilings | None, title: str)
         right.axvline(ceilings.ridge, color="grey", ls=":", lw=1)
         pts, above = _split_by_roof(pts, "flops_per_sec", ceilings.peak_flops, ceilings.bandwidth)
         _note_above(right, above)
-    sns.scatterplot(data=pts.assign(gflops=pts["flops_per_sec"] / 1e9), x="intensity", y="gflops", hue="category",
-                    style="label", ax=right, s=50, legend="brief")  # fmt: skip
+    sns.scatterplot(
+        data=pts.assign(gflops=pts["flops_per_sec"] / 1e9),
+        x="intensity",
+        y="gflops",
+        hue="category",
+        style="label",
+        ax=right,
+        s=50,
+        legend="brief",
+    )
     right.set_xscale("log")
     right.set_yscale("log")
     right.set_xlabel("operational intensity (FLOPs per byte)")
@@ -244,8 +267,15 @@ def _split_by_roof(points: pd.DataFrame, flops_column: str, peak: float, bandwid
 def _note_above(ax, above: pd.DataFrame) -> None:
     if len(above):
         names = ", ".join(sorted(set(above["category"])))
-        ax.text(0.01, 0.99, f"left out, above the roof (a timing artefact): {names}", transform=ax.transAxes, fontsize=7,
-                va="top", color="firebrick")  # fmt: skip
+        ax.text(
+            0.01,
+            0.99,
+            f"left out, above the roof (a timing artefact): {names}",
+            transform=ax.transAxes,
+            fontsize=7,
+            va="top",
+            color="firebrick",
+        )
 
 
 def paired_scatter(table: pd.DataFrame, xlabel: str, ylabel: str, title: str, scale: float = 100.0) -> plt.Figure:
@@ -284,8 +314,9 @@ def speedup_distributions(tables: dict[str, pd.DataFrame], title: str) -> plt.Fi
     if frames:
         data = pd.concat(frames, ignore_index=True)
         sns.boxplot(data=data, x="comparison", y="speedup", hue="family", ax=ax, fliersize=0)
-        sns.stripplot(data=data, x="comparison", y="speedup", hue="family", dodge=True, ax=ax, size=3, legend=False,
-                      palette="dark:black")  # fmt: skip
+        sns.stripplot(
+            data=data, x="comparison", y="speedup", hue="family", dodge=True, ax=ax, size=3, legend=False, palette="dark:black"
+        )
     ax.axhline(1, color="grey", ls="--", lw=1)
     ax.set_yscale("log", base=2)
     ax.tick_params(axis="x", labelrotation=25)  # long comparison names must not overlap
@@ -353,8 +384,9 @@ def parameter_ranges(table: pd.DataFrame, title: str) -> plt.Figure:
     return fig
 
 
-def grouped_bars(table: pd.DataFrame, columns: list[str], title: str, ylabel: str, scale: float = 100.0,
-                 log: bool = False) -> plt.Figure:  # fmt: skip
+def grouped_bars(
+    table: pd.DataFrame, columns: list[str], title: str, ylabel: str, scale: float = 100.0, log: bool = False
+) -> plt.Figure:
     """One group of bars per row of ``table`` (indexed by family name), one bar per column; ``log``
     draws the values on a log scale, so a platform at 1% and one at 50% are both readable."""
     fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(table) + 2), 4))
@@ -407,17 +439,40 @@ def share_by_batch(rows: pd.DataFrame, value: str, title: str, ylabel: str, hue:
     colour = {"hue": hue} if hue else {"color": sns.color_palette()[0]}
     sns.boxplot(data=data, x="batch", y=value, order=order, ax=ax, fliersize=0, **colour)
     # Each point in its box's colour (a box of one sample is a line: its point says whose it is), outlined.
-    sns.stripplot(data=data, x="batch", y=value, order=order, ax=ax, size=3.5, alpha=0.9, linewidth=0.6, edgecolor="black",
-                  **({"hue": hue, "dodge": True, "legend": False} if hue else {"color": sns.color_palette()[0]}))
+    sns.stripplot(
+        data=data,
+        x="batch",
+        y=value,
+        order=order,
+        ax=ax,
+        size=3.5,
+        alpha=0.9,
+        linewidth=0.6,
+        edgecolor="black",
+        **({"hue": hue, "dodge": True, "legend": False} if hue else {"color": sns.color_palette()[0]}),
+    )
     if hue:
         fig.set_size_inches(8.5, 3.8)
         ax.legend(title=hue, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
     if noise.any():  # within noise: at zero, hollow, and said
         positions = {b: i for i, b in enumerate(order)}
-        ax.scatter([positions[b] for b in data.loc[noise, "batch"]], [0] * int(noise.sum()), s=28, facecolors="none",
-                   edgecolors="dimgrey", zorder=3)  # fmt: skip
-        ax.text(0.01, 0.97, f"hollow: {int(noise.sum())} within noise (measured below 0), drawn at 0",
-                transform=ax.transAxes, fontsize=7, color="dimgrey", va="top")  # fmt: skip
+        ax.scatter(
+            [positions[b] for b in data.loc[noise, "batch"]],
+            [0] * int(noise.sum()),
+            s=28,
+            facecolors="none",
+            edgecolors="dimgrey",
+            zorder=3,
+        )
+        ax.text(
+            0.01,
+            0.97,
+            f"hollow: {int(noise.sum())} within noise (measured below 0), drawn at 0",
+            transform=ax.transAxes,
+            fontsize=7,
+            color="dimgrey",
+            va="top",
+        )
     ax.set_ylim(bottom=0)
     ax.set_xlabel("batch size (examples, log2 scale)")
     ax.set_ylabel(ylabel)
@@ -437,8 +492,17 @@ def predicted_vs_measured(oof: pd.DataFrame, title: str, what: str = "predicted"
         inside = (rows["measured_s"] >= rows["low_s"]) & (rows["measured_s"] <= rows["high_s"])
         for ok, colour, name in ((True, sns.color_palette()[0], "inside its interval"), (False, "firebrick", "outside")):
             part = inside == ok
-            ax.errorbar(rows["measured_s"][part] * 1e3, rows["predicted_s"][part] * 1e3, yerr=err[:, part.to_numpy()], fmt="o",
-                        ms=2.5, lw=0.5, alpha=0.6, color=colour, label=f"{name} ({part.sum()})")  # fmt: skip
+            ax.errorbar(
+                rows["measured_s"][part] * 1e3,
+                rows["predicted_s"][part] * 1e3,
+                yerr=err[:, part.to_numpy()],
+                fmt="o",
+                ms=2.5,
+                lw=0.5,
+                alpha=0.6,
+                color=colour,
+                label=f"{name} ({part.sum()})",
+            )
         lo, hi = (rows[["measured_s", "low_s"]].min().min() * 1e3 * 0.8, rows[["measured_s", "high_s"]].max().max() * 1e3 * 1.25)
         ax.plot([lo, hi], [lo, hi], color="grey", ls="--", lw=1, label=f"{what} = measured")
         ax.set_xscale("log")
@@ -468,8 +532,12 @@ def replay_curves(table: pd.DataFrame, full_mape: float, title: str) -> plt.Figu
     return fig
 
 
-EVIDENCE_COLOURS = {"measured": "#7fc97f", "datasheet": "#80b1d3", "paper's class rating": "#e0e0e0",
-                    "not measurable here": "#ffffff"}  # fmt: skip
+EVIDENCE_COLOURS = {
+    "measured": "#7fc97f",
+    "datasheet": "#80b1d3",
+    "paper's class rating": "#e0e0e0",
+    "not measurable here": "#ffffff",
+}
 
 
 def scorecard_matrix(cells: pd.DataFrame, title: str) -> plt.Figure:
@@ -509,9 +577,10 @@ def framework_speed_bars(speeds: pd.DataFrame, title: str, baseline: str = "Tens
     from paradnn.settings import FRAMEWORK_TITLES
 
     fig, ax = plt.subplots(figsize=(max(7, 1.4 * len(speeds) + 2), 4.6))
-    labels = [f"{families.get(f).title if f in families.names() else f}, {m}\n{p}, {d}\n(n = {n})"
-              for f, m, p, d, n in zip(speeds["family"], speeds["mode"], speeds["platform"], speeds["dtype"],
-                                       speeds["n"])]  # fmt: skip
+    labels = [
+        f"{families.get(f).title if f in families.names() else f}, {m}\n{p}, {d}\n(n = {n})"
+        for f, m, p, d, n in zip(speeds["family"], speeds["mode"], speeds["platform"], speeds["dtype"], speeds["n"])
+    ]
     x = np.arange(len(speeds))
     targets = list(dict.fromkeys(speeds["target"]))
     colours = [sns.color_palette()[targets.index(t)] for t in speeds["target"]]
@@ -547,8 +616,15 @@ def version_speedups(table: pd.DataFrame, title: str) -> plt.Figure:
                 continue
             x = np.array([versions.index(v) for v in part["target"]]) + offset + (0.04 if against == "previous" else 0)
             err = whiskers(part["geomean"], part["low"], part["high"])
-            ax.errorbar(x, part["geomean"], yerr=err, fmt=marker, capsize=3, color=sns.color_palette()[i % 10],
-                        label=f"{family}, {dtype}, XLA {'on' if xla else 'off'}: over the {against}")  # fmt: skip
+            ax.errorbar(
+                x,
+                part["geomean"],
+                yerr=err,
+                fmt=marker,
+                capsize=3,
+                color=sns.color_palette()[i % 10],
+                label=f"{family}, {dtype}, XLA {'on' if xla else 'off'}: over the {against}",
+            )
     ax.axhline(1, color="grey", ls="--", lw=1)
     ax.set_xticks(range(len(versions)), versions)
     ax.set_yscale("log", base=2)
@@ -574,8 +650,16 @@ def projected_speedups(same: pd.DataFrame, doubled: pd.DataFrame, summary: dict,
         ax.scatter(doubled["intensity"], doubled["speedup"], s=14, marker="^", label="doubled batch", color="tab:orange")
     ax.set_xscale("log")
     ax.axvline(src["flops"] / src["bandwidth"], color="grey", ls=":", lw=1)
-    ax.text(src["flops"] / src["bandwidth"], 0.98, f" ridge {src['flops'] / src['bandwidth']:.0f} FLOPs/byte",
-            transform=ax.get_xaxis_transform(), fontsize=8, color="grey", va="top", ha="left")  # fmt: skip
+    ax.text(
+        src["flops"] / src["bandwidth"],
+        0.98,
+        f" ridge {src['flops'] / src['bandwidth']:.0f} FLOPs/byte",
+        transform=ax.get_xaxis_transform(),
+        fontsize=8,
+        color="grey",
+        va="top",
+        ha="left",
+    )
     for ratio, name in ((summary["peak_ratio"], "peak ratio"), (summary["bandwidth_ratio"], "bandwidth ratio")):
         ax.axhline(ratio, color="black", ls="--", lw=0.8)
         ax.annotate(f"{name} {ratio:.2f}x", (ax.get_xlim()[0], ratio), fontsize=8, va="bottom")

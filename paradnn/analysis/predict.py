@@ -100,8 +100,9 @@ class Scores:
     coverage: float | None  # share of points inside their 90% interval; None without intervals
 
     @staticmethod
-    def of(predicted_s: np.ndarray, measured_s: np.ndarray, low_s: np.ndarray | None = None,
-           high_s: np.ndarray | None = None) -> Scores:  # fmt: skip
+    def of(
+        predicted_s: np.ndarray, measured_s: np.ndarray, low_s: np.ndarray | None = None, high_s: np.ndarray | None = None
+    ) -> Scores:
         ape = np.abs(predicted_s / measured_s - 1.0) * 100
         inside = None if low_s is None else float(np.mean((measured_s >= low_s) & (measured_s <= high_s)))
         return Scores(len(ape), float(ape.mean()), float(np.median(ape)), float(np.percentile(ape, 90)), inside)
@@ -212,8 +213,9 @@ def fit_mean(x: np.ndarray, y: np.ndarray, degree: int):
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import PolynomialFeatures, StandardScaler
 
-    return make_pipeline(StandardScaler(), PolynomialFeatures(degree), StandardScaler(),
-                         RidgeCV(alphas=np.logspace(-4, 3, 15))).fit(x, y)  # fmt: skip
+    return make_pipeline(
+        StandardScaler(), PolynomialFeatures(degree), StandardScaler(), RidgeCV(alphas=np.logspace(-4, 3, 15))
+    ).fit(x, y)
 
 
 def tune_kernel(xs: np.ndarray, y: np.ndarray, seed: int):
@@ -375,8 +377,9 @@ class PerformanceModel:
 # ------------------------------------------------------------------ data from a store
 
 
-def training_rows(results: pd.DataFrame, family: str,
-                  framework: str = DEFAULTS["framework"]) -> tuple[pd.DataFrame, pd.DataFrame]:  # fmt: skip
+def training_rows(
+    results: pd.DataFrame, family: str, framework: str = DEFAULTS["framework"]
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """A family's ``ok`` rows (the last measurement of each configuration and setting) and its oom/skipped
     rows, under one framework (a model learns one framework's timings)."""
     from paradnn.analysis.results import Results
@@ -411,8 +414,10 @@ def fit_store(store, platform: str, family: str, seed: int = 0) -> tuple[Perform
         raise ConfigError("--platform", platform, ", ".join(store.platform_names()) or "a platform with results in the store")
     ok, failed = training_rows(store.results(platform=platform), family)
     if len(ok) < MIN_ROWS:
-        raise PredictionError(f"the store has {len(ok)} measured {family} configurations on {platform}; "
-                              f"prediction needs at least {MIN_ROWS} (or --prior-from a profiled platform)")  # fmt: skip
+        raise PredictionError(
+            f"the store has {len(ok)} measured {family} configurations on {platform}; "
+            f"prediction needs at least {MIN_ROWS} (or --prior-from a profiled platform)"
+        )
     featurizer = Featurizer(family, platform_ceilings(store.platforms(), platform))
     return PerformanceModel.fit(ok, featurizer, seed, failed), ok
 
@@ -502,8 +507,12 @@ def _fold(rows: pd.DataFrame, featurizer: Featurizer, train: np.ndarray, test: n
     """One fold of :func:`out_of_fold`: its test rows' predictions (model with interval, baselines)."""
     tr, te = rows.iloc[train], rows.iloc[test]
     pred = PerformanceModel.fit(tr, featurizer, seed).predict(te)
-    return {"predicted_s": pred["step_time_s"].to_numpy(), "low_s": pred["step_time_low_s"].to_numpy(),
-            "high_s": pred["step_time_high_s"].to_numpy(), **baselines(tr, te, featurizer)}  # fmt: skip
+    return {
+        "predicted_s": pred["step_time_s"].to_numpy(),
+        "low_s": pred["step_time_low_s"].to_numpy(),
+        "high_s": pred["step_time_high_s"].to_numpy(),
+        **baselines(tr, te, featurizer),
+    }
 
 
 def fold_calls(rows: pd.DataFrame, featurizer: Featurizer, k: int = 5, seed: int = 0) -> tuple[pd.DataFrame, list]:
@@ -536,9 +545,12 @@ def check_folds(k: object, n: int) -> None:
     fine = [j for j in range(2, n + 1) if enough_for_folds(n, j)]  # more folds, larger training folds
     least, most = (fine[0], fine[-1]) if fine else (0, 0)
     if isinstance(k, bool) or not isinstance(k, numbers.Integral) or not least <= k <= most or not fine:
-        allowed = (f"a number of folds from {least} to {most} (each training fold keeps at least {MIN_ROWS} of the "
-                   f"{n} measured configurations)" if most else
-                   f"nothing yet: {n} measured configurations leave no training fold the {MIN_ROWS} a model needs")  # fmt: skip
+        allowed = (
+            f"a number of folds from {least} to {most} (each training fold keeps at least {MIN_ROWS} of the "
+            f"{n} measured configurations)"
+            if most
+            else f"nothing yet: {n} measured configurations leave no training fold the {MIN_ROWS} a model needs"
+        )
         raise ConfigError("--cv", k, allowed)
 
 
@@ -549,8 +561,12 @@ def check_fractions(fractions: list[float], n: int) -> None:
     for fraction in fractions:
         budget = max(MIN_ROWS, int(round(fraction * n)))
         if not 0 < fraction < 1 or budget >= n:
-            raise ConfigError("--replay", fraction, f"fractions that leave part of the {n}-configuration grid to predict "
-                                                    f"(at least {MIN_ROWS} measured, fewer than {n})")  # fmt: skip
+            raise ConfigError(
+                "--replay",
+                fraction,
+                f"fractions that leave part of the {n}-configuration grid to predict "
+                f"(at least {MIN_ROWS} measured, fewer than {n})",
+            )
 
 
 def cross_validate(rows: pd.DataFrame, featurizer: Featurizer, k: int = 5, seed: int = 0) -> dict:
@@ -573,8 +589,12 @@ def level_holdout(rows: pd.DataFrame, featurizer: Featurizer, seed: int = 0) -> 
         for level in levels[1:-1]:
             test = rows[axis] == level
             pred = PerformanceModel.fit(rows[~test], featurizer, seed).predict(rows[test])
-            scores = Scores.of(pred["step_time_s"].to_numpy(), rows.loc[test, "step_time_s"].to_numpy(dtype=float),
-                               pred["step_time_low_s"].to_numpy(), pred["step_time_high_s"].to_numpy())  # fmt: skip
+            scores = Scores.of(
+                pred["step_time_s"].to_numpy(),
+                rows.loc[test, "step_time_s"].to_numpy(dtype=float),
+                pred["step_time_low_s"].to_numpy(),
+                pred["step_time_high_s"].to_numpy(),
+            )
             out.append({"axis": axis, "level": _plain(level), **scores.as_dict()})
     return pd.DataFrame(out)
 
@@ -629,8 +649,9 @@ def most_informative(model: PerformanceModel, candidates: pd.DataFrame, n: int) 
     return list(pool.index[chosen])
 
 
-def replay(grid: pd.DataFrame, featurizer: Featurizer, fractions: Iterable[float], seeds: Iterable[int] = (0,),
-           rounds: int = 4) -> pd.DataFrame:  # fmt: skip
+def replay(
+    grid: pd.DataFrame, featurizer: Featurizer, fractions: Iterable[float], seeds: Iterable[int] = (0,), rounds: int = 4
+) -> pd.DataFrame:
     """Replay a fully measured grid: error on the unmeasured rest, adaptive against random sampling at equal budgets.
 
     Adaptive: a space-filling design of half the budget, then ``rounds`` rounds each
@@ -640,12 +661,21 @@ def replay(grid: pd.DataFrame, featurizer: Featurizer, fractions: Iterable[float
     grid = grid.reset_index(drop=True)
     fractions = list(fractions)
     check_fractions(fractions, len(grid))
-    plans = [(seed, max(MIN_ROWS, int(round(fraction * len(grid)))), strategy)
-             for seed in seeds for fraction in fractions for strategy in ("adaptive", "random")]  # fmt: skip
-    scores = in_parallel([functools.partial(_replayed, grid, featurizer, budget, strategy, seed, rounds)
-                          for seed, budget, strategy in plans])  # fmt: skip
-    return pd.DataFrame([{"seed": seed, "fraction": budget / len(grid), "budget": budget, "strategy": strategy, **score}
-                         for (seed, budget, strategy), score in zip(plans, scores, strict=True)])  # fmt: skip
+    plans = [
+        (seed, max(MIN_ROWS, int(round(fraction * len(grid)))), strategy)
+        for seed in seeds
+        for fraction in fractions
+        for strategy in ("adaptive", "random")
+    ]
+    scores = in_parallel(
+        [functools.partial(_replayed, grid, featurizer, budget, strategy, seed, rounds) for seed, budget, strategy in plans]
+    )
+    return pd.DataFrame(
+        [
+            {"seed": seed, "fraction": budget / len(grid), "budget": budget, "strategy": strategy, **score}
+            for (seed, budget, strategy), score in zip(plans, scores, strict=True)
+        ]
+    )
 
 
 def _replayed(grid: pd.DataFrame, featurizer: Featurizer, budget: int, strategy: str, seed: int, rounds: int) -> dict:
@@ -653,8 +683,12 @@ def _replayed(grid: pd.DataFrame, featurizer: Featurizer, budget: int, strategy:
     chosen = sample(grid, featurizer, budget, strategy, seed, rounds)
     rest = grid.drop(index=chosen)
     pred = PerformanceModel.fit(grid.loc[chosen], featurizer, seed).predict(rest)
-    return Scores.of(pred["step_time_s"].to_numpy(), rest["step_time_s"].to_numpy(dtype=float),
-                     pred["step_time_low_s"].to_numpy(), pred["step_time_high_s"].to_numpy()).as_dict()  # fmt: skip
+    return Scores.of(
+        pred["step_time_s"].to_numpy(),
+        rest["step_time_s"].to_numpy(dtype=float),
+        pred["step_time_low_s"].to_numpy(),
+        pred["step_time_high_s"].to_numpy(),
+    ).as_dict()
 
 
 def sample(grid: pd.DataFrame, featurizer: Featurizer, budget: int, strategy: str, seed: int = 0, rounds: int = 4) -> list[int]:

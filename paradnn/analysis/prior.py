@@ -115,9 +115,13 @@ class ProjectionPrior:
         steps = self.source.steps
         missing = [label for label in labels if label not in steps.index]
         if missing and self.source_model is None:
-            raise ConfigError("LABEL", missing[0], f"a configuration {self.source.platform} measured ({len(steps)} of "
-                                                   f"{self.family}, e.g. {steps.index[0]}), or a store with at least "
-                                                   "a dozen of its rows to predict the others from")  # fmt: skip
+            raise ConfigError(
+                "LABEL",
+                missing[0],
+                f"a configuration {self.source.platform} measured ({len(steps)} of "
+                f"{self.family}, e.g. {steps.index[0]}), or a store with at least "
+                "a dozen of its rows to predict the others from",
+            )
         predicted = dict(zip(missing, self.source_model(missing))) if missing else {}
         return np.array([steps[label] if label in steps.index else predicted[label] for label in labels], dtype=float)
 
@@ -162,23 +166,32 @@ class ProjectionPrior:
 
     def describe(self) -> str:
         """One line: where the prior comes from and how far it has been checked on Q."""
-        origin = (f"projection prior from {self.source.platform} ({len(self.parts)} profiled configurations; "
-                  f"{self.src.source} -> {self.dst.source}, {self.dst.dtype})")  # fmt: skip
+        origin = (
+            f"projection prior from {self.source.platform} ({len(self.parts)} profiled configurations; "
+            f"{self.src.source} -> {self.dst.source}, {self.dst.dtype})"
+        )
         if self.n == 0:
             return f"{origin}; not calibrated: no measured row of {self.dst.platform} to check it on, so no interval"
         a, b, c = self.coef
-        fitted = (f"moved x{a:.3g}, kept x{b:.3g}, {c * 1e6:.3g} us per example" if self.n >= FULL_CALIBRATION
-                  else f"one factor x{a:.3g}")  # fmt: skip
-        interval = (f"90% interval x/ {math.exp(self.half_width):.2f}" if self.n >= MIN_INTERVAL_ROWS
-                    else f"no interval (fewer than {MIN_INTERVAL_ROWS} rows)")  # fmt: skip
+        fitted = (
+            f"moved x{a:.3g}, kept x{b:.3g}, {c * 1e6:.3g} us per example"
+            if self.n >= FULL_CALIBRATION
+            else f"one factor x{a:.3g}"
+        )
+        interval = (
+            f"90% interval x/ {math.exp(self.half_width):.2f}"
+            if self.n >= MIN_INTERVAL_ROWS
+            else f"no interval (fewer than {MIN_INTERVAL_ROWS} rows)"
+        )
         return f"{origin}; calibrated on {self.n} measured rows of {self.dst.platform}: {fitted}; {interval}"
 
 
 SourceModel = Callable[[list[str]], np.ndarray]  # P's predicted step of labels P did not measure
 
 
-def projection_prior(store: str | None, source: str, target: str, family: str, dtype: str | None = None,
-                     source_model: SourceModel | None = None) -> tuple[ProjectionPrior, pd.DataFrame]:  # fmt: skip
+def projection_prior(
+    store: str | None, source: str, target: str, family: str, dtype: str | None = None, source_model: SourceModel | None = None
+) -> tuple[ProjectionPrior, pd.DataFrame]:
     """The prior for ``target`` from ``source`` (``dtype``: the compute dtype on Q, default P's),
     uncalibrated, and Q's measured rows (label, step_time_s; empty if none) to calibrate it with."""
     start, src, dst, theirs = projection_inputs(store, source, target, family, dtype, ("--prior-from", "--platform"))

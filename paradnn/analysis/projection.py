@@ -106,8 +106,9 @@ def measured_peaks(platform: str, dtype: str, platforms: pd.DataFrame) -> Peaks 
     for c in ceilings:  # a maximum per size over fingerprints, like the peaks
         for n, rate in ((c.get("matmul_curve") or {}).get(dtype) or {}).items():
             curve[int(n)] = max(curve.get(int(n), 0.0), float(rate))
-    bandwidth = max((max([float(v) for v in (c.get("copy_bandwidth") or {}).values() if v], default=0.0) for c in ceilings),
-                    default=0.0)  # fmt: skip
+    bandwidth = max(
+        (max([float(v) for v in (c.get("copy_bandwidth") or {}).values() if v], default=0.0) for c in ceilings), default=0.0
+    )
     if flops <= 0 or bandwidth <= 0:
         return None
     return Peaks(platform, dtype, flops, bandwidth, "measured", tuple(sorted((n, r) for n, r in curve.items() if r > 0)))
@@ -126,13 +127,18 @@ def peaks_for(platform: str, dtype: str, platforms: pd.DataFrame, flag: str = "p
         if own:
             raise ConfigError("--dtype", dtype, f"a compute dtype with measured ceilings on {platform} ({', '.join(own)})")
         measured = [p for p in names if measured_peaks(p, dtype, platforms) is not None]
-        raise ConfigError(flag, platform, f"a datasheet ({', '.join(DATASHEETS)}) or a platform with measured "
-                                          f"{dtype} ceilings in the store ({', '.join(measured) or 'none'})")  # fmt: skip
+        raise ConfigError(
+            flag,
+            platform,
+            f"a datasheet ({', '.join(DATASHEETS)}) or a platform with measured "
+            f"{dtype} ceilings in the store ({', '.join(measured) or 'none'})",
+        )
     return found
 
 
-def scale_factor(flops: float, bytes_: float, category: str, source: Peaks, target: Peaks,
-                 size: float | None = None) -> tuple[str, float]:  # fmt: skip
+def scale_factor(
+    flops: float, bytes_: float, category: str, source: Peaks, target: Peaks, size: float | None = None
+) -> tuple[str, float]:
     """The bound of one operation category on ``source`` and by how much its time is multiplied on ``target``.
 
     A compute-bound category scales by the two peaks' ratio, or, where both platforms have a
@@ -167,8 +173,10 @@ def project_step(profile: pd.DataFrame, step_time_s: float, source: Peaks, targe
     if untraced > 0:
         profile.loc[len(profile)] = [UNTRACED, untraced, 0.0, 0.0, math.nan]
     sizes = [None if pd.isna(n) else float(n) for n in profile["op_size"]]
-    rows = [scale_factor(f, b, c, source, target, n)
-            for c, f, b, n in zip(profile["category"], profile["flops"], profile["bytes"], sizes)]  # fmt: skip
+    rows = [
+        scale_factor(f, b, c, source, target, n)
+        for c, f, b, n in zip(profile["category"], profile["flops"], profile["bytes"], sizes)
+    ]
     profile["bound"] = [bound for bound, _ in rows]
     profile["factor"] = [factor for _, factor in rows]
     projected = float((profile["time_s"] * profile["factor"]).sum())
@@ -249,9 +257,13 @@ def source_of(platform: str, family: str, results: pd.DataFrame, traces: pd.Data
         ok = _ok_rows(results, platform, family)
         profiles, where = trace_profiles(traces, platform), "bundled"
     if profiles.empty:
-        raise ConfigError(flag, platform, f"a platform with op profiles of {family} ({ORIGINAL}'s ship with "
-                                              "paradnn; profile a local platform's configurations with `paradnn "
-                                              "profile`)")  # fmt: skip
+        raise ConfigError(
+            flag,
+            platform,
+            f"a platform with op profiles of {family} ({ORIGINAL}'s ship with "
+            "paradnn; profile a local platform's configurations with `paradnn "
+            "profile`)",
+        )
     ok = ok.sort_values("finished_at", na_position="first") if "finished_at" in ok else ok
     profiles = profiles[profiles["label"].isin(set(ok["label"]))]
     if profiles.empty:
@@ -305,9 +317,15 @@ def step_profile(source: Source, label: str) -> pd.DataFrame:
     """One configuration's profile in seconds of its measured step: category, time_s, flops, bytes, op_size."""
     rows = source.profiles[source.profiles["label"] == label]
     step = float(source.steps[label])
-    return pd.DataFrame({"category": rows["category"].to_numpy(), "time_s": (rows["time_share"] * step).to_numpy(),
-                         "flops": (rows["intensity"] * rows["bytes_share"]).to_numpy(),
-                         "bytes": rows["bytes_share"].to_numpy(), "op_size": rows["op_size"].to_numpy()})  # fmt: skip
+    return pd.DataFrame(
+        {
+            "category": rows["category"].to_numpy(),
+            "time_s": (rows["time_share"] * step).to_numpy(),
+            "flops": (rows["intensity"] * rows["bytes_share"]).to_numpy(),
+            "bytes": rows["bytes_share"].to_numpy(),
+            "op_size": rows["op_size"].to_numpy(),
+        }
+    )
 
 
 def scaled_label(family: str, label: str, batch_scale: int) -> str:
@@ -337,8 +355,10 @@ def step_floor(target: str, family: str, results: pd.DataFrame) -> tuple[float, 
     kind = device_class(target)
     peers = {p: step for p, step in original_floors().items() if device_class(p) == kind}
     if peers:
-        return min(peers.values()), (f"the fastest FC step {', '.join(sorted(peers))} took in the original study where its "
-                                     "chip, not its input pipeline, was the bound")
+        return min(peers.values()), (
+            f"the fastest FC step {', '.join(sorted(peers))} took in the original study where its "
+            "chip, not its input pipeline, was the bound"
+        )
     return 0.0, "no step of such a platform measured"
 
 
@@ -355,8 +375,16 @@ def original_floors() -> dict[str, float]:
     return {platform: float(steps.min()) for platform, steps in rows.groupby("platform")["step_time_s"]}
 
 
-def project(source: Source, src: Peaks, target: Peaks, family: str, labels: list[str] | None = None,
-            batch_scale: int = 1, measured: pd.DataFrame | None = None, floor_s: float = 0.0) -> pd.DataFrame:  # fmt: skip
+def project(
+    source: Source,
+    src: Peaks,
+    target: Peaks,
+    family: str,
+    labels: list[str] | None = None,
+    batch_scale: int = 1,
+    measured: pd.DataFrame | None = None,
+    floor_s: float = 0.0,
+) -> pd.DataFrame:
     """Project ``labels`` (default: every profiled one) of ``source`` (peaks ``src``) onto ``target``.
 
     With ``batch_scale`` K each configuration is projected at K times its batch, from P's
@@ -376,8 +404,12 @@ def project(source: Source, src: Peaks, target: Peaks, family: str, labels: list
         if at not in profiled or label not in source.steps:
             if named:
                 missing = label if label not in source.steps else at
-                raise ConfigError("LABEL", missing, f"a configuration {source.platform} measured and profiled "
-                                                    f"({len(profiled)} of {family}; e.g. {min(profiled)})")  # fmt: skip
+                raise ConfigError(
+                    "LABEL",
+                    missing,
+                    f"a configuration {source.platform} measured and profiled "
+                    f"({len(profiled)} of {family}; e.g. {min(profiled)})",
+                )
             continue
         profile = step_profile(source, at)
         out = project_step(profile, float(source.steps[at]), src, target)
@@ -392,10 +424,19 @@ def project(source: Source, src: Peaks, target: Peaks, family: str, labels: list
         if measured is not None and not measured.empty:
             hit = measured[measured["label"] == at]["step_time_s"]
             truth = float(hit.iloc[-1]) if len(hit) else None
-        rows.append({"label": label, "projected_label": at, "source_step_time_s": base,
-                     "intensity": float(profile["flops"].sum()) / moved if moved > 0 else math.nan,
-                     **out, "speedup": speedup, "floored": bool(floored), "extrapolated": extrapolated(src, target),
-                     "measured_step_time_s": truth})  # fmt: skip
+        rows.append(
+            {
+                "label": label,
+                "projected_label": at,
+                "source_step_time_s": base,
+                "intensity": float(profile["flops"].sum()) / moved if moved > 0 else math.nan,
+                **out,
+                "speedup": speedup,
+                "floored": bool(floored),
+                "extrapolated": extrapolated(src, target),
+                "measured_step_time_s": truth,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -405,19 +446,31 @@ def summary(projected: pd.DataFrame, source: Peaks, target: Peaks) -> dict:
     what the method was validated on (``extrapolated``, with ``validated_ratio`` and ``validated_on``)."""
     speed = projected["speedup"] if len(projected) else pd.Series(dtype=float)
     brackets = np.array(projected["speedup_interval"].tolist()) if len(projected) else np.empty((0, 2))
-    return {"n": int(len(projected)), "median_speedup": float(speed.median()) if len(speed) else math.nan,
-            "speedup_interval": [float(np.median(brackets[:, 0])), float(np.median(brackets[:, 1]))] if len(brackets)
-            else [math.nan, math.nan],
-            "min_speedup": float(speed.min()) if len(speed) else math.nan,
-            "max_speedup": float(speed.max()) if len(speed) else math.nan,
-            "peak_ratio": target.flops / source.flops, "bandwidth_ratio": target.bandwidth / source.bandwidth,
-            "extrapolated": extrapolated(source, target), "validated_ratio": [1 / VALIDATED_RATIO, VALIDATED_RATIO],
-            "validated_on": VALIDATED_ON,
-            "floored": int(projected["floored"].sum()) if len(projected) else 0}  # fmt: skip
+    return {
+        "n": int(len(projected)),
+        "median_speedup": float(speed.median()) if len(speed) else math.nan,
+        "speedup_interval": [float(np.median(brackets[:, 0])), float(np.median(brackets[:, 1]))]
+        if len(brackets)
+        else [math.nan, math.nan],
+        "min_speedup": float(speed.min()) if len(speed) else math.nan,
+        "max_speedup": float(speed.max()) if len(speed) else math.nan,
+        "peak_ratio": target.flops / source.flops,
+        "bandwidth_ratio": target.bandwidth / source.bandwidth,
+        "extrapolated": extrapolated(source, target),
+        "validated_ratio": [1 / VALIDATED_RATIO, VALIDATED_RATIO],
+        "validated_on": VALIDATED_ON,
+        "floored": int(projected["floored"].sum()) if len(projected) else 0,
+    }
 
 
-def projection_inputs(store: str | None, source: str, target: str, family: str, dtype: str | None = None,
-                      flags: tuple[str, str] = ("--from", "--to")) -> tuple[Source, Peaks, Peaks, pd.DataFrame | None]:
+def projection_inputs(
+    store: str | None,
+    source: str,
+    target: str,
+    family: str,
+    dtype: str | None = None,
+    flags: tuple[str, str] = ("--from", "--to"),
+) -> tuple[Source, Peaks, Peaks, pd.DataFrame | None]:
     """What projecting ``family`` from ``source`` onto ``target`` starts from: P's steps and
     profiles, both platforms' peaks (``dtype``: the compute dtype on Q, default P's), and Q's
     own ok rows at that compute dtype and P's run settings (None where the store has no
@@ -425,8 +478,9 @@ def projection_inputs(store: str | None, source: str, target: str, family: str, 
     from paradnn.store import Store
 
     families.get(family)
-    same_platform = ConfigError(flags[1], target, f"a platform other than {flags[0]} {source} (or {source} itself with "
-                                                  "another compute --dtype)")  # fmt: skip
+    same_platform = ConfigError(
+        flags[1], target, f"a platform other than {flags[0]} {source} (or {source} itself with another compute --dtype)"
+    )
     if source == target and dtype is None:
         raise same_platform
     results, traces, platforms = pd.DataFrame(columns=["platform"]), pd.DataFrame(), pd.DataFrame(columns=["platform"])
@@ -447,8 +501,16 @@ def projection_inputs(store: str | None, source: str, target: str, family: str, 
     return start, src, dst, theirs
 
 
-def projection(store: str | None, source: str, target: str, family: str, labels: list[str] | None = None,
-               batch_scale: int = 1, dtype: str | None = None, floor: bool = True) -> tuple[pd.DataFrame, dict]:  # fmt: skip
+def projection(
+    store: str | None,
+    source: str,
+    target: str,
+    family: str,
+    labels: list[str] | None = None,
+    batch_scale: int = 1,
+    dtype: str | None = None,
+    floor: bool = True,
+) -> tuple[pd.DataFrame, dict]:
     """Project ``family``'s configurations measured on platform ``source`` onto ``target`` (a
     datasheet or a platform with measured ceilings in ``store``; None: no store, the bundled
     original study only). ``dtype``: the compute dtype on the target (default: the source's).
@@ -466,11 +528,21 @@ def projection(store: str | None, source: str, target: str, family: str, labels:
     rows = project(start, src, dst, family, labels, batch_scale, theirs, floor_s)
     if rows.empty and batch_scale != 1:  # nothing to project from: say why rather than print an empty table
         batches = ", ".join(map(str, sorted({families.parse_label(family, label).batch for label in start.profiles["label"]})))
-        raise ConfigError("--batch-scale", batch_scale, f"a factor at which {source} has rows of its profiled {family} "
-                                                        f"configurations (their batches: {batches})")  # fmt: skip
-    return rows, {**summary(rows, src, dst), "from": vars(src), "to": vars(dst), "profiles": start.where,
-                  "batch_scale": batch_scale, "held_fixed": start.held, "floor_s": floor_s,
-                  "floor_source": floor_source}  # fmt: skip
+        raise ConfigError(
+            "--batch-scale",
+            batch_scale,
+            f"a factor at which {source} has rows of its profiled {family} configurations (their batches: {batches})",
+        )
+    return rows, {
+        **summary(rows, src, dst),
+        "from": vars(src),
+        "to": vars(dst),
+        "profiles": start.where,
+        "batch_scale": batch_scale,
+        "held_fixed": start.held,
+        "floor_s": floor_s,
+        "floor_source": floor_source,
+    }
 
 
 # O5's rule: configurations dominated by one bound reach at least this share of its ratio,
@@ -489,8 +561,10 @@ def generation_verdict(same: pd.DataFrame, doubled: pd.DataFrame, summary_: dict
     at twice it), three parts, each a median with its bootstrap interval: compute-dominated
     configurations reach 75% of the peak ratio, memory-dominated ones 75% of the bandwidth ratio,
     and the doubled batch's compute-dominated configurations reach 2.5x (a median, never a maximum)."""
-    paper = ("TPU v3 speeds up compute-bound operations by the peak ratio (2.3x), memory-bound ones by the bandwidth "
-             "ratio (1.5x), and about 3x where its doubled memory doubles the batch")  # fmt: skip
+    paper = (
+        "TPU v3 speeds up compute-bound operations by the peak ratio (2.3x), memory-bound ones by the bandwidth "
+        "ratio (1.5x), and about 3x where its doubled memory doubles the batch"
+    )
     name = "speedup of a newer generation, projected"
     platform = f"{summary_['from']['platform']} -> {summary_['to']['platform']}"
     if same.empty or doubled.empty:
@@ -499,24 +573,43 @@ def generation_verdict(same: pd.DataFrame, doubled: pd.DataFrame, summary_: dict
     targets = {"compute": summary_["peak_ratio"], "memory": summary_["bandwidth_ratio"]}
     missing = sorted(b for b in targets if not (bound == b).any())
     if missing:  # the claim is about both kinds of operation
-        return inconclusive(name, paper, f"no {' or '.join(missing)}-dominated configuration among {len(same)}", id="O5",
-                            platform=platform)  # fmt: skip
-    parts = [median_part(b, same.loc[bound == b, "speedup"] / targets[b],
-                         Rule(f"{b}-dominated median share of the {b} ratio ({targets[b]:.2f}x)", SHARE_OF_RATIO, ">",
-                              min_n=2), log=True) for b in targets]  # fmt: skip
+        return inconclusive(
+            name, paper, f"no {' or '.join(missing)}-dominated configuration among {len(same)}", id="O5", platform=platform
+        )
+    parts = [
+        median_part(
+            b,
+            same.loc[bound == b, "speedup"] / targets[b],
+            Rule(f"{b}-dominated median share of the {b} ratio ({targets[b]:.2f}x)", SHARE_OF_RATIO, ">", min_n=2),
+            log=True,
+        )
+        for b in targets
+    ]
     doubled_bound = dominant_bound(doubled)
     heavy = doubled[doubled_bound == "compute"] if (doubled_bound == "compute").any() else doubled
-    parts.append(median_part("doubled", heavy["speedup"], Rule("median speedup at twice the batch (compute-dominated)",
-                                                               DOUBLED_AT_LEAST, ">", min_n=2), log=True))  # fmt: skip
+    parts.append(
+        median_part(
+            "doubled",
+            heavy["speedup"],
+            Rule("median speedup at twice the batch (compute-dominated)", DOUBLED_AT_LEAST, ">", min_n=2),
+            log=True,
+        )
+    )
     medians = same.groupby(bound)["speedup"].median()
     counts = bound.value_counts()
     evidence = "; ".join(f"{b}-dominated median {medians[b]:.2f}x of {targets[b]:.2f}x (n={counts[b]})" for b in targets)
-    evidence += (f"; host-bound (infeed, idle) configurations median {medians.get('overhead', math.nan):.2f}x "
-                 f"(n={counts.get('overhead', 0)}); doubled batch median {heavy['speedup'].median():.2f}x (up to "
-                 f"{doubled['speedup'].max():.2f}x) over {len(heavy)} configurations")  # fmt: skip
-    numbers = {"median_speedup_by_bound": {b: float(v) for b, v in medians.items()}, "ratios": targets,
-               "median_doubled_speedup": float(heavy["speedup"].median()), "n": int(len(same)),
-               "n_doubled": int(len(doubled))}  # fmt: skip
+    evidence += (
+        f"; host-bound (infeed, idle) configurations median {medians.get('overhead', math.nan):.2f}x "
+        f"(n={counts.get('overhead', 0)}); doubled batch median {heavy['speedup'].median():.2f}x (up to "
+        f"{doubled['speedup'].max():.2f}x) over {len(heavy)} configurations"
+    )
+    numbers = {
+        "median_speedup_by_bound": {b: float(v) for b, v in medians.items()},
+        "ratios": targets,
+        "median_doubled_speedup": float(heavy["speedup"].median()),
+        "n": int(len(same)),
+        "n_doubled": int(len(doubled)),
+    }
     return judged(name, paper, parts, evidence, numbers, projected=True, id="O5", platform=platform)
 
 
@@ -566,10 +659,12 @@ def validation_parts(rows: pd.DataFrame) -> dict[str, Part]:
     parts = {}
     for target in ORIGINAL_TARGETS:
         errors = rows.loc[rows["target"] == target, "error"].abs() if len(rows) else pd.Series(dtype=float)
-        parts[target] = median_part(f"{target} step", errors, Rule(f"median absolute error of the {target} step",
-                                                                   STEP_GOAL, "<", min_n=2))  # fmt: skip
-    parts["ratio"] = median_part("ratio", ratio_errors(rows).abs(), Rule("median absolute error of the TPU/V100 ratio",
-                                                                        RATIO_GOAL, "<", min_n=2))  # fmt: skip
+        parts[target] = median_part(
+            f"{target} step", errors, Rule(f"median absolute error of the {target} step", STEP_GOAL, "<", min_n=2)
+        )
+    parts["ratio"] = median_part(
+        "ratio", ratio_errors(rows).abs(), Rule("median absolute error of the TPU/V100 ratio", RATIO_GOAL, "<", min_n=2)
+    )
     return parts
 
 
@@ -579,8 +674,9 @@ def validation_summary(rows: pd.DataFrame) -> dict:
 
 
 def _figures(parts: dict[str, Part]) -> dict:
-    return {key: {"n": part.n, "median_abs_error": part.effect, "interval": list(part.interval or ())}
-            for key, part in parts.items()}  # fmt: skip
+    return {
+        key: {"n": part.n, "median_abs_error": part.effect, "interval": list(part.interval or ())} for key, part in parts.items()
+    }
 
 
 def ratio_errors(rows: pd.DataFrame) -> pd.Series:
@@ -601,13 +697,21 @@ def validation_verdict(rows: pd.DataFrame, source: str) -> Verdict:
     """paradnn's check of the projection method against the 2019 chips: each chip's median step error
     below :data:`STEP_GOAL` and the TPU-over-V100 ratio's below :data:`RATIO_GOAL`."""
     name = "projection reproduces the 2019 V100 and TPU v2-8"
-    claim = (f"projecting this machine's profiled steps onto the V100's and TPU v2-8's datasheets lands within "
-             f"{STEP_GOAL:.0%} of the study's measured steps, and the TPU-over-V100 ratio within {RATIO_GOAL:.0%} (median)")
+    claim = (
+        f"projecting this machine's profiled steps onto the V100's and TPU v2-8's datasheets lands within "
+        f"{STEP_GOAL:.0%} of the study's measured steps, and the TPU-over-V100 ratio within {RATIO_GOAL:.0%} (median)"
+    )
     if rows.empty:
-        return inconclusive(name, claim, f"no profiled configuration of {source} where a 2019 chip was the bound",
-                            platform=f"{source} -> 2019 chips")  # fmt: skip
+        return inconclusive(
+            name,
+            claim,
+            f"no profiled configuration of {source} where a 2019 chip was the bound",
+            platform=f"{source} -> 2019 chips",
+        )
     parts = validation_parts(rows)
     summary = _figures(parts)
-    evidence = "; ".join(f"{t}: median error {v['median_abs_error']:.0%} over {v['n']}" for t, v in summary.items()
-                         if v["n"]) + " (nothing fitted; 2019 steps where the chip was the bound)"  # fmt: skip
+    evidence = (
+        "; ".join(f"{t}: median error {v['median_abs_error']:.0%} over {v['n']}" for t, v in summary.items() if v["n"])
+        + " (nothing fitted; 2019 steps where the chip was the bound)"
+    )
     return judged(name, claim, list(parts.values()), evidence, summary, platform=f"{source} -> 2019 chips")

@@ -36,43 +36,136 @@ class Observation:
 
 
 OBSERVATIONS: tuple[Observation, ...] = (
-    Observation("O1", "FLOPS utilisation rises with batch size and with model width (nodes, filters, embedding); "
-                "depth matters much less", "4.1", "Fig. 2", "architecture",
-                "any platform's FC/CNN/RNN sweep; the original TPU v2 FC sweep", "a sweep with varied batch and width"),
-    Observation("O2", "many operations are memory-bandwidth bound: even compute-bound models spend a noticeable share of "
-                "their time in memory-bound ops", "4.2", "Fig. 3", "architecture",
-                "the original TPU v2 op traces; this platform's op profiles", "a per-op profile of a compute-bound model"),
-    Observation("O3", "communication between the chips of a multi-chip system takes a non-negligible share of the step, "
-                "falling as the batch grows", "4.3", "Fig. 4", "architecture",
-                "the original TPU v2 traces (cross-replica-sum)", "multi-device traces"),
-    Observation("O4", "the host can fail to feed the device: smaller models wait on infeed more than larger ones",
-                "4.4", "Fig. 5", "architecture", "the original TPU v2 traces (infeed)", "infeed measurements"),
-    Observation("O5", "a newer TPU generation (v3 over v2) speeds up compute-bound operations by the peak ratio (2.3x) and "
-                "memory-bound ones by the bandwidth ratio (1.5x); doubling the batch on its larger memory reaches about 3x",
-                "4.5", "Fig. 6", "platform_comparison", "TPU v2 and v3 sweeps; the TPU v2 traces projected onto v3",
-                "TPU v3 measurements"),
-    Observation("O6", "the largest FC models run only on the platform with the most memory; examples/s falls with width "
-                "and rises with batch", "5.1", "Fig. 7", "platform_comparison",
-                "FC sweeps of several platforms with their failures", "FC sweeps on platforms of different memory sizes"),
-    Observation("O7", "large batches favour the TPU and small batches the GPU: the TPU's speedup grows with batch",
-                "5.1", "Fig. 8, 10", "platform_comparison", "the original TPU v2-8 and V100 FC sweeps",
-                "TPU and GPU sweeps"),
-    Observation("O8", "small FC models favour the TPU and large ones the GPU: the TPU's speedup shrinks with model size",
-                "5.1", "Fig. 8", "platform_comparison", "the original TPU v2-8 and V100 FC sweeps", "TPU and GPU sweeps"),
-    Observation("O9", "the TPU's speedup over the GPU grows with CNN size", "5.2", "Fig. 10", "platform_comparison",
-                "CNN sweeps on a TPU and a GPU", "CNN measurements on a TPU and a GPU"),
-    Observation("O10", "the TPU reaches higher FLOPS utilisation than the GPU (up to 3x)", "5.3", "Fig. 11", "workloads",
-                "utilisation of the same families on a TPU and a GPU", "TPU and GPU measurements"),
-    Observation("O11", "GPU performance scales better than the TPU's as the RNN embedding grows", "5.2", "Fig. 10",
-                "platform_comparison", "RNN sweeps on a TPU and a GPU", "RNN measurements on a TPU and a GPU"),
-    Observation("O12", "software-stack updates sped models up by large factors over a few months", "6.1", "Fig. 12",
-                "software_stack", "the same grid under several TensorFlow versions",
-                "measurements under several TensorFlow versions"),
-    Observation("O13", "16-bit arithmetic speeds up compute-bound models", "6.2", "Fig. 12", "software_stack",
-                "float32 and 16-bit runs of models right of the ridge", "float32 and 16-bit measurements"),
-    Observation("O14", "each TensorFlow and CUDA release brings further gains", "6.1", "Fig. 12", "software_stack",
-                "GPU measurements under several CUDA/TensorFlow versions", "GPU measurements under several CUDA versions"),
-)  # fmt: skip
+    Observation(
+        "O1",
+        "FLOPS utilisation rises with batch size and with model width (nodes, filters, embedding); depth matters much less",
+        "4.1",
+        "Fig. 2",
+        "architecture",
+        "any platform's FC/CNN/RNN sweep; the original TPU v2 FC sweep",
+        "a sweep with varied batch and width",
+    ),
+    Observation(
+        "O2",
+        "many operations are memory-bandwidth bound: even compute-bound models spend a noticeable share of "
+        "their time in memory-bound ops",
+        "4.2",
+        "Fig. 3",
+        "architecture",
+        "the original TPU v2 op traces; this platform's op profiles",
+        "a per-op profile of a compute-bound model",
+    ),
+    Observation(
+        "O3",
+        "communication between the chips of a multi-chip system takes a non-negligible share of the step, "
+        "falling as the batch grows",
+        "4.3",
+        "Fig. 4",
+        "architecture",
+        "the original TPU v2 traces (cross-replica-sum)",
+        "multi-device traces",
+    ),
+    Observation(
+        "O4",
+        "the host can fail to feed the device: smaller models wait on infeed more than larger ones",
+        "4.4",
+        "Fig. 5",
+        "architecture",
+        "the original TPU v2 traces (infeed)",
+        "infeed measurements",
+    ),
+    Observation(
+        "O5",
+        "a newer TPU generation (v3 over v2) speeds up compute-bound operations by the peak ratio (2.3x) and "
+        "memory-bound ones by the bandwidth ratio (1.5x); doubling the batch on its larger memory reaches about 3x",
+        "4.5",
+        "Fig. 6",
+        "platform_comparison",
+        "TPU v2 and v3 sweeps; the TPU v2 traces projected onto v3",
+        "TPU v3 measurements",
+    ),
+    Observation(
+        "O6",
+        "the largest FC models run only on the platform with the most memory; examples/s falls with width and rises with batch",
+        "5.1",
+        "Fig. 7",
+        "platform_comparison",
+        "FC sweeps of several platforms with their failures",
+        "FC sweeps on platforms of different memory sizes",
+    ),
+    Observation(
+        "O7",
+        "large batches favour the TPU and small batches the GPU: the TPU's speedup grows with batch",
+        "5.1",
+        "Fig. 8, 10",
+        "platform_comparison",
+        "the original TPU v2-8 and V100 FC sweeps",
+        "TPU and GPU sweeps",
+    ),
+    Observation(
+        "O8",
+        "small FC models favour the TPU and large ones the GPU: the TPU's speedup shrinks with model size",
+        "5.1",
+        "Fig. 8",
+        "platform_comparison",
+        "the original TPU v2-8 and V100 FC sweeps",
+        "TPU and GPU sweeps",
+    ),
+    Observation(
+        "O9",
+        "the TPU's speedup over the GPU grows with CNN size",
+        "5.2",
+        "Fig. 10",
+        "platform_comparison",
+        "CNN sweeps on a TPU and a GPU",
+        "CNN measurements on a TPU and a GPU",
+    ),
+    Observation(
+        "O10",
+        "the TPU reaches higher FLOPS utilisation than the GPU (up to 3x)",
+        "5.3",
+        "Fig. 11",
+        "workloads",
+        "utilisation of the same families on a TPU and a GPU",
+        "TPU and GPU measurements",
+    ),
+    Observation(
+        "O11",
+        "GPU performance scales better than the TPU's as the RNN embedding grows",
+        "5.2",
+        "Fig. 10",
+        "platform_comparison",
+        "RNN sweeps on a TPU and a GPU",
+        "RNN measurements on a TPU and a GPU",
+    ),
+    Observation(
+        "O12",
+        "software-stack updates sped models up by large factors over a few months",
+        "6.1",
+        "Fig. 12",
+        "software_stack",
+        "the same grid under several TensorFlow versions",
+        "measurements under several TensorFlow versions",
+    ),
+    Observation(
+        "O13",
+        "16-bit arithmetic speeds up compute-bound models",
+        "6.2",
+        "Fig. 12",
+        "software_stack",
+        "float32 and 16-bit runs of models right of the ridge",
+        "float32 and 16-bit measurements",
+    ),
+    Observation(
+        "O14",
+        "each TensorFlow and CUDA release brings further gains",
+        "6.1",
+        "Fig. 12",
+        "software_stack",
+        "GPU measurements under several CUDA/TensorFlow versions",
+        "GPU measurements under several CUDA versions",
+    ),
+)
 BY_ID = {o.id: o for o in OBSERVATIONS}
 
 
@@ -95,17 +188,38 @@ def entries(verdicts: list[Verdict], report: str) -> list[dict]:
 
 def _needs(o: Observation, why: str) -> dict:
     verdict = f"{NEEDS} {o.needs}"
-    return {"id": o.id, "claim": o.claim, "platform": "", "verdict": verdict, "outcome": verdict, "effect": None,
-            "interval": None, "n": 0, "rule": None, "held_fixed": {}, "evidence": why, "figures": {},
-            "report": o.report}  # fmt: skip
+    return {
+        "id": o.id,
+        "claim": o.claim,
+        "platform": "",
+        "verdict": verdict,
+        "outcome": verdict,
+        "effect": None,
+        "interval": None,
+        "n": 0,
+        "rule": None,
+        "held_fixed": {},
+        "evidence": why,
+        "figures": {},
+        "report": o.report,
+    }
 
 
 def _entry(v: Verdict) -> dict:
     """A verdict as ``observations.json`` holds it: the record (outcome, effect, interval, n, rule,
     held_fixed), the claim, where it was judged and the numbers behind it."""
     claim = BY_ID[v.id].claim if v.id in BY_ID else v.paper
-    return {"id": v.id, "claim": claim, "platform": v.platform, "verdict": v.verdict, **_plain(v.as_dict()),
-            "evidence": v.evidence, "effect_words": v.figure, "figures": _plain(v.numbers), "check": v.observation}  # fmt: skip
+    return {
+        "id": v.id,
+        "claim": claim,
+        "platform": v.platform,
+        "verdict": v.verdict,
+        **_plain(v.as_dict()),
+        "evidence": v.evidence,
+        "effect_words": v.figure,
+        "figures": _plain(v.numbers),
+        "check": v.observation,
+    }
 
 
 def _plain(value):

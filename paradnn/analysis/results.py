@@ -85,8 +85,9 @@ def _names(option: str, names: object) -> tuple[str, ...] | None:
     return tuple(names)
 
 
-def explain_unpaired(base: pd.DataFrame, target: pd.DataFrame, key: list[str], vary: str, baseline: object,
-                     target_value: object) -> str:  # fmt: skip
+def explain_unpaired(
+    base: pd.DataFrame, target: pd.DataFrame, key: list[str], vary: str, baseline: object, target_value: object
+) -> str:
     """Why no pair formed, in one line: a side without rows, no configuration in common, or the
     identity columns whose values differ between the sides, with the option that frees each."""
     if base.empty or target.empty:
@@ -94,20 +95,25 @@ def explain_unpaired(base: pd.DataFrame, target: pd.DataFrame, key: list[str], v
         return f"no finished rows with {vary} {' or '.join(empty)}"
     common = set(zip(base["family"], base["label"])) & set(zip(target["family"], target["label"]))
     if not common:
-        return (f"no configuration was measured on both sides ({base['label'].nunique()} with {vary} {baseline}, "
-                f"{target['label'].nunique()} with {vary} {target_value}, none in common)")  # fmt: skip
+        return (
+            f"no configuration was measured on both sides ({base['label'].nunique()} with {vary} {baseline}, "
+            f"{target['label'].nunique()} with {vary} {target_value}, none in common)"
+        )
     differ = []
     for column in (c for c in key if c not in ("family", "label")):
         mine, theirs = _values(base[column]), _values(target[column])
         if mine and theirs and not mine & theirs:
             name = next((s.name for s in settings.stored() if s.column == column), None)
             how = f" (--free {name} lets each side keep its own)" if name else ""
-            differ.append(f"{column} differs: {baseline} has {', '.join(sorted(map(str, mine)))}, {target_value} has "
-                          f"{', '.join(sorted(map(str, theirs)))}{how}")  # fmt: skip
+            differ.append(
+                f"{column} differs: {baseline} has {', '.join(sorted(map(str, mine)))}, {target_value} has "
+                f"{', '.join(sorted(map(str, theirs)))}{how}"
+            )
     if differ:
         return "; ".join(differ)
-    return (f"{len(common)} configuration(s) were measured on both sides, but never with the same run identity "
-            "in every held column")
+    return (
+        f"{len(common)} configuration(s) were measured on both sides, but never with the same run identity in every held column"
+    )
 
 
 def _original(rows: pd.DataFrame) -> bool:
@@ -143,8 +149,11 @@ def one_row_per_attempt(df: pd.DataFrame) -> pd.DataFrame:
     the later ones with ``extra.windows``; of such a group the last row is the attempt's record."""
     if "extra" not in df or "started_at" not in df:
         return df
-    windowed = {(key, start) for key, start, extra in zip(df["run_key"], df["started_at"], df["extra"])
-                if isinstance(extra, dict) and extra.get("windows")}  # fmt: skip
+    windowed = {
+        (key, start)
+        for key, start, extra in zip(df["run_key"], df["started_at"], df["extra"])
+        if isinstance(extra, dict) and extra.get("windows")
+    }
     if not windowed:
         return df
     grouped = np.array([(k, t) in windowed for k, t in zip(df["run_key"], df["started_at"])], dtype=bool)
@@ -204,8 +213,12 @@ class Results:
                 continue
             declared = settings.setting(name)
             if not declared.column:
-                raise ConfigError(name, value, "a stored run setting (a software stack is stored as the versions it "
-                                               "holds: select with where(sw_tensorflow=...) or newest_stack())")  # fmt: skip
+                raise ConfigError(
+                    name,
+                    value,
+                    "a stored run setting (a software stack is stored as the versions it "
+                    "holds: select with where(sw_tensorflow=...) or newest_stack())",
+                )
             if name == "xla" and (value is None or str(value).lower() == "auto"):
                 df = df[self._auto_xla(df)]
                 continue
@@ -223,8 +236,10 @@ class Results:
         if "xla_auto" in df:
             for (p, f, d), x in df[df["xla_auto"].fillna(0).astype(bool)].groupby(["platform", "family", "dtype"])["xla"]:
                 recorded[(p, f, d)] = bool(x.iloc[-1])
-        chosen = [recorded.get((p, f, d), self.xla_choices.get(p, {}).get(f"{f}|{d}"))
-                  for p, f, d in zip(df["platform"], df["family"], df["dtype"])]  # fmt: skip
+        chosen = [
+            recorded.get((p, f, d), self.xla_choices.get(p, {}).get(f"{f}|{d}"))
+            for p, f, d in zip(df["platform"], df["family"], df["dtype"])
+        ]
         return pd.Series([c is None or bool(c) == bool(x) for c, x in zip(chosen, df["xla"])], index=df.index, dtype=bool)
 
     def side_by_side(self, vary: str) -> Results:
@@ -263,8 +278,14 @@ class Results:
         ok = one_row_per_attempt(ok)
         raw = ok.groupby("run_key")[metric].agg(lambda v: v.max() / v.min() - 1)
         groups = quiet_first(ok).groupby("run_key")
-        out = pd.DataFrame({"family": groups["family"].first(), "label": groups["label"].first(), "n": groups.size(),
-                            "difference": groups[metric].max() / groups[metric].min() - 1})  # fmt: skip
+        out = pd.DataFrame(
+            {
+                "family": groups["family"].first(),
+                "label": groups["label"].first(),
+                "n": groups.size(),
+                "difference": groups[metric].max() / groups[metric].min() - 1,
+            }
+        )
         out["raw_difference"] = raw.reindex(out.index)
         return out[out["n"] > 1].reset_index()
 
@@ -279,8 +300,10 @@ class Results:
         refused = int(pd.to_numeric(read.get("refused_windows"), errors="coerce").fillna(0).sum()) if len(read) else 0
         contended = int(read["contended"].astype(bool).sum()) if len(read) else 0
         steal = float(pd.to_numeric(read.get("steal_cores"), errors="coerce").max()) if len(read) else math.nan
-        words = [f"{len(rows)} measured rows: {refused} timing window(s) refused for contention and timed again",
-                 f"{contended} row(s) never had a quiet window (kept apart, flagged contended)"]  # fmt: skip
+        words = [
+            f"{len(rows)} measured rows: {refused} timing window(s) refused for contention and timed again",
+            f"{contended} row(s) never had a quiet window (kept apart, flagged contended)",
+        ]
         words += [f"steal up to {steal:.2f} cores"] if math.isfinite(steal) else []
         words += [f"{len(rows) - len(read)} row(s) from before contention was read"] if len(read) < len(rows) else []
         return "; ".join(words)
@@ -340,9 +363,19 @@ class Results:
             run["xla"] = bool(run["xla"])
         return run
 
-    def matched(self, vary: str, baseline: object, target: object, *, free: tuple[str, ...] | None = None,
-                hold: tuple[str, ...] = (), family: str | None = None, metric: str = "examples_per_sec",
-                carry: tuple[str, ...] = (), within: tuple[str, ...] = ()) -> SpeedupResult:  # fmt: skip
+    def matched(
+        self,
+        vary: str,
+        baseline: object,
+        target: object,
+        *,
+        free: tuple[str, ...] | None = None,
+        hold: tuple[str, ...] = (),
+        family: str | None = None,
+        metric: str = "examples_per_sec",
+        carry: tuple[str, ...] = (),
+        within: tuple[str, ...] = (),
+    ) -> SpeedupResult:
         """Pairs of ``baseline`` and ``target`` values of ``vary`` whose run identity is equal in
         everything else, and their speedups (target over baseline), with what was held and freed.
 
@@ -381,12 +414,12 @@ class Results:
                 sides[c] = {"why": why, "held": True, "values": _shown(shared)}
                 continue
             base, targ = self._own(base, c, metric), self._own(targ, c, metric)
-            sides[c] = {"why": why, "held": False, "baseline": _shown(_values(base[c])),
-                        "target": _shown(_values(targ[c]))}  # fmt: skip
+            sides[c] = {"why": why, "held": False, "baseline": _shown(_values(base[c])), "target": _shown(_values(targ[c]))}
             own.append(c)
         paired = pd.concat([base, targ])
-        result = compare(paired, baseline, target, by=column, family=family, metric=metric, carry=carry, free=tuple(own),
-                         within=within)  # fmt: skip
+        result = compare(
+            paired, baseline, target, by=column, family=family, metric=metric, carry=carry, free=tuple(own), within=within
+        )
         why = "" if result.n else explain_unpaired(base, targ, list(result.key), column, baseline, target)
         return replace(result, table=_with_bounds(result.table, base, targ), sides=sides, rows=paired, why=why)
 
@@ -406,4 +439,3 @@ class Results:
                 fam = fam[_keys(fam[column]) == _fastest(fam, column, metric)]
             kept.append(fam)
         return pd.concat(kept) if kept else rows
-

@@ -69,10 +69,15 @@ def reference_points(df: pd.DataFrame) -> pd.DataFrame:
     ok = Results(df).ok().positive("flops_per_sec").frame.copy()
     if ok.empty:
         return ok.assign(intensity=pd.Series(dtype=float), achieved_flops=pd.Series(dtype=float))
-    stored = pd.to_numeric(ok["bytes_estimate"], errors="coerce") if "bytes_estimate" in ok else pd.Series(float("nan"),
-                                                                                                           index=ok.index)
-    counted = [b if b == b else replica_bytes(parse_label("fc", label), PLATFORMS[platform])
-               for b, label, platform in zip(stored, ok["label"], ok["platform"])]  # fmt: skip
+    stored = (
+        pd.to_numeric(ok["bytes_estimate"], errors="coerce")
+        if "bytes_estimate" in ok
+        else pd.Series(float("nan"), index=ok.index)
+    )
+    counted = [
+        b if b == b else replica_bytes(parse_label("fc", label), PLATFORMS[platform])
+        for b, label, platform in zip(stored, ok["label"], ok["platform"])
+    ]
     extras = [json.loads(e) if isinstance(e, str) else (e or {}) for e in ok.get("extra", [None] * len(ok))]
     ok["reported_intensity"] = pd.to_numeric(pd.Series([e.get("intensity") for e in extras], index=ok.index), errors="coerce")
     ok["intensity"] = ok["flops_model"] / pd.Series(counted, index=ok.index, dtype=float)
@@ -102,8 +107,10 @@ def peak_used(rows: pd.DataFrame, ceiling: float | None = None) -> str:
     source = str(top.get("peak_source") or "measured")
     if source.startswith("achieved:"):
         above = f" above the measured ceiling {ceiling:.3g} FLOP/s" if ceiling else " above the measured ceiling"
-        return (f"peak {top['peak_flops']:.3g} FLOP/s, the rate {source.split(':', 1)[1]} achieved{above} (100% "
-                "there by construction)")  # fmt: skip
+        return (
+            f"peak {top['peak_flops']:.3g} FLOP/s, the rate {source.split(':', 1)[1]} achieved{above} (100% "
+            "there by construction)"
+        )
     return f"peak {top['peak_flops']:.3g} FLOP/s ({source})"
 
 

@@ -18,8 +18,7 @@ from paradnn.vocabulary import OK
 # The software columns of a run's identity (the git revision is kept but never compared).
 SOFTWARE_COLUMNS = tuple(f"sw_{s}" for s in SOFTWARE if s != "git") + tuple(settings.FRAMEWORK_VERSION_COLUMNS.values())
 # A run's identity, column by column: what it is, how it ran, where, under which software.
-IDENTITY = ("family", "family_version", "label", *settings.identity_columns(), "platform_fingerprint",
-            *SOFTWARE_COLUMNS)  # fmt: skip
+IDENTITY = ("family", "family_version", "label", *settings.identity_columns(), "platform_fingerprint", *SOFTWARE_COLUMNS)
 # What varies with an axis because it cannot be held while the axis varies.
 COVARY: dict[str, tuple[str, ...]] = {
     "platform": ("platform_fingerprint", *SOFTWARE_COLUMNS),  # another machine has its own stack
@@ -31,15 +30,18 @@ COVARY: dict[str, tuple[str, ...]] = {
 # have a value in common (like with like first); only where they share none does each side
 # keep its own (the original study's TPU in bfloat16 against its V100 in float16).
 SIDE_OWNED: dict[str, dict[str, str]] = {
-    "platform": {"dtype": "each platform at its own precision, as the paper ran the TPU in bfloat16 and the V100 in "
-                          "float16",
-                 "xla": "each platform at its own XLA setting (its automatic choice where it made one)",
-                 "input_mode": "each platform fed as it was measured: the 2019 study through the host's input pipeline, "
-                               "this machine from device-resident data unless swept with --input host"},
+    "platform": {
+        "dtype": "each platform at its own precision, as the paper ran the TPU in bfloat16 and the V100 in float16",
+        "xla": "each platform at its own XLA setting (its automatic choice where it made one)",
+        "input_mode": "each platform fed as it was measured: the 2019 study through the host's input pipeline, "
+        "this machine from device-resident data unless swept with --input host",
+    },
     "sw_tensorflow": {"xla": "each software stack at its automatically chosen XLA setting"},
-    "framework": {"xla": "each framework with its own compiler (JAX always compiles with XLA; TensorFlow's XLA and "
-                         "torch.compile are each at the setting asked for)"},
-}  # fmt: skip
+    "framework": {
+        "xla": "each framework with its own compiler (JAX always compiles with XLA; TensorFlow's XLA and "
+        "torch.compile are each at the setting asked for)"
+    },
+}
 # Side-owned settings each side keeps at its own value where one side is the original study's, even
 # where both have a value in common: a chip measured here is compared with a 2019 chip in the mode
 # where it, not its input pipeline, is the bound (paradnn.store.bounds).
@@ -108,11 +110,31 @@ def side_by_side(df: pd.DataFrame, column: str) -> pd.DataFrame:
 
 
 # The figures of a measurement that pool: each the median over a run identity's measurements.
-POOLED_METRICS = ("step_time_s", "step_time_mad_s", "step_time_mean_s", "step_time_std_s", "step_time_min_s",
-                  "step_time_p5_s", "step_time_p95_s", "step_time_cv", "examples_per_sec", "flops_per_sec",
-                  "utilization", "compile_time_s", "peak_memory_bytes", "energy_per_step_j", "examples_per_joule",
-                  "device_step_time_s", "infeed_share", "replica_step_time_s", "comm_share", "allreduce_share",
-                  "scaling_efficiency", "contention_cores", "steal_cores")  # fmt: skip
+POOLED_METRICS = (
+    "step_time_s",
+    "step_time_mad_s",
+    "step_time_mean_s",
+    "step_time_std_s",
+    "step_time_min_s",
+    "step_time_p5_s",
+    "step_time_p95_s",
+    "step_time_cv",
+    "examples_per_sec",
+    "flops_per_sec",
+    "utilization",
+    "compile_time_s",
+    "peak_memory_bytes",
+    "energy_per_step_j",
+    "examples_per_joule",
+    "device_step_time_s",
+    "infeed_share",
+    "replica_step_time_s",
+    "comm_share",
+    "allreduce_share",
+    "scaling_efficiency",
+    "contention_cores",
+    "steal_cores",
+)
 
 
 def quiet_first(df: pd.DataFrame) -> pd.DataFrame:
@@ -172,8 +194,9 @@ def round_ids(rows: pd.DataFrame) -> pd.Series:
         return rows["round_id"]
     if "extra" not in rows:
         return pd.Series([None] * len(rows), index=rows.index, dtype=object)
-    return rows["extra"].map(lambda e: f"{e['sweep']}:{e['round']}" if isinstance(e, dict) and "round" in e
-                             and "sweep" in e else None)  # fmt: skip
+    return rows["extra"].map(
+        lambda e: f"{e['sweep']}:{e['round']}" if isinstance(e, dict) and "round" in e and "sweep" in e else None
+    )
 
 
 def sweep_ids(rows: pd.DataFrame) -> pd.Series:

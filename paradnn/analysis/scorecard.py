@@ -100,24 +100,27 @@ PROVENANCE = ("platform_fingerprint", "sw_tensorflow", "sw_keras", "sw_python", 
 RERUN_TOLERANCE = 0.05  # repeatability: the median difference of true reruns
 MIN_RERUNS = 3  # ... over at least this many run identities measured twice
 # representativeness: the metrics a row reports, those the paper, MLPerf and Dai & Berleant use
-ACCEPTED_METRICS = {"examples_per_sec": "throughput (examples/s)", "step_time_s": "time per step",
-                    "utilization": "FLOPS utilisation (% of peak)"}  # fmt: skip
+ACCEPTED_METRICS = {
+    "examples_per_sec": "throughput (examples/s)",
+    "step_time_s": "time per step",
+    "utilization": "FLOPS utilisation (% of peak)",
+}
 ACCEPTED_SHARE = 0.99  # ... on at least this share of the measured rows that finished
 MAX_DEVICE_SECONDS = 60.0  # cost-effectiveness: median device time per configuration, compile included
 COMPLETE_PROVENANCE = 0.99  # transparency: share of measured rows with every provenance field
 RULES = {
     "relevance": "both kinds of model measured: a parameterized family and a real workload have ok rows",
     "representativeness": f"at least {ACCEPTED_SHARE:.0%} of the finished measured rows report the metrics the paper, "
-                          f"MLPerf and Dai & Berleant accept: {', '.join(ACCEPTED_METRICS.values())}",
+    f"MLPerf and Dai & Berleant accept: {', '.join(ACCEPTED_METRICS.values())}",
     "equity": "every measured platform ran the same dtype policies, and every row records its XLA setting",
     "repeatability": f"the median difference of true reruns (one run identity measured again) is at most "
-                     f"{RERUN_TOLERANCE:.0%}, over at least {MIN_RERUNS} run identities",
+    f"{RERUN_TOLERANCE:.0%}, over at least {MIN_RERUNS} run identities",
     "cost-effectiveness": f"the median device time per configuration (compile included) is at most {MAX_DEVICE_SECONDS:.0f} s",
     "scalability": "measurements beyond one device: data-parallel replicas, or two machines (a thread limit of one "
-                   "machine is not a second machine); departs from Dai & Berleant, who rate how performance grows with "
-                   "devices: the hardware metric Scalability gives that efficiency",
+    "machine is not a second machine); departs from Dai & Berleant, who rate how performance grows with "
+    "devices: the hardware metric Scalability gives that efficiency",
     "transparency": f"at least {COMPLETE_PROVENANCE:.0%} of measured rows carry complete provenance",
-}  # fmt: skip
+}
 
 
 def principles_audit(results: pd.DataFrame) -> pd.DataFrame:
@@ -132,8 +135,9 @@ def principles_audit(results: pd.DataFrame) -> pd.DataFrame:
     measured = Results(results).measured().frame
     ok = Results(measured).ok().frame
     imported = len(results) - len(measured)
-    nothing = "no finished rows measured here" + (f" ({imported:,} imported rows of the original study are not judged)"
-                                                  if imported else "")  # fmt: skip
+    nothing = "no finished rows measured here" + (
+        f" ({imported:,} imported rows of the original study are not judged)" if imported else ""
+    )
     judged_ = {
         "relevance": _relevance(ok, nothing),
         "representativeness": _representativeness(ok, nothing),
@@ -161,18 +165,28 @@ def principle_verdict(name: str, value: str, part: Part | None) -> Verdict:
 def audit_sentence(audit: pd.DataFrame) -> str:
     """The caption under the principle checklist: how many rules pass and what repeatability rests on."""
     passed, failed = int((audit["pass"] == True).sum()), int((audit["pass"] == False).sum())  # noqa: E712 - None is neither
-    return (f"The paper stated seven principles a benchmark should follow and checked none of them against data; here "
-            f"each has a rule that can fail, judged as the observations are: {passed} of 7 pass on this store, {failed} "
-            f"fail, {7 - passed - failed} inconclusive ({audit.loc['repeatability', 'this store']} for "
-            "repeatability).")  # fmt: skip
+    return (
+        f"The paper stated seven principles a benchmark should follow and checked none of them against data; here "
+        f"each has a rule that can fail, judged as the observations are: {passed} of 7 pass on this store, {failed} "
+        f"fail, {7 - passed - failed} inconclusive ({audit.loc['repeatability', 'this store']} for "
+        "repeatability)."
+    )
 
 
 def principles_json(audit: pd.DataFrame) -> list[dict]:
     """The audit as ``paradnn scorecard --json`` prints it: name, rule, value, pass, definition and
     ``record``, the verdict (outcome, effect, interval, n, rule as data)."""
-    return [{"name": name, "rule": row["rule"], "value": row["this store"], "pass": _verdict(row["pass"]),
-             "definition": row["definition"], "record": _plain(row["record"].as_dict())}
-            for name, row in audit.iterrows()]  # fmt: skip
+    return [
+        {
+            "name": name,
+            "rule": row["rule"],
+            "value": row["this store"],
+            "pass": _verdict(row["pass"]),
+            "definition": row["definition"],
+            "record": _plain(row["record"].as_dict()),
+        }
+        for name, row in audit.iterrows()
+    ]
 
 
 def _plain(value):
@@ -200,8 +214,10 @@ def _relevance(ok: pd.DataFrame, nothing: str) -> tuple[str, Part | None]:
     roles = {f: (families.get(f).role if f in families.names() else "unknown") for f in ok["family"].unique()}
     kinds = sorted(set(roles.values()) - {"unknown"})
     both = {"model", "workload"} <= set(kinds)
-    return (f"{', '.join(sorted(roles))} (kinds: {', '.join(kinds) or 'none'})",
-            _yes("kinds", both, len(ok), "a parameterized family and a real workload measured"))  # fmt: skip
+    return (
+        f"{', '.join(sorted(roles))} (kinds: {', '.join(kinds) or 'none'})",
+        _yes("kinds", both, len(ok), "a parameterized family and a real workload measured"),
+    )
 
 
 def _representativeness(ok: pd.DataFrame, nothing: str) -> tuple[str, Part | None]:
@@ -209,8 +225,9 @@ def _representativeness(ok: pd.DataFrame, nothing: str) -> tuple[str, Part | Non
     (a positive rate and step, a utilisation above 0 and at most 100%)."""
     if ok.empty:
         return nothing, None
-    values = {m: pd.to_numeric(ok[m], errors="coerce") if m in ok else pd.Series(math.nan, index=ok.index)
-              for m in ACCEPTED_METRICS}  # fmt: skip
+    values = {
+        m: pd.to_numeric(ok[m], errors="coerce") if m in ok else pd.Series(math.nan, index=ok.index) for m in ACCEPTED_METRICS
+    }
     use = values["utilization"]
     reported = values["examples_per_sec"].gt(0) & values["step_time_s"].gt(0) & use.gt(0) & use.le(1)
     missing = [words for m, words in ACCEPTED_METRICS.items() if not (values[m] > 0).any()]
@@ -249,8 +266,10 @@ def _repeatability(results: pd.DataFrame) -> tuple[str, Part | None]:
     if reruns.empty:
         return f"{within}; no reruns (no run identity measured twice)", None
     median, raw = float(reruns["difference"].median()), float(reruns["raw_difference"].median())
-    value = (f"{within}; rerun difference {median:.1%} over the measurements pooled ({len(reruns)} run identities "
-             f"measured more than once); {raw:.1%} over every measurement, contended ones included")  # fmt: skip
+    value = (
+        f"{within}; rerun difference {median:.1%} over the measurements pooled ({len(reruns)} run identities "
+        f"measured more than once); {raw:.1%} over every measurement, contended ones included"
+    )
     rule = Rule("median rerun difference", RERUN_TOLERANCE, "<=", min_n=MIN_RERUNS)
     return value, median_part("reruns", reruns["difference"], rule)
 
@@ -307,7 +326,7 @@ DATASHEET_FACTS = {
 MEASURED = ("Computing Performance", "Low Latency", "Compatibility")
 NOT_MEASURABLE = {
     "Energy efficiency": "not measurable here: no row has a power reading (RAPL energy counters on CPUs, NVML on "
-                         "NVIDIA GPUs; this platform exposed neither to paradnn)",
+    "NVIDIA GPUs; this platform exposed neither to paradnn)",
     "Scalability": "not measured: no data-parallel rows of this platform (measure replicas with --devices N)",
 }
 
@@ -341,8 +360,18 @@ def hardware_metrics(results: pd.DataFrame, platforms: pd.DataFrame) -> pd.DataF
                 value = value or (f"{rating} (the paper's rating of {kind})" if rating else f"not rated ({kind})")
             elif evidence == "not measurable here":
                 short = "not measurable"
-            rows.append({"metric": name, "platform": platform, "class": kind, "value": value, "source": source,
-                         "paper rating of class": rating or "not rated", "evidence": evidence, "short": short})  # fmt: skip
+            rows.append(
+                {
+                    "metric": name,
+                    "platform": platform,
+                    "class": kind,
+                    "value": value,
+                    "source": source,
+                    "paper rating of class": rating or "not rated",
+                    "evidence": evidence,
+                    "short": short,
+                }
+            )
     return pd.DataFrame(rows, columns=HARDWARE_COLUMNS)  # a store without rows: no row, every column
 
 
@@ -409,8 +438,10 @@ def _performance(platform: str, rows: pd.DataFrame, platforms: pd.DataFrame) -> 
     ok = results.for_run(run).frame
     ceilings = ceilings_for(platforms, platform, run["dtype"])
     peak = f"{run['dtype']} {peak_used(ok, ceilings.peak_flops if ceilings else None)}" if len(ok) else "no rows"
-    per_family = [f"{family} median {use.median():.0%}, best {use.max():.0%} ({len(use)} rows)"
-                  for family, use in ok.dropna(subset=["utilization"]).groupby("family")["utilization"]]  # fmt: skip
+    per_family = [
+        f"{family} median {use.median():.0%}, best {use.max():.0%} ({len(use)} rows)"
+        for family, use in ok.dropna(subset=["utilization"]).groupby("family")["utilization"]
+    ]
     achieved = "; utilisation " + "; ".join(per_family) if per_family else ""
     return peak + achieved, (ceilings.source if ceilings else "measured")
 
@@ -426,9 +457,11 @@ def _scaling(rows: pd.DataFrame) -> str | None:
     if runs.empty:
         return None
     replicas = ", ".join(str(int(n)) for n in sorted(runs["devices"].unique()))
-    return (f"weak-scaling efficiency median {runs['scaling_efficiency'].median():.0%}, best "
-            f"{runs['scaling_efficiency'].max():.0%}; communication {runs['comm_share'].median():.0%} of the step "
-            f"({len(runs)} rows on {replicas} replicas)")  # fmt: skip
+    return (
+        f"weak-scaling efficiency median {runs['scaling_efficiency'].median():.0%}, best "
+        f"{runs['scaling_efficiency'].max():.0%}; communication {runs['comm_share'].median():.0%} of the step "
+        f"({len(runs)} rows on {replicas} replicas)"
+    )
 
 
 def _energy(rows: pd.DataFrame) -> str | None:
@@ -437,8 +470,10 @@ def _energy(rows: pd.DataFrame) -> str | None:
     if read.empty:
         return None
     sources = ", ".join(sorted(read["energy_source"].dropna().unique()))
-    return f"{read['examples_per_joule'].median():.3g} examples/J median, best {read['examples_per_joule'].max():.3g} " \
-           f"({len(read)} rows; {sources})"
+    return (
+        f"{read['examples_per_joule'].median():.3g} examples/J median, best {read['examples_per_joule'].max():.3g} "
+        f"({len(read)} rows; {sources})"
+    )
 
 
 def _latency(rows: pd.DataFrame) -> str:
@@ -465,8 +500,10 @@ DISTRIBUTIONS = {"tensorflow": ("tensorflow",), "jax": ("jax", "jaxlib"), "torch
 NATIVE_SUFFIXES = (".so", ".pyd", ".dylib", ".dll")
 # The XLA setting's meaning under each framework: compiled (TensorFlow's XLA, JAX's jit, torch.compile) or eager.
 MODES = {"compiled": True, "eager": False}
-MODE_WORDS = {"compiled": "compiled (TensorFlow with XLA, JAX's jit, torch.compile)",
-              "eager": "uncompiled (TensorFlow without XLA, PyTorch eager; JAX always compiles)"}  # fmt: skip
+MODE_WORDS = {
+    "compiled": "compiled (TensorFlow with XLA, JAX's jit, torch.compile)",
+    "eager": "uncompiled (TensorFlow without XLA, PyTorch eager; JAX always compiles)",
+}
 
 
 def measured_rows(results: pd.DataFrame) -> pd.DataFrame:
@@ -489,16 +526,18 @@ def framework_rows(results: pd.DataFrame) -> pd.DataFrame:
         keras = ", ".join(sorted(mine["sw_keras"].dropna().unique()))
         version_column = FRAMEWORK_VERSION_COLUMNS.get(framework, "sw_tensorflow")
         versions = ", ".join(sorted(mine[version_column].dropna().unique())) if version_column in mine else ""
-        rows.append({
-            "framework": f"{TITLES.get(framework, framework)} {versions} (Keras {keras}), measured here",
-            "License Type": _license(DISTRIBUTIONS.get(framework, (framework,))[0]),
-            "Core Codes": core_code(framework),
-            "API Codes": "Python (through Keras 3, the API paradnn drives)",
-            "Hardware Devices": ", ".join(sorted(mine["platform"].unique())) + " (ran here)",
-            "Multi-Server": _multi_server(results, framework),
-            "Tested Networks": ", ".join(sorted(mine["family"].unique())),
-            "Related Datasets": "synthetic data (by design: nothing is downloaded)",
-        })  # fmt: skip
+        rows.append(
+            {
+                "framework": f"{TITLES.get(framework, framework)} {versions} (Keras {keras}), measured here",
+                "License Type": _license(DISTRIBUTIONS.get(framework, (framework,))[0]),
+                "Core Codes": core_code(framework),
+                "API Codes": "Python (through Keras 3, the API paradnn drives)",
+                "Hardware Devices": ", ".join(sorted(mine["platform"].unique())) + " (ran here)",
+                "Multi-Server": _multi_server(results, framework),
+                "Tested Networks": ", ".join(sorted(mine["family"].unique())),
+                "Related Datasets": "synthetic data (by design: nothing is downloaded)",
+            }
+        )
     return pd.DataFrame(rows, columns=["framework", *paper()["framework_metrics"]]).set_index("framework")
 
 
@@ -523,18 +562,25 @@ def core_code(framework: str) -> str:
                 python += size
     if not native and not python:
         return "not installed here"
-    return (f"native libraries {native / 1e6:,.0f} MB ({libraries} files), Python {python / 1e6:,.0f} MB "
-            f"(installed {', '.join(DISTRIBUTIONS.get(framework, (framework,)))})")
+    return (
+        f"native libraries {native / 1e6:,.0f} MB ({libraries} files), Python {python / 1e6:,.0f} MB "
+        f"(installed {', '.join(DISTRIBUTIONS.get(framework, (framework,)))})"
+    )
 
 
 def _multi_server(results: pd.DataFrame, framework: str) -> str:
     """Table II's Multi-Server cell for a framework measured here, from the replicated rows it ran."""
-    replicated = _replicated(results[results["framework"].fillna("tensorflow") == framework]) if "framework" in results \
+    replicated = (
+        _replicated(results[results["framework"].fillna("tensorflow") == framework])
+        if "framework" in results
         else _replicated(results)
+    )
     if replicated.empty:
         return "not exercised here (single-device runs)"
-    return (f"data parallel on one server here ({int(replicated['devices'].max())} replicas, {len(replicated)} rows); "
-            "several servers not exercised")
+    return (
+        f"data parallel on one server here ({int(replicated['devices'].max())} replicas, {len(replicated)} rows); "
+        "several servers not exercised"
+    )
 
 
 def framework_table_with_measured(results: pd.DataFrame) -> pd.DataFrame:
@@ -543,8 +589,22 @@ def framework_table_with_measured(results: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([printed, framework_rows(results).assign(source="measured here")])
 
 
-SPEED_COLUMNS = ["platform", "family", "dtype", "target", "mode", "n", "geomean", "low", "high", "min", "max",
-                 "held", "compile_s_baseline", "compile_s_target"]  # fmt: skip
+SPEED_COLUMNS = [
+    "platform",
+    "family",
+    "dtype",
+    "target",
+    "mode",
+    "n",
+    "geomean",
+    "low",
+    "high",
+    "min",
+    "max",
+    "held",
+    "compile_s_baseline",
+    "compile_s_target",
+]
 
 
 def framework_speed(results: pd.DataFrame, baseline: str = "tensorflow") -> pd.DataFrame:
@@ -566,13 +626,26 @@ def framework_speed(results: pd.DataFrame, baseline: str = "tensorflow") -> pd.D
                 result = sides.matched("framework", baseline, target, family=family)
                 if not result.n:
                     continue
-                low, high = bootstrap(result.table["speedup"], statistic=np.mean, log=True,
-                                      replicates=result.table["replicates"])  # fmt: skip
+                low, high = bootstrap(result.table["speedup"], statistic=np.mean, log=True, replicates=result.table["replicates"])
                 compile_s = Results(result.rows).ok().frame.groupby("framework")["compile_time_s"].median()
-                out.append({"platform": platform, "family": family, "dtype": dtype, "target": target, "mode": mode,
-                            "n": result.n, "geomean": result.geomean, "low": low, "high": high, "min": result.min,
-                            "max": result.max, "held": comparison_held(result), "compile_s_baseline":
-                            compile_s.get(baseline), "compile_s_target": compile_s.get(target)})  # fmt: skip
+                out.append(
+                    {
+                        "platform": platform,
+                        "family": family,
+                        "dtype": dtype,
+                        "target": target,
+                        "mode": mode,
+                        "n": result.n,
+                        "geomean": result.geomean,
+                        "low": low,
+                        "high": high,
+                        "min": result.min,
+                        "max": result.max,
+                        "held": comparison_held(result),
+                        "compile_s_baseline": compile_s.get(baseline),
+                        "compile_s_target": compile_s.get(target),
+                    }
+                )
     return pd.DataFrame(out, columns=SPEED_COLUMNS)
 
 
@@ -608,37 +681,67 @@ def claims(results: pd.DataFrame) -> list:
     performance = ("ASICs lead in computing performance", "ASICs rate High and GPUs Moderate in computing performance")
     if speed is not None and speed.n:
         faster = Rule("median speedup of the TPU v2-8 over the V100", 1.0, ">", min_n=3)
-        verdicts.append(judged(*performance, speedup_part("speedup", speed.table, faster),
-                               f"the TPU v2-8's FC throughput over the V100's on the {speed.n} configurations both "
-                               f"finished where neither waited on its input; {(speed.table['speedup'] > 1).mean():.0%} "
-                               "favour the TPU",
-                               {k: v for k, v in speed.summary().items() if k != "sides"}, platform=pair,
-                               held_fixed=comparison_held(speed)))  # fmt: skip
+        verdicts.append(
+            judged(
+                *performance,
+                speedup_part("speedup", speed.table, faster),
+                f"the TPU v2-8's FC throughput over the V100's on the {speed.n} configurations both "
+                f"finished where neither waited on its input; {(speed.table['speedup'] > 1).mean():.0%} "
+                "favour the TPU",
+                {k: v for k, v in speed.summary().items() if k != "sides"},
+                platform=pair,
+                held_fixed=comparison_held(speed),
+            )
+        )
         small = speed.table[speed.table["batch"] == speed.table["batch"].min()]
         batch = int(small["batch"].iloc[0])
         quicker = Rule(f"median speedup at batch {batch}", 1.0, ">", min_n=3)
-        verdicts.append(judged("ASICs have the lower latency", "ASICs rate High and GPUs Low in low latency",
-                               speedup_part("speedup", small, quicker),
-                               f"at the smallest batch both ran ({batch}), the TPU v2-8's FC step against the V100's "
-                               f"({len(small)} configurations)", {"batch": batch, "n": len(small)}, platform=pair,
-                               held_fixed=comparison_held(speed)))  # fmt: skip
+        verdicts.append(
+            judged(
+                "ASICs have the lower latency",
+                "ASICs rate High and GPUs Low in low latency",
+                speedup_part("speedup", small, quicker),
+                f"at the smallest batch both ran ({batch}), the TPU v2-8's FC step against the V100's "
+                f"({len(small)} configurations)",
+                {"batch": batch, "n": len(small)},
+                platform=pair,
+                held_fixed=comparison_held(speed),
+            )
+        )
     else:
         verdicts.append(inconclusive(*performance, "the store lacks the original TPU v2-8 and V100 FC sweeps"))
-    verdicts.append(inconclusive("ASICs lead in energy efficiency", "ASICs rate High in energy efficiency, GPUs Good",
-                                 "needs power readings (NVML on a GPU, an ASIC's power counters); no row has one"))
+    verdicts.append(
+        inconclusive(
+            "ASICs lead in energy efficiency",
+            "ASICs rate High in energy efficiency, GPUs Good",
+            "needs power readings (NVML on a GPU, an ASIC's power counters); no row has one",
+        )
+    )
     scaled = ", ".join(sorted(_replicated(results)["platform"].unique())) or "no platform"
-    verdicts.append(inconclusive("ASICs scale out best", "ASICs rate High in scalability and GPUs Moderate",
-                                 f"needs data-parallel runs of an ASIC and a GPU; the store has them of {scaled}"))
+    verdicts.append(
+        inconclusive(
+            "ASICs scale out best",
+            "ASICs rate High in scalability and GPUs Moderate",
+            f"needs data-parallel runs of an ASIC and a GPU; the store has them of {scaled}",
+        )
+    )
     for _, s in framework_speed(results).iterrows():
         title = TITLES.get(s["target"], s["target"])
         same_speed = Rule(f"geometric-mean throughput ratio {title} / TensorFlow", 1.0, "within", min_n=3, margin=0.1)
         part = Part("ratio", float(s["geomean"]), (float(s["low"]), float(s["high"])), int(s["n"]), same_speed)
-        verdicts.append(judged("Keras runs the same models on several backends at one speed (paradnn's check)",
-                               "Keras runs the same models on several backends at one speed (Table II lists Keras as a "
-                               "Python API on CPU/GPU and compares no framework speeds)", part,
-                               f"{title} through Keras 3 trains {s['family']} against TensorFlow, both "
-                               f"{MODE_WORDS[s['mode']]}; {s['dtype']}; {s['n']} configurations",
-                               s.drop("held").to_dict(), platform=s["platform"], held_fixed=s["held"]))  # fmt: skip
+        verdicts.append(
+            judged(
+                "Keras runs the same models on several backends at one speed (paradnn's check)",
+                "Keras runs the same models on several backends at one speed (Table II lists Keras as a "
+                "Python API on CPU/GPU and compares no framework speeds)",
+                part,
+                f"{title} through Keras 3 trains {s['family']} against TensorFlow, both "
+                f"{MODE_WORDS[s['mode']]}; {s['dtype']}; {s['n']} configurations",
+                s.drop("held").to_dict(),
+                platform=s["platform"],
+                held_fixed=s["held"],
+            )
+        )
     return verdicts
 
 

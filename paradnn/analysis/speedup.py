@@ -142,11 +142,13 @@ def _medians(rows: pd.DataFrame, key: list[str], metric: str) -> pd.Series:
     return rows.groupby(key, sort=True)[metric].median()
 
 
-def _by_rounds(paired: pd.DataFrame, base_rows: pd.DataFrame, targ_rows: pd.DataFrame, key: list[str],
-               metric: str) -> pd.DataFrame:  # fmt: skip
+def _by_rounds(
+    paired: pd.DataFrame, base_rows: pd.DataFrame, targ_rows: pd.DataFrame, key: list[str], metric: str
+) -> pd.DataFrame:
     """``paired`` with each pair's speedup the median over the rounds both sides were timed in
     (the per-round ratio, so a slow spell moves both sides of a round alike), where there are such
     rounds, and the replicates a bootstrap resamples within the pair."""
+
     def per_round(rows: pd.DataFrame) -> pd.Series:
         rows = rows.assign(_round=round_ids(rows)).dropna(subset=["_round"])
         return rows.groupby([*key, "_round"], sort=True)[metric].median()
@@ -244,8 +246,9 @@ def _with_hyperparameters(paired: pd.DataFrame, rows: pd.DataFrame, key: list[st
     return table.sort_values(key, kind="stable", key=lambda column: column.astype(str)).reset_index(drop=True)
 
 
-def bootstrap_interval(df: pd.DataFrame, result: SpeedupResult, n_boot: int = 2000, seed: int = 0,
-                       level: float = 0.95) -> tuple[float, float]:  # fmt: skip
+def bootstrap_interval(
+    df: pd.DataFrame, result: SpeedupResult, n_boot: int = 2000, seed: int = 0, level: float = 0.95
+) -> tuple[float, float]:
     """Interval of ``result``'s geometric-mean speedup from the measurements behind it.
 
     Each bootstrap draw resamples the configurations, and within each configuration its
@@ -315,8 +318,21 @@ def version_speedups(df: pd.DataFrame, column: str = "sw_tensorflow") -> pd.Data
                 if not result.n:
                     continue
                 low, high = bootstrap_interval(rows, result)
-                out.append({"family": family, "dtype": dtype, "xla": bool(xla), "baseline": older, "target": newer,
-                            "against": against, "n": result.n, "geomean": result.geomean, "low": low, "high": high,
-                            "within_noise": bool(low <= 1 <= high)})  # fmt: skip
-    return pd.DataFrame(out, columns=["family", "dtype", "xla", "baseline", "target", "against", "n", "geomean", "low", "high",
-                                      "within_noise"])  # fmt: skip
+                out.append(
+                    {
+                        "family": family,
+                        "dtype": dtype,
+                        "xla": bool(xla),
+                        "baseline": older,
+                        "target": newer,
+                        "against": against,
+                        "n": result.n,
+                        "geomean": result.geomean,
+                        "low": low,
+                        "high": high,
+                        "within_noise": bool(low <= 1 <= high),
+                    }
+                )
+    return pd.DataFrame(
+        out, columns=["family", "dtype", "xla", "baseline", "target", "against", "n", "geomean", "low", "high", "within_noise"]
+    )

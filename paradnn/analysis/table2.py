@@ -15,13 +15,30 @@ from paradnn import space
 # family -> axis -> (first, last, step) as printed; step "x2" doubles, "+50" adds, None: the
 # table gives the range only. Categorical axes are tuples of their printed choices.
 PRINTED: dict[str, dict[str, tuple]] = {
-    "fc": {"layers": (4, 128, "x2"), "nodes": (32, 8192, "x2"), "input": (2000, 8000, "+2000"),
-           "output": (200, 1000, "+200"), "batch": (64, 16384, "x2")},
-    "cnn": {"blocks": (1, 8, "+1"), "filters": (16, 64, "x2"), "image": (200, 300, "+50"),
-            "output": (500, 1500, "+500"), "batch": (64, 1024, "x2"), "block": ("residual", "bottleneck")},
-    "rnn": {"layers": (1, 13, "+4"), "maxlength": (10, 90, "+40"), "vocab": (2, 1024, None),
-            "embedding": (100, 900, "+400"), "batch": (16, 1024, "x4"), "cell": ("rnn", "lstm", "gru")},
-}  # fmt: skip
+    "fc": {
+        "layers": (4, 128, "x2"),
+        "nodes": (32, 8192, "x2"),
+        "input": (2000, 8000, "+2000"),
+        "output": (200, 1000, "+200"),
+        "batch": (64, 16384, "x2"),
+    },
+    "cnn": {
+        "blocks": (1, 8, "+1"),
+        "filters": (16, 64, "x2"),
+        "image": (200, 300, "+50"),
+        "output": (500, 1500, "+500"),
+        "batch": (64, 1024, "x2"),
+        "block": ("residual", "bottleneck"),
+    },
+    "rnn": {
+        "layers": (1, 13, "+4"),
+        "maxlength": (10, 90, "+40"),
+        "vocab": (2, 1024, None),
+        "embedding": (100, 900, "+400"),
+        "batch": (16, 1024, "x4"),
+        "cell": ("rnn", "lstm", "gru"),
+    },
+}
 
 # Why the paper preset departs from the print, per (family, axis); a departure without a reason is a defect.
 REASONS: dict[tuple[str, str], str] = {
@@ -60,8 +77,7 @@ def departure(family: str, axis: str, preset_values: list) -> str:
     """Empty where the paper preset runs the axis as printed, else the reason it does not."""
     spec = PRINTED[family][axis]
     expected = printed_values(spec)
-    same = preset_values == expected if expected is not None else \
-        (min(preset_values), max(preset_values)) == (spec[0], spec[1])  # fmt: skip
+    same = preset_values == expected if expected is not None else (min(preset_values), max(preset_values)) == (spec[0], spec[1])
     return "" if same else REASONS.get((family, axis), "differs from the print (no reason recorded)")
 
 
@@ -73,7 +89,14 @@ def table2(families: list[str], preset: str, overrides: dict | None = None) -> p
         paper = space.grid(family, "paper")
         ran = space.grid(family, preset, (overrides or {}).get(family))
         for axis, spec in PRINTED[family].items():
-            rows.append({"family": family, "axis": axis, "Table 2 (printed)": printed_text(spec),
-                         "paper preset": _values_text(paper[axis]), f"this run ({preset})": _values_text(ran[axis]),
-                         "departure from the print": departure(family, axis, paper[axis])})  # fmt: skip
+            rows.append(
+                {
+                    "family": family,
+                    "axis": axis,
+                    "Table 2 (printed)": printed_text(spec),
+                    "paper preset": _values_text(paper[axis]),
+                    f"this run ({preset})": _values_text(ran[axis]),
+                    "departure from the print": departure(family, axis, paper[axis]),
+                }
+            )
     return pd.DataFrame(rows)

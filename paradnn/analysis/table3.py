@@ -21,8 +21,17 @@ from paradnn.platform import DATASHEETS
 
 PAPER_PLATFORMS = ("tpu-v2-8", "tpu-v3-8", "v100")  # the paper's Table 3, less its Skylake CPU (see above)
 PRECISIONS = ("float32", "bfloat16", "float16")
-COLUMNS = ["platform", "kind", "source", *(f"{d} TFLOP/s ({w})" for d in PRECISIONS for w in ("datasheet", "measured")),
-           "bandwidth GB/s (datasheet)", "bandwidth GB/s (measured)", "memory GiB", "machine", "TensorFlow"]  # fmt: skip
+COLUMNS = [
+    "platform",
+    "kind",
+    "source",
+    *(f"{d} TFLOP/s ({w})" for d in PRECISIONS for w in ("datasheet", "measured")),
+    "bandwidth GB/s (datasheet)",
+    "bandwidth GB/s (measured)",
+    "memory GiB",
+    "machine",
+    "TensorFlow",
+]
 
 
 def _json(text: object) -> dict:

@@ -39,8 +39,17 @@ def parameter_ranges(preset: str = "paper") -> pd.DataFrame:
             configs = configs[:1]
         params = pd.Series([counting.count_params(c) for c in configs], dtype=float)
         kind = "model" if workload else "range"
-        rows.append({"family": family.name, "title": family.title, "kind": kind, "configurations": len(configs),
-                     "min": params.min(), "median": params.median(), "max": params.max()})  # fmt: skip
+        rows.append(
+            {
+                "family": family.name,
+                "title": family.title,
+                "kind": kind,
+                "configurations": len(configs),
+                "min": params.min(),
+                "median": params.median(),
+                "max": params.max(),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -92,6 +101,7 @@ def common_set(labels: dict[str, set[str]]) -> tuple[set[str], set[str]]:
     """The largest group of platforms whose configurations overlap, and the configurations all of them
     measured: a table of medians compares like with like only on one set. A platform is dropped
     (the one whose removal leaves the most in common) until the rest share some."""
+
     def shared(group: set[str]) -> set[str]:
         return set.intersection(*(labels[p] for p in group)) if group else set()
 
@@ -136,9 +146,18 @@ def pair_speedups(results: Results | pd.DataFrame) -> pd.DataFrame:
             chained = baseline in members and target in members
             table = result.table[result.table["label"].isin(common)] if chained else result.table
             speedup = table["speedup"].astype(float)
-            rows.append({"family": family, "baseline": baseline, "target": target, "n": len(table),
-                         "median": float(speedup.median()), "geomean": float(np.exp(np.log(speedup).mean())),
-                         "chained": chained, "held": _held_words(result)})  # fmt: skip
+            rows.append(
+                {
+                    "family": family,
+                    "baseline": baseline,
+                    "target": target,
+                    "n": len(table),
+                    "median": float(speedup.median()),
+                    "geomean": float(np.exp(np.log(speedup).mean())),
+                    "chained": chained,
+                    "held": _held_words(result),
+                }
+            )
     return pd.DataFrame(rows, columns=PAIR_COLUMNS)
 
 

@@ -85,8 +85,9 @@ CURVE_SECONDS = 0.08  # per size and trial: small matmuls need few calls to time
 CURVE_TRIALS = 2  # the curve's points: 6-7 s for two dtypes on a 2-core CPU
 
 
-def measure_ceilings(target: Target, seconds: float = 0.5, trials: int = TRIALS, dtypes: list[str] | None = None,
-                     copy: bool = True) -> dict:  # fmt: skip
+def measure_ceilings(
+    target: Target, seconds: float = 0.5, trials: int = TRIALS, dtypes: list[str] | None = None, copy: bool = True
+) -> dict:
     """Matmul FLOP/s per dtype (XLA on and off) and copy bandwidth on ``target``, each the best of
     ``trials`` rounds; every round times every dtype and XLA setting in turn, so a disturbance
     (another process, a frequency dip) spoils one trial of each at most, never a whole ceiling.
@@ -101,8 +102,9 @@ def measure_ceilings(target: Target, seconds: float = 0.5, trials: int = TRIALS,
     trials_of: dict[tuple[str, str, str], list[float]] = {}
     with tf.device(target.tf_device):
         operands: dict[int, tuple] = {}
-        runs = {("matmul_flops", d, _key(x)): (_matmul_runner(n, d, x, operands), 2 * n**3)
-                for d in dtypes for x in (True, False)}  # fmt: skip
+        runs = {
+            ("matmul_flops", d, _key(x)): (_matmul_runner(n, d, x, operands), 2 * n**3) for d in dtypes for x in (True, False)
+        }
         if copy:
             runs.update({("copy_bandwidth", "", _key(x)): (_copy_runner(n_bytes, x), 2 * n_bytes) for x in (True, False)})
         for _ in range(trials):
@@ -115,8 +117,11 @@ def measure_ceilings(target: Target, seconds: float = 0.5, trials: int = TRIALS,
         result.update(copy_bandwidth={}, copy_spread={})
     for (kind, dtype, xla), values in trials_of.items():
         spread = kind.split("_")[0] + "_spread"  # matmul_spread, copy_spread: [worst, best] trial
-        best_of, spread_of = (result[kind].setdefault(dtype, {}), result[spread].setdefault(dtype, {})) if dtype else \
-            (result[kind], result[spread])
+        best_of, spread_of = (
+            (result[kind].setdefault(dtype, {}), result[spread].setdefault(dtype, {}))
+            if dtype
+            else (result[kind], result[spread])
+        )
         best_of[xla], spread_of[xla] = max(values), [min(values), max(values)]
     if copy:  # a full measurement: the sizes' curve too
         with_curve(target, result)
@@ -207,8 +212,7 @@ def probe_xla(target: Target, family: str, dtype: str, seconds: float = 1.0, con
     try:
         with tf.device(target.tf_device):
             on, off = Trainer(config, dtype, xla=True), Trainer(config, dtype, xla=False)
-            m = run_protocol(on.run, RunSettings(dtype=dtype, device=target.tf_device, max_seconds=seconds),
-                             reference=off.run)  # fmt: skip
+            m = run_protocol(on.run, RunSettings(dtype=dtype, device=target.tf_device, max_seconds=seconds), reference=off.run)
         if m.state == OK and m.samples and m.reference_samples:
             medians = {True: float(np.median(m.samples)), False: float(np.median(m.reference_samples))}
     except tf.errors.ResourceExhaustedError:

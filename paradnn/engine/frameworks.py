@@ -23,16 +23,21 @@ from paradnn.settings import FRAMEWORK_TITLES, setting
 FRAMEWORKS = setting("framework").choices
 DEFAULT = str(setting("framework").default)
 # Dtype policies each framework's training step supports (float16 loss scaling is TensorFlow's).
-POLICIES: dict[str, tuple[str, ...]] = {"jax": ("float32", "bfloat16", "mixed_bfloat16"),
-                                        "torch": ("float32", "bfloat16", "mixed_bfloat16")}  # fmt: skip
+POLICIES: dict[str, tuple[str, ...]] = {
+    "jax": ("float32", "bfloat16", "mixed_bfloat16"),
+    "torch": ("float32", "bfloat16", "mixed_bfloat16"),
+}
 TITLES = FRAMEWORK_TITLES
 # Frameworks that always compile their step (JAX with XLA): they have no uncompiled run.
 ALWAYS_COMPILED = ("jax",)
 # Frameworks that honour a CPU thread limit (cpu[threads=N]): TensorFlow's pools, torch.set_num_threads.
 THREADED = ("tensorflow", "torch")
 # How to install each framework where it is missing (PyTorch: pip takes the machine's CPU build; see the README).
-INSTALL = {"tensorflow": "pip install tensorflow", "jax": "pip install jax",
-           "torch": "pip install 'paradnn[torch]' (or make torch)"}  # fmt: skip
+INSTALL = {
+    "tensorflow": "pip install tensorflow",
+    "jax": "pip install jax",
+    "torch": "pip install 'paradnn[torch]' (or make torch)",
+}
 
 
 def installed(framework: str) -> bool:
@@ -95,8 +100,12 @@ def activate(framework: str) -> None:
     if backend is None:
         os.environ["KERAS_BACKEND"] = framework
     elif backend != framework:
-        raise ConfigError("framework", framework, f"{backend} in this process (Keras is already loaded with the "
-                          f"{backend} backend); a sweep measures {framework} in a fresh worker process")  # fmt: skip
+        raise ConfigError(
+            "framework",
+            framework,
+            f"{backend} in this process (Keras is already loaded with the "
+            f"{backend} backend); a sweep measures {framework} in a fresh worker process",
+        )
 
 
 def worker_environment(framework: str) -> dict[str, str]:

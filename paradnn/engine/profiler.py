@@ -54,9 +54,18 @@ def trace_rows(breakdown: pd.DataFrame, platform: str, dtype: str) -> list[dict]
     for r in breakdown.itertuples():
         intensity = r.flops / r.bytes if r.bytes > 0 else 0.0
         size = float(getattr(r, "op_size", math.nan))
-        rows.append({"source": profile_source(platform, dtype), "platform": platform, "label": r.label,
-                     "category": r.category, "time_perc": 100 * r.time_s / r.step_wall_s, "raw_mb": r.bytes / 1e6,
-                     "intensity": intensity, "op_size": None if math.isnan(size) else size})  # fmt: skip
+        rows.append(
+            {
+                "source": profile_source(platform, dtype),
+                "platform": platform,
+                "label": r.label,
+                "category": r.category,
+                "time_perc": 100 * r.time_s / r.step_wall_s,
+                "raw_mb": r.bytes / 1e6,
+                "intensity": intensity,
+                "op_size": None if math.isnan(size) else size,
+            }
+        )
     return rows
 
 

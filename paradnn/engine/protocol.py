@@ -233,9 +233,12 @@ class Measurement:
             "peak_memory_bytes": self.peak_memory_bytes,
             "samples_s": list(self.samples),
             "warmup_s": list(self.warmup_s),
-            "extra": {"phases": dict(self.phases), **({"spans": dict(self.spans)} if self.spans else {}),
-                      **({"refused": list(self.refused)} if self.refused else {}),
-                      **({"reused_step": True} if self.reused_step else {})},
+            "extra": {
+                "phases": dict(self.phases),
+                **({"spans": dict(self.spans)} if self.spans else {}),
+                **({"refused": list(self.refused)} if self.refused else {}),
+                **({"reused_step": True} if self.reused_step else {}),
+            },
             "contention_cores": self.contention.others if self.contention else None,
             "steal_cores": self.contention.steal if self.contention else None,
             "refused_windows": len(self.refused),
@@ -304,8 +307,9 @@ def warm_up(calls: _Calls, k: int, previous: float, settings: RunSettings, budge
     return values
 
 
-def sample(calls: _Calls, k: int, settings: RunSettings, budget_end: float,
-           reference: _Calls | None = None) -> tuple[list[float], list[float]]:  # fmt: skip
+def sample(
+    calls: _Calls, k: int, settings: RunSettings, budget_end: float, reference: _Calls | None = None
+) -> tuple[list[float], list[float]]:
     """Timed calls until the median is known within ``target_precision`` or the budget is spent.
 
     With a ``reference`` (a host input mode's device-resident loop), each timed call is
@@ -325,11 +329,16 @@ def sample(calls: _Calls, k: int, settings: RunSettings, budget_end: float,
     return samples, others
 
 
-def run_protocol(run: Callable[[int], float], settings: RunSettings, meter: Meter | None = None,
-                 reference: Callable[[int], float] | None = None,
-                 announce: tuple[Callable[[int], None], Callable[[int], None]] | None = None,
-                 began: float | None = None, partners: tuple[int, ...] = (),
-                 kept: tuple[int, float] | None = None) -> Measurement:  # fmt: skip
+def run_protocol(
+    run: Callable[[int], float],
+    settings: RunSettings,
+    meter: Meter | None = None,
+    reference: Callable[[int], float] | None = None,
+    announce: tuple[Callable[[int], None], Callable[[int], None]] | None = None,
+    began: float | None = None,
+    partners: tuple[int, ...] = (),
+    kept: tuple[int, float] | None = None,
+) -> Measurement:
     """Apply the protocol to ``run(k)``, a function that executes k steps and syncs.
 
     Phases: compile (the first call, one step), :func:`calibrate`, :func:`warm_up`,
@@ -391,8 +400,16 @@ def run_protocol(run: Callable[[int], float], settings: RunSettings, meter: Mete
     return m
 
 
-def _quiet_window(m: Measurement, calls: _Calls, k: int, per_step: float, settings: RunSettings, meter: Meter | None,
-                  ref: _Calls | None, partners: tuple[int, ...] = ()) -> None:  # fmt: skip
+def _quiet_window(
+    m: Measurement,
+    calls: _Calls,
+    k: int,
+    per_step: float,
+    settings: RunSettings,
+    meter: Meter | None,
+    ref: _Calls | None,
+    partners: tuple[int, ...] = (),
+) -> None:
     """Warm-up and timed calls in a window the others left quiet (see the module docstring, step 7)."""
     m.max_contention = settings.max_contention
     for attempt in range(settings.contention_retries + 1):
@@ -406,8 +423,9 @@ def _quiet_window(m: Measurement, calls: _Calls, k: int, per_step: float, settin
         m.phases["refused_s"] = m.phases.get("refused_s", 0.0) + time.perf_counter() - began
 
 
-def _timed_calls(m: Measurement, calls: _Calls, k: int, per_step: float, settings: RunSettings, meter: Meter | None,
-                 ref: _Calls | None) -> None:  # fmt: skip
+def _timed_calls(
+    m: Measurement, calls: _Calls, k: int, per_step: float, settings: RunSettings, meter: Meter | None, ref: _Calls | None
+) -> None:
     """Warm-up and timed calls (with the compiled reference's, and the energy), kept in ``m``."""
     warmup_start = time.perf_counter()
     budget_end = warmup_start + settings.max_seconds

@@ -20,8 +20,9 @@ from paradnn.settings import ENGINE_DEFAULTS, STEP_FIELDS, columns
 from paradnn.vocabulary import OK
 
 
-def describe_config(config: Config, policy: str = ENGINE_DEFAULTS["dtype"], graph=None, trace: bool = True,
-                    memory_budget: float | None = None) -> dict:  # fmt: skip
+def describe_config(
+    config: Config, policy: str = ENGINE_DEFAULTS["dtype"], graph=None, trace: bool = True, memory_budget: float | None = None
+) -> dict:
     """Sizes and FLOP counts of one training step (whole batch) of ``config``.
 
     Everything but ``flops_graph`` is analytic: nothing is built or allocated. ``graph``
@@ -82,8 +83,12 @@ def settings_fields(settings: RunSettings, config: Config) -> dict:
     """The run settings every record of ``config`` carries (part of its identity, see :mod:`paradnn.identity`),
     and each replica's share of the batch."""
     declared = columns({name: getattr(settings, name) for name in STEP_FIELDS})  # by store column
-    return {**declared, "compute_dtype": compute_dtype(settings.dtype), "replica_batch": config.batch // settings.devices,
-            "max_seconds": settings.max_seconds}  # fmt: skip
+    return {
+        **declared,
+        "compute_dtype": compute_dtype(settings.dtype),
+        "replica_batch": config.batch // settings.devices,
+        "max_seconds": settings.max_seconds,
+    }
 
 
 def measure(config: Config, settings: RunSettings, count_graph: bool = True) -> Measurement:
@@ -132,8 +137,7 @@ def measure_config(config: Config, settings: RunSettings, target: Target, info: 
         }
     )
     record.update(derived(record, peak_flops))
-    return settle_peak(record, info, ceilings, settings.dtype,
-                       lambda dtype: ceil.remeasure(target, info, ceilings, dtype))  # fmt: skip
+    return settle_peak(record, info, ceilings, settings.dtype, lambda dtype: ceil.remeasure(target, info, ceilings, dtype))
 
 
 def executed_flops_per_sec(record: dict) -> float | None:

@@ -162,8 +162,9 @@ class Replicated:
     def run_reference(self, k: int) -> float:
         return self.reference.run(k)
 
-    def measure(self, settings: RunSettings, count_graph: bool, leads_others: bool,
-                partners: tuple[int, ...] = ()) -> Measurement:  # fmt: skip
+    def measure(
+        self, settings: RunSettings, count_graph: bool, leads_others: bool, partners: tuple[int, ...] = ()
+    ) -> Measurement:
         """The protocol on the parallel step against the reference, then the profiled all-reduce share.
 
         ``leads_others``: other processes follow this one (:meth:`follow`), told what to run
@@ -177,8 +178,7 @@ class Replicated:
         announce = (lambda k: self.announce(PARALLEL, k), lambda k: self.announce(REFERENCE, k)) if leads_others else None
         try:
             graph = count_graph_flops(self.reference.trace().graph) if count_graph else None
-            m = run_protocol(self.run_parallel, settings, reference=self.run_reference, announce=announce,
-                             partners=partners)  # fmt: skip
+            m = run_protocol(self.run_parallel, settings, reference=self.run_reference, announce=announce, partners=partners)
             if m.state == OK:
                 m.allreduce_share = self.profile(m.steps_per_call, announce)
         except tf.errors.ResourceExhaustedError as exc:
@@ -264,8 +264,9 @@ def measure_processes(config: Config, settings: RunSettings, count_graph: bool =
     start = time.perf_counter()
     timeout = float(os.environ.get(REPLICA_TIMEOUT_ENV) or max(300.0, 20 * settings.max_seconds))
     group = ReplicaGroup.reuse_or_start(n, cores)
-    state, error, data = group.run({"family": config.family, "label": config.label, "settings": asdict(settings),
-                                    "count_graph": count_graph}, timeout)  # fmt: skip
+    state, error, data = group.run(
+        {"family": config.family, "label": config.label, "settings": asdict(settings), "count_graph": count_graph}, timeout
+    )
     m = _measurement(data) if state == OK else Measurement(state=state, error=error, replicas=n)
     m.wall_time_s = time.perf_counter() - start
     return m
@@ -359,8 +360,13 @@ def _spawn(index: int, ports: list[int], cores: list[int], tmp: Path) -> tuple[s
     log = tmp / f"replica-{index}.log"
     with open(log, "wb") as err:
         argument = json.dumps({"index": index, "cores": cores})
-        process = subprocess.Popen([sys.executable, "-m", "paradnn.engine.replicas", argument], env=env,
-                                   stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=err)  # fmt: skip
+        process = subprocess.Popen(
+            [sys.executable, "-m", "paradnn.engine.replicas", argument],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
     return process, log
 
 

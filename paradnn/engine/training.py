@@ -222,9 +222,17 @@ def keep(config: Config, settings: RunSettings, trainer: Any, m: Measurement) ->
     if settings.input == "device":
         from paradnn.counting import memory_estimate
 
-        _keep(_kept_key(config, settings), Compiled(trainer, m.graph, m.compile_time_s, m.peak_memory_bytes,
-                                                    (m.steps_per_call, m.stats.median),
-                                                    memory_estimate(config, settings.dtype)))  # fmt: skip
+        _keep(
+            _kept_key(config, settings),
+            Compiled(
+                trainer,
+                m.graph,
+                m.compile_time_s,
+                m.peak_memory_bytes,
+                (m.steps_per_call, m.stats.median),
+                memory_estimate(config, settings.dtype),
+            ),
+        )
 
 
 def _keep(key: tuple, compiled: Compiled) -> None:
@@ -286,8 +294,13 @@ def measure(config: Config, settings: RunSettings, count_graph: bool = True) -> 
             counted = time.perf_counter()
             host = settings.input != "device"
             try:
-                m = run_protocol(trainer.run_host if host else trainer.run, settings, meter_for(settings.device),
-                                 reference=trainer.run if host else None, began=began)  # fmt: skip
+                m = run_protocol(
+                    trainer.run_host if host else trainer.run,
+                    settings,
+                    meter_for(settings.device),
+                    reference=trainer.run if host else None,
+                    began=began,
+                )
             finally:
                 finish(trainer.detach_input())
             m.graph = graph

@@ -21,10 +21,26 @@ from paradnn.families._common import application
 from paradnn.families.base import PRESETS, ROLES, Axis, Config, Family, Layer, axis, choice
 
 __all__ = [
-    "PRESETS", "ROLES", "Axis", "Config", "Family", "Layer", "application", "axis", "choice",
-    "all_families", "family_of", "get", "hyperparameter_columns", "label_format", "make_config", "names", "of_role",
-    "parse_label", "register",
-]  # fmt: skip
+    "PRESETS",
+    "ROLES",
+    "Axis",
+    "Config",
+    "Family",
+    "Layer",
+    "application",
+    "axis",
+    "choice",
+    "all_families",
+    "family_of",
+    "get",
+    "hyperparameter_columns",
+    "label_format",
+    "make_config",
+    "names",
+    "of_role",
+    "parse_label",
+    "register",
+]
 
 _EXTRA: dict[str, Family] = {}
 
@@ -113,6 +129,7 @@ def _check_columns(registry: dict[str, Family]) -> dict[str, Axis]:
         for a in family.axes:
             known = columns.setdefault(a.name, a)
             if known.kind is not a.kind:
-                raise TypeError(f"axis {a.name!r} of {family.name} is {a.kind.__name__}; another family has it as "
-                                f"{known.kind.__name__}")  # fmt: skip
+                raise TypeError(
+                    f"axis {a.name!r} of {family.name} is {a.kind.__name__}; another family has it as {known.kind.__name__}"
+                )
     return columns

@@ -83,9 +83,23 @@ def image_family(
     def data(config: Any, seed: int):
         return image_data(config.batch, config.image, CLASSES, seed)
 
-    return Family(name=name, title=title, description=description, config=image_config(name, title, axes),
-                  version=version, width=width, depth=None, heatmap=heatmap, build=build, data=data, role="workload",
-                  grids=grids, order=order, notes=notes, frameworks=TENSORFLOW_AND_TORCH)  # fmt: skip
+    return Family(
+        name=name,
+        title=title,
+        description=description,
+        config=image_config(name, title, axes),
+        version=version,
+        width=width,
+        depth=None,
+        heatmap=heatmap,
+        build=build,
+        data=data,
+        role="workload",
+        grids=grids,
+        order=order,
+        notes=notes,
+        frameworks=TENSORFLOW_AND_TORCH,
+    )
 
 
 def application(name: str, app: str, **declaration: Any) -> Family:
@@ -101,8 +115,12 @@ def application(name: str, app: str, **declaration: Any) -> Family:
         from paradnn.tfimport import keras
 
         with policy_scope(policy):
-            return getattr(keras.applications, app)(weights=None, input_shape=(config.image, config.image, 3),
-                                                    classes=CLASSES, classifier_activation=None,
-                                                    **{a: getattr(config, a) for a in extra})  # fmt: skip
+            return getattr(keras.applications, app)(
+                weights=None,
+                input_shape=(config.image, config.image, 3),
+                classes=CLASSES,
+                classifier_activation=None,
+                **{a: getattr(config, a) for a in extra},
+            )
 
     return image_family(name, build, **declaration)

@@ -98,8 +98,7 @@ class Axis:
         return f"a positive integer up to {int(self.maximum):,}"
 
 
-def axis(key: str, title: str, unit: str = "", kind: type = int, log2: bool = False,
-         maximum: float = DEFAULT_MAXIMUM) -> Any:  # fmt: skip
+def axis(key: str, title: str, unit: str = "", kind: type = int, log2: bool = False, maximum: float = DEFAULT_MAXIMUM) -> Any:
     """Declare a numeric axis as a configuration field (no default: every value is given).
 
     ``maximum`` bounds it (default :data:`DEFAULT_MAXIMUM`): values above it are refused
@@ -218,8 +217,10 @@ class Family:
             raise TypeError(f"family {self.name!r}: grids for presets {sorted(self.grids)}; declare exactly {PRESETS}")
         for preset, grid in self.grids.items():
             if set(grid) != set(names) or not all(grid.values()):
-                raise TypeError(f"family {self.name!r}: the {preset} grid must give values for exactly the axes {names}; "
-                                f"it gives {', '.join(grid) or 'none'}")  # fmt: skip
+                raise TypeError(
+                    f"family {self.name!r}: the {preset} grid must give values for exactly the axes {names}; "
+                    f"it gives {', '.join(grid) or 'none'}"
+                )
         for preset, grid in self.grids.items():  # a family's own grids stay within its declared bounds
             for a in self.axes:
                 for value in grid[a.name]:

@@ -57,8 +57,9 @@ def anchors(image: int) -> int:
 def _conv(filters: int, kernel: int = 3, stride: int = 1, name: str | None = None, bias: float = 0.0):
     from paradnn.tfimport import keras
 
-    return keras.layers.Conv2D(filters, kernel, strides=stride, padding="same", name=name,
-                               bias_initializer=keras.initializers.Constant(bias))  # fmt: skip
+    return keras.layers.Conv2D(
+        filters, kernel, strides=stride, padding="same", name=name, bias_initializer=keras.initializers.Constant(bias)
+    )
 
 
 def _pyramid(c3, c4, c5):

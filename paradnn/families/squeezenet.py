@@ -17,8 +17,16 @@ from typing import Any
 from paradnn.families._common import CLASSES, image_family, policy_scope
 
 # Fire modules: (squeeze, expand) filters; a max-pool follows the ones marked True.
-FIRES = ((16, 64, False), (16, 64, False), (32, 128, True), (32, 128, False), (48, 192, False), (48, 192, False),
-         (64, 256, True), (64, 256, False))  # fmt: skip
+FIRES = (
+    (16, 64, False),
+    (16, 64, False),
+    (32, 128, True),
+    (32, 128, False),
+    (48, 192, False),
+    (48, 192, False),
+    (64, 256, True),
+    (64, 256, False),
+)
 
 
 def _conv(x, filters: int, kernel: int, stride: int = 1):

@@ -61,9 +61,11 @@ def table2_section(families: list[str], preset: str, overrides: dict) -> pd.Data
         return grids
     table(grids.set_index(["family", "axis"]))
     departures = grids[grids["departure from the print"] != ""]
-    caption(f"The paper's Table 2 prints the grids in the first column; the paper preset runs them with "
-            f"{len(departures)} departure(s) ({', '.join(departures['family'] + ' ' + departures['axis']) or 'none'}), "
-            f"and this report ran the {preset} grids, a slice small enough for this platform.")  # fmt: skip
+    caption(
+        f"The paper's Table 2 prints the grids in the first column; the paper preset runs them with "
+        f"{len(departures)} departure(s) ({', '.join(departures['family'] + ' ' + departures['axis']) or 'none'}), "
+        f"and this report ran the {preset} grids, a slice small enough for this platform."
+    )
     return grids
 
 
@@ -78,8 +80,16 @@ def utilisation_section(df: pd.DataFrame, families: list[str], platform: str, dt
     verdicts: list = []
     for name in families:
         if (df["family"] == name).any():
-            show(plots.heatmaps(df, name, "utilization", f"{family(name).title} FLOPS utilisation on {platform}, {dtype}",
-                                "FLOPS utilisation (% of peak)", scale=100))  # fmt: skip
+            show(
+                plots.heatmaps(
+                    df,
+                    name,
+                    "utilization",
+                    f"{family(name).title} FLOPS utilisation on {platform}, {dtype}",
+                    "FLOPS utilisation (% of peak)",
+                    scale=100,
+                )
+            )
             trends = obs.family_trends(df, name, platform)
             verdicts += trends
             caption(f"Utilisation against the {peak_used(Results(df).ok().frame)}. " + " ".join(v.sentence for v in trends))
@@ -94,10 +104,14 @@ def regression_section(df: pd.DataFrame, families: list[str], platform: str, for
     from paradnn.analysis.regression import regress
 
     ok = Results(df).ok()
-    regressions = {f: regress(ok.where(family=f).frame, "utilization", family=f, form=form)
-                   for f in families if len(ok.where(family=f))}  # fmt: skip
-    show(plots.coefficients(regressions, f"Regression of FLOPS utilisation on hyperparameters ({platform}, {form} form)",
-                            WEIGHT_LABEL))  # fmt: skip
+    regressions = {
+        f: regress(ok.where(family=f).frame, "utilization", family=f, form=form) for f in families if len(ok.where(family=f))
+    }
+    show(
+        plots.coefficients(
+            regressions, f"Regression of FLOPS utilisation on hyperparameters ({platform}, {form} form)", WEIGHT_LABEL
+        )
+    )
     verdict = obs.weights_verdict(regressions, platform)
     caption(verdict.sentence)
     return verdict
@@ -107,9 +121,11 @@ def roofline_caption(points: pd.DataFrame, ceilings: Ceilings) -> str:
     """Fig. 3's sentence: the paper's finding, and the share of ``points`` left of the ridge and
     the best fraction of the compute roof reached."""
     memory_bound = (points["intensity"] < ceilings.ridge).mean()
-    return ("The paper found FC and CNN models span the memory- and compute-bound regions while RNNs sit low on the roofline; "
-            f"here {memory_bound:.0%} of the {len(points)} models lie left of the ridge point ({ceilings.ridge:.0f} FLOPs/byte), "
-            f"reaching up to {points['achieved_flops'].max() / ceilings.peak_flops:.0%} of the compute roof.")  # fmt: skip
+    return (
+        "The paper found FC and CNN models span the memory- and compute-bound regions while RNNs sit low on the roofline; "
+        f"here {memory_bound:.0%} of the {len(points)} models lie left of the ridge point ({ceilings.ridge:.0f} FLOPs/byte), "
+        f"reaching up to {points['achieved_flops'].max() / ceilings.peak_flops:.0%} of the compute roof."
+    )
 
 
 def roofline_section(store: str | Path, df: pd.DataFrame, platform: str, dtype: str) -> tuple[Ceilings | None, pd.DataFrame]:
@@ -142,8 +158,9 @@ def profile_picks(df: pd.DataFrame, count: int) -> pd.DataFrame:
     return fc.iloc[[0, -1]] if count > 1 and len(fc) > 1 else fc.iloc[[-1]]
 
 
-def op_breakdown_section(df: pd.DataFrame, ceilings: Ceilings | None, points: pd.DataFrame, platform: str, dtype: str,
-                         profile_count: int) -> Verdict:  # fmt: skip
+def op_breakdown_section(
+    df: pd.DataFrame, ceilings: Ceilings | None, points: pd.DataFrame, platform: str, dtype: str, profile_count: int
+) -> Verdict:
     """Fig. 3's per-op breakdown: TensorFlow's profiler on :func:`profile_picks` (on a local
     platform only), figure and table; returns O2's verdict (compute-bound models still spend
     time in memory-bound ops)."""
@@ -159,14 +176,14 @@ def op_breakdown_section(df: pd.DataFrame, ceilings: Ceilings | None, points: pd
         breakdown = pd.concat([op_breakdown(parse_label("fc", label), dtype) for label in picks["label"]], ignore_index=True)
         show(plots.op_breakdown(breakdown, ceilings, f"Per-op breakdown of FC training steps on {platform}"))
         table(breakdown, 4)
-    verdict = obs.compute_bound_memory_time(breakdown, ceilings.ridge if ceilings else float("inf"), points,
-                                            platform=platform)  # fmt: skip
+    verdict = obs.compute_bound_memory_time(breakdown, ceilings.ridge if ceilings else float("inf"), points, platform=platform)
     caption(verdict.sentence)
     return verdict
 
 
-def measure_precision(store: str | Path, families: list[str], dtype: str, low_precision: str, xla: object,
-                      **sweep: object) -> list[str]:  # fmt: skip
+def measure_precision(
+    store: str | Path, families: list[str], dtype: str, low_precision: str, xla: object, **sweep: object
+) -> list[str]:
     """Measure ``families`` in ``dtype`` and ``low_precision`` side by side (interleaved rounds, so
     the comparison's two sides meet the same machine) at the XLA setting ``dtype`` ran with, so the
     precision comparison changes one thing: with ``xla`` auto, per family the setting
@@ -181,13 +198,15 @@ def measure_precision(store: str | Path, families: list[str], dtype: str, low_pr
     for family in families:
         held = on_off_auto(xla)
         held = choices.get(f"{family}|{dtype}", held) if held is None else held
-        lines += ensure_measured(store, [family], xla="auto" if held is None else held,
-                                 variants=[{"dtype": dtype}, {"dtype": low_precision}], **sweep)  # fmt: skip
+        lines += ensure_measured(
+            store, [family], xla="auto" if held is None else held, variants=[{"dtype": dtype}, {"dtype": low_precision}], **sweep
+        )
     return lines
 
 
-def precision_section(store: str | Path, platform: str, families: list[str], dtype: str, low_precision: str,
-                      ceilings: Ceilings | None) -> list[Verdict]:  # fmt: skip
+def precision_section(
+    store: str | Path, platform: str, families: list[str], dtype: str, low_precision: str, ceilings: Ceilings | None
+) -> list[Verdict]:
     """``dtype`` against a lower-precision policy on the same configurations at the same XLA
     setting (the results object pairs nothing else): paired utilisation scatter (each against
     its own dtype's peak); returns O13's verdict on the speedup in examples/s of models right
@@ -195,12 +214,18 @@ def precision_section(store: str | Path, platform: str, families: list[str], dty
     software-stack report judges it (:func:`paradnn.analysis.observations.precision_speedups`)."""
     from paradnn.analysis import observations as obs
     from paradnn.analysis import plots
+
     both = Results(load(store, platform=platform, families=families))  # every XLA setting; pairs hold it
     util = both.matched("dtype", dtype, low_precision, metric="utilization")
     if util.n:
-        show(plots.paired_scatter(util.table, f"{dtype} utilisation (% of float32 peak)",
-                                  f"{low_precision} utilisation (% of bfloat16 peak)",
-                                  f"Utilisation in {dtype} and {low_precision} on {platform}"))  # fmt: skip
+        show(
+            plots.paired_scatter(
+                util.table,
+                f"{dtype} utilisation (% of float32 peak)",
+                f"{low_precision} utilisation (% of bfloat16 peak)",
+                f"Utilisation in {dtype} and {low_precision} on {platform}",
+            )
+        )
     judged = obs.precision_speedups(both, platform, dtype, low_precision, ceilings.ridge if ceilings else None)
     shown = [(result, verdict) for _, result, verdict in judged if result.n] or [judged[0][1:]]
     for result, verdict in shown:
@@ -218,12 +243,23 @@ def reference_utilisation_section(tpu: pd.DataFrame, form: str) -> list[Verdict]
     if tpu.empty:
         print("The original study's TPU v2 sweep is not in the store.")
         return []
-    show(plots.heatmaps(tpu, "fc", "utilization", "FC FLOPS utilisation on the TPU v2-8 (original study, bfloat16)",
-                        "FLOPS utilisation (% of peak)", scale=100))  # fmt: skip
+    show(
+        plots.heatmaps(
+            tpu,
+            "fc",
+            "utilization",
+            "FC FLOPS utilisation on the TPU v2-8 (original study, bfloat16)",
+            "FLOPS utilisation (% of peak)",
+            scale=100,
+        )
+    )
     verdicts = obs.family_trends(tpu, "fc", "tpu-v2-8")
     regression = {"fc": regress(Results(tpu).ok().frame, "utilization", family="fc", form=form)}
-    show(plots.coefficients(regression, f"Regression of TPU v2 FLOPS utilisation on FC hyperparameters ({form} form)",
-                            WEIGHT_LABEL))  # fmt: skip
+    show(
+        plots.coefficients(
+            regression, f"Regression of TPU v2 FLOPS utilisation on FC hyperparameters ({form} form)", WEIGHT_LABEL
+        )
+    )
     verdicts.append(obs.weights_verdict(regression, "tpu-v2-8"))
     caption(" ".join(v.sentence for v in verdicts))
     return verdicts
@@ -245,9 +281,13 @@ def reference_roofline_section(tpu: pd.DataFrame, traces: pd.DataFrame | None = 
     ceilings = Ceilings(sheet.peak_flops["bfloat16"], sheet.memory_bandwidth, f"datasheet:{sheet.name}")
     show(plots.roofline(points, ceilings, "Roofline of the original study's FC models on the TPU v2-8 (Fig. 3a)", hue="batch"))
     agree, traced = ridge_agreement(points, traces if traces is not None else pd.DataFrame(), ceilings.ridge)
-    check = (f" Intensity is paradnn's count of one replica's FLOPs over its bytes (the sweep files' own 'intensity' is "
-             f"FLOPs per weight byte, not a roofline intensity); on the {traced} configurations the study traced, it puts "
-             f"{agree:.0%} on the same side of the ridge as the profiler's intensity." if traced else "")  # fmt: skip
+    check = (
+        f" Intensity is paradnn's count of one replica's FLOPs over its bytes (the sweep files' own 'intensity' is "
+        f"FLOPs per weight byte, not a roofline intensity); on the {traced} configurations the study traced, it puts "
+        f"{agree:.0%} on the same side of the ridge as the profiler's intensity."
+        if traced
+        else ""
+    )
     caption(roofline_caption(points, ceilings) + check)
 
 
@@ -272,8 +312,11 @@ def trace_section(traces: pd.DataFrame, tpu: pd.DataFrame) -> list[Verdict]:
         print("No TPU traces in the store.")
         return []
     sheet = DATASHEETS["tpu-v2-8"]
-    show(plots.trace_figures(traces, sheet.peak_flops["bfloat16"], sheet.memory_bandwidth,
-                             "TPU v2 profiler traces (original study)"))  # fmt: skip
+    show(
+        plots.trace_figures(
+            traces, sheet.peak_flops["bfloat16"], sheet.memory_bandwidth, "TPU v2 profiler traces (original study)"
+        )
+    )
     verdicts = [obs.trace_memory_bound_share(traces), obs.bandwidth_wall(tpu, traces)]
     caption(" ".join(v.sentence for v in verdicts))
     return verdicts
@@ -284,8 +327,13 @@ def traced_communication_section(traces: pd.DataFrame) -> Verdict:
     batch; returns O3's verdict on it (inconclusive without traces)."""
     from paradnn.analysis import observations as obs
 
-    return _traced_share(traces, obs.communication_share(traces), "cross-replica-sum", "time_perc",
-                         "TPU v2-8: all-reduce (cross-replica-sum) share of step time (original traces)")  # fmt: skip
+    return _traced_share(
+        traces,
+        obs.communication_share(traces),
+        "cross-replica-sum",
+        "time_perc",
+        "TPU v2-8: all-reduce (cross-replica-sum) share of step time (original traces)",
+    )
 
 
 def _traced_share(traces: pd.DataFrame, verdict: Verdict, category: str, column: str, title: str) -> Verdict:
@@ -298,15 +346,34 @@ def _traced_share(traces: pd.DataFrame, verdict: Verdict, category: str, column:
     return verdict
 
 
-def measure_replicas(store: str | Path, families: list[str], devices: int, *, preset: str, overrides: dict,
-                     platform: str, measure_missing: bool, budget_minutes: float, max_seconds: float,
-                     lanes: common.Lanes = common.LOCAL) -> list[str]:  # fmt: skip
+def measure_replicas(
+    store: str | Path,
+    families: list[str],
+    devices: int,
+    *,
+    preset: str,
+    overrides: dict,
+    platform: str,
+    measure_missing: bool,
+    budget_minutes: float,
+    max_seconds: float,
+    lanes: common.Lanes = common.LOCAL,
+) -> list[str]:
     """Measure ``families`` data-parallel on ``devices`` replicas of a local platform (nothing,
     and no line, for fewer than 2 devices, an imported platform or ``measure_missing`` off)."""
     if devices < 2 or not measure_missing or not is_local(platform):
         return []
-    return ensure_measured(store, families, preset=preset, overrides=overrides, devices=devices, platform=platform,
-                           budget_minutes=budget_minutes, max_seconds=max_seconds, lanes=lanes)  # fmt: skip
+    return ensure_measured(
+        store,
+        families,
+        preset=preset,
+        overrides=overrides,
+        devices=devices,
+        platform=platform,
+        budget_minutes=budget_minutes,
+        max_seconds=max_seconds,
+        lanes=lanes,
+    )
 
 
 def replicated_rows(df: pd.DataFrame) -> pd.DataFrame:
@@ -314,8 +381,17 @@ def replicated_rows(df: pd.DataFrame) -> pd.DataFrame:
     return df.dropna(subset=["comm_share"])
 
 
-COMMUNICATION_COLUMNS = ["family", "label", "devices", "replica_batch", "step_time_s", "replica_step_time_s", "comm_share",
-                         "allreduce_share", "scaling_efficiency"]  # fmt: skip
+COMMUNICATION_COLUMNS = [
+    "family",
+    "label",
+    "devices",
+    "replica_batch",
+    "step_time_s",
+    "replica_step_time_s",
+    "comm_share",
+    "allreduce_share",
+    "scaling_efficiency",
+]
 
 
 def communication_table(rows: pd.DataFrame) -> pd.DataFrame:
@@ -333,9 +409,15 @@ def replica_section(rows: pd.DataFrame, platform: str) -> Verdict:
 
     verdict = obs.measured_communication(rows, platform)
     if len(rows):
-        show(plots.share_by_batch(rows.assign(comm_percent=100 * rows["comm_share"]), "comm_percent",
-                                  f"{platform}: communication share of the data-parallel step (all-reduce and waiting)",
-                                  "share of step time (%)", hue="family"))  # fmt: skip
+        show(
+            plots.share_by_batch(
+                rows.assign(comm_percent=100 * rows["comm_share"]),
+                "comm_percent",
+                f"{platform}: communication share of the data-parallel step (all-reduce and waiting)",
+                "share of step time (%)",
+                hue="family",
+            )
+        )
         table(communication_table(rows))
     caption(verdict.sentence)
     return verdict
@@ -346,8 +428,9 @@ def traced_infeed_section(traces: pd.DataFrame) -> Verdict:
     by batch; returns O4's verdict on it (inconclusive without traces)."""
     from paradnn.analysis import observations as obs
 
-    return _traced_share(traces, obs.infeed_share(traces), "all", "infeed",
-                         "TPU v2-8: share of step time waiting for infeed, FC (original traces)")  # fmt: skip
+    return _traced_share(
+        traces, obs.infeed_share(traces), "all", "infeed", "TPU v2-8: share of step time waiting for infeed, FC (original traces)"
+    )
 
 
 def low_precision_part(p: Parameters, ceilings: Ceilings | None) -> list[Verdict] | None:
@@ -355,8 +438,19 @@ def low_precision_part(p: Parameters, ceilings: Ceilings | None) -> list[Verdict
     store lacks it (with each family's XLA setting of the main run); None when ``low_precision`` is ""."""
     if not p.low_precision:
         return None
-    for line in measure_precision(p.store, p.low_precision_families, p.dtype, p.low_precision, p.xla, preset=p.preset,
-                                  overrides=p.precision_overrides, platform=p.platform, measure_missing=p.measure_missing,
-                                  budget_minutes=p.budget_minutes / 2, max_seconds=p.max_seconds, lanes=p.lanes):  # fmt: skip
+    for line in measure_precision(
+        p.store,
+        p.low_precision_families,
+        p.dtype,
+        p.low_precision,
+        p.xla,
+        preset=p.preset,
+        overrides=p.precision_overrides,
+        platform=p.platform,
+        measure_missing=p.measure_missing,
+        budget_minutes=p.budget_minutes / 2,
+        max_seconds=p.max_seconds,
+        lanes=p.lanes,
+    ):
         print(line)
     return precision_section(p.store, p.platform, p.low_precision_families, p.dtype, p.low_precision, ceilings)

@@ -30,7 +30,6 @@ if TYPE_CHECKING:
     from paradnn.analysis.speedup import SpeedupResult
 
 
-
 def as_list(value: object) -> list:
     """A list parameter as given to papermill on the command line (``-p families "[fc]"``) or already a list."""
     import yaml
@@ -149,13 +148,14 @@ def typed(kind: type[P], values: Mapping[str, object]) -> P:
     hints = typing.get_type_hints(kind)
     unknown, missing = sorted(set(values) - set(hints)), sorted(set(hints) - set(values))
     if unknown:
-        raise ConfigError("parameter", unknown[0], f"a parameter of {kind.__module__}.{kind.__qualname__}: "
-                                                   + ", ".join(hints))  # fmt: skip
+        raise ConfigError("parameter", unknown[0], f"a parameter of {kind.__module__}.{kind.__qualname__}: " + ", ".join(hints))
     if missing:
         raise ConfigError("parameter", missing[0], f"declared in the notebook's parameters cell ({kind.__qualname__} needs it)")
     for name, hint in hints.items():
-        accepted = tuple(typing.get_origin(t) or t for t in (typing.get_args(hint) if typing.get_origin(hint) in
-                                                             (typing.Union, types.UnionType) else (hint,)))  # fmt: skip
+        accepted = tuple(
+            typing.get_origin(t) or t
+            for t in (typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,))
+        )
         value = values[name]
         loose = float in accepted and isinstance(value, int)  # a whole number where a float is asked
         if (isinstance(value, bool) and bool not in accepted) or not (isinstance(value, accepted) or loose):
@@ -260,9 +260,16 @@ def ensure_measured(
     supports = backend_for(stack_list, address).supports
     several_workers = "workers" in supports and target.kind == "cpu" and all(r["devices"] == 1 for r in runs)
     settings = [RunSettings.of(r, target, max_seconds=max_seconds) for r in runs]
-    options = SweepOptions(settings=settings[0], target=target, max_minutes=budget_minutes,
-                           workers=lanes.workers if several_workers else 1, rounds=rounds, look=look, force=look > 1,
-                           keep_order=look > 1)  # fmt: skip
+    options = SweepOptions(
+        settings=settings[0],
+        target=target,
+        max_minutes=budget_minutes,
+        workers=lanes.workers if several_workers else 1,
+        rounds=rounds,
+        look=look,
+        force=look > 1,
+        keep_order=look > 1,
+    )
     if os.environ.get(PROGRESS_ENV):  # run by `paradnn report`: it shows the progress
         progress = ProgressFile
     else:  # a notebook opened by hand: a progress bar in the notebook itself
@@ -288,8 +295,16 @@ def ensure_measured(
 MIN_LOOK_MINUTES = 0.5  # a further look needs at least this much of a report's budget left
 
 
-def look_again(store: str | Path, comparisons: list[tuple[SpeedupResult, Verdict, list[dict]]], *, started: float,
-               budget_minutes: float, max_seconds: float, platform: str, **run: object) -> list[str]:  # fmt: skip
+def look_again(
+    store: str | Path,
+    comparisons: list[tuple[SpeedupResult, Verdict, list[dict]]],
+    *,
+    started: float,
+    budget_minutes: float,
+    max_seconds: float,
+    platform: str,
+    **run: object,
+) -> list[str]:
     """Spend what is left of a report's budget on its undecided comparisons: each ``(result, verdict,
     variants)`` whose verdict is inconclusive on two or more configurations, looked at fewer than
     :data:`~paradnn.sweeps.plan.MAX_LOOKS` times, is measured once more (its two sides as ``variants``,
@@ -301,8 +316,11 @@ def look_again(store: str | Path, comparisons: list[tuple[SpeedupResult, Verdict
     from paradnn.sweeps.plan import MAX_LOOKS
     from paradnn.vocabulary import INCONCLUSIVE
 
-    undecided = [(r, v, variants) for r, v, variants in comparisons
-                 if v.verdict == INCONCLUSIVE and (v.n or 0) >= 2 and r.looks < MAX_LOOKS]  # fmt: skip
+    undecided = [
+        (r, v, variants)
+        for r, v, variants in comparisons
+        if v.verdict == INCONCLUSIVE and (v.n or 0) >= 2 and r.looks < MAX_LOOKS
+    ]
     left = budget_minutes - (time.monotonic() - started) / 60
     if not undecided:
         return []
@@ -312,11 +330,20 @@ def look_again(store: str | Path, comparisons: list[tuple[SpeedupResult, Verdict
     for result, verdict, variants in undecided:
         table = result.table.assign(spread=result.table["replicates"].map(_spread)).sort_values("spread", ascending=False)
         configs = [parse_label(f, label) for f, label in zip(table["family"], table["label"])]
-        found = ensure_measured(store, sorted(set(table["family"])), configs=configs, variants=variants, platform=platform,
-                                budget_minutes=left / len(undecided), max_seconds=max_seconds, look=result.looks + 1,
-                                **run)  # fmt: skip
-        lines += [f"look {result.looks + 1} at '{verdict.observation}' ({verdict.figure or verdict.evidence}): {line}"
-                  for line in found]  # fmt: skip
+        found = ensure_measured(
+            store,
+            sorted(set(table["family"])),
+            configs=configs,
+            variants=variants,
+            platform=platform,
+            budget_minutes=left / len(undecided),
+            max_seconds=max_seconds,
+            look=result.looks + 1,
+            **run,
+        )
+        lines += [
+            f"look {result.looks + 1} at '{verdict.observation}' ({verdict.figure or verdict.evidence}): {line}" for line in found
+        ]
     return lines
 
 
@@ -325,8 +352,15 @@ def _spread(replicates: list[float]) -> float:
     return max(replicates) / min(replicates) - 1 if len(replicates) > 1 and min(replicates) > 0 else 0.0
 
 
-def rerun_sample(store: str | Path, platform: str = DEFAULTS["platform"], count: int = 4, *, measure_missing: bool = True,
-                 max_seconds: float = 1.0, budget_minutes: float = 2.0) -> list[str]:  # fmt: skip
+def rerun_sample(
+    store: str | Path,
+    platform: str = DEFAULTS["platform"],
+    count: int = 4,
+    *,
+    measure_missing: bool = True,
+    max_seconds: float = 1.0,
+    budget_minutes: float = 2.0,
+) -> list[str]:
     """Measure ``count`` of this platform's measured configurations once more, with the same run
     identity, in a fresh worker (as ``sweep --force`` does), so repeatability rests on true reruns.
     Picks device-resident single-device TensorFlow rows of the newest stack not yet measured twice,
@@ -513,8 +547,8 @@ def collect(*parts: Verdict | list[Verdict] | None) -> list[Verdict]:
 
 def held_words(held: dict) -> str:
     """What a comparison held fixed, in words: ``xla off, framework tensorflow, ...``."""
+
     def word(value: object) -> str:
         return {True: "on", False: "off"}.get(value, str(value)) if isinstance(value, bool) else str(value)
 
     return ", ".join(f"{k} {word(v)}" for k, v in held.items() if k != "platform") or "nothing"
-

@@ -16,10 +16,19 @@ if TYPE_CHECKING:
     from paradnn.analysis.observations import Verdict
 
 
-
-def measure_inputs(store: str | Path, families: list[str], inputs: list[str], *, preset: str, overrides: dict,
-                   platform: str, measure_missing: bool, budget_minutes: float, max_seconds: float,
-                   **run: object) -> list[str]:  # fmt: skip
+def measure_inputs(
+    store: str | Path,
+    families: list[str],
+    inputs: list[str],
+    *,
+    preset: str,
+    overrides: dict,
+    platform: str,
+    measure_missing: bool,
+    budget_minutes: float,
+    max_seconds: float,
+    **run: object,
+) -> list[str]:
     """Measure ``families`` fed by each host input pipeline in ``inputs`` on a local platform, the
     pipelines' runs in one sweep within ``budget_minutes`` (nothing, and no line, for an imported
     platform or ``measure_missing`` off); ``run`` holds further run settings (``xla``, ``dtype``).
@@ -27,9 +36,18 @@ def measure_inputs(store: str | Path, families: list[str], inputs: list[str], *,
     call beside it (the infeed share is their ratio), finer than rounds could."""
     if not measure_missing or not is_local(platform) or not families or not inputs:
         return []
-    return ensure_measured(store, families, preset=preset, overrides=overrides, platform=platform,
-                           variants=[{"input": mode} for mode in inputs], budget_minutes=budget_minutes, rounds=1,
-                           max_seconds=max_seconds, **run)  # fmt: skip
+    return ensure_measured(
+        store,
+        families,
+        preset=preset,
+        overrides=overrides,
+        platform=platform,
+        variants=[{"input": mode} for mode in inputs],
+        budget_minutes=budget_minutes,
+        rounds=1,
+        max_seconds=max_seconds,
+        **run,
+    )
 
 
 def fed_rows(df: pd.DataFrame, inputs: list[str]) -> pd.DataFrame:
@@ -51,8 +69,14 @@ def infeed_section(rows: pd.DataFrame, platform: str) -> Verdict:
 
     verdict = obs.measured_infeed(rows, platform)
     if len(rows):
-        show(plots.share_by_batch(infeed_plot_rows(rows), "infeed_percent",
-                                  f"{platform}: share of step time waiting for the input pipeline, by family and pipeline",
-                                  "share of step time (%)", hue="pipeline"))  # fmt: skip
+        show(
+            plots.share_by_batch(
+                infeed_plot_rows(rows),
+                "infeed_percent",
+                f"{platform}: share of step time waiting for the input pipeline, by family and pipeline",
+                "share of step time (%)",
+                hue="pipeline",
+            )
+        )
     caption(verdict.sentence)
     return verdict

@@ -24,7 +24,6 @@ if TYPE_CHECKING:
     from paradnn.analysis.observations import Verdict
 
 
-
 @dataclass
 class Parameters(common.Parameters):
     """The platform comparison report's parameters, as its notebook declares them (see the notebook for each one's help)."""
@@ -59,17 +58,23 @@ def projection_section(store: str | Path, source: str = "tpu-v2-8", target: str 
     doubled, _ = projection(str(store), source, target, "fc", batch_scale=2)
     show(plots.projected_speedups(same, doubled, summary, f"FC speedup of {target} over {source}, projected (Fig. 6b)"))
     verdict = generation_verdict(same, doubled, summary)
-    caption(f"{verdict.sentence} Projected from the {summary['profiles']} TPU v2 op traces: every operation keeps its "
-            "FLOPs and bytes, infeed and untraced time are kept as measured; Fig. 6a (the real workloads) and 6c (CNNs and "
-            "RNNs) need TPU traces of those models, which the original data does not have.")  # fmt: skip
+    caption(
+        f"{verdict.sentence} Projected from the {summary['profiles']} TPU v2 op traces: every operation keeps its "
+        "FLOPs and bytes, infeed and untraced time are kept as measured; Fig. 6a (the real workloads) and 6c (CNNs and "
+        "RNNs) need TPU traces of those models, which the original data does not have."
+    )
     bounds = same.assign(bound=dominant_bound(same)).groupby("bound")["speedup"].describe()[["count", "min", "50%", "max"]]
     table(bounds.rename(columns={"50%": "median"}), 2)
     limit = max(summary["peak_ratio"], summary["bandwidth_ratio"])
     beyond = int((same["speedup"] > limit * (1 + 1e-9)).sum())
     part = obs.exact_part("beyond", beyond, len(same), obs.Rule(f"projections above {limit:.2f}x", 0.5, "<", min_n=1))
-    check = obs.judged("projected speedups stay within the datasheets", f"no projected speedup exceeds {limit:.2f}x",
-                       part, f"largest {same['speedup'].max():.2f}x over {len(same)} configurations at their own batch",
-                       platform=f"{source} -> {target}")  # fmt: skip
+    check = obs.judged(
+        "projected speedups stay within the datasheets",
+        f"no projected speedup exceeds {limit:.2f}x",
+        part,
+        f"largest {same['speedup'].max():.2f}x over {len(same)} configurations at their own batch",
+        platform=f"{source} -> {target}",
+    )
     return [verdict, check]
 
 
@@ -98,8 +103,9 @@ def profile_here(store: str | Path, platform: str, labels: list[str], dtype: str
 
     configs = [parse_label("fc", label) for label in labels]
     with Store(store) as s:
-        done = profile_local(configs, s, SweepOptions(settings=RunSettings(dtype=dtype), target=parse_target(platform)),
-                             progress=SilentProgress)  # fmt: skip
+        done = profile_local(
+            configs, s, SweepOptions(settings=RunSettings(dtype=dtype), target=parse_target(platform)), progress=SilentProgress
+        )
     failed = "".join(f"; {label} failed: {error}" for label, error in done["failed"].items())
     return f"profiles on {platform}: {done['profiled']} taken, {done['already']} already in the store{failed}"
 
@@ -121,8 +127,12 @@ def measure_like_source(store: str | Path, source: str, target: str, labels: lis
         return f"{target}: nothing to measure for the projection check"
     settings = RunSettings(dtype=held["dtype"], xla=held["xla"], max_seconds=max_seconds)
     with Store(store) as s:
-        summary = run_sweep([parse_label("fc", label) for label in labels], s,
-                            SweepOptions(settings=settings, target=parse_target(target)), progress=SilentProgress)  # fmt: skip
+        summary = run_sweep(
+            [parse_label("fc", label) for label in labels],
+            s,
+            SweepOptions(settings=settings, target=parse_target(target)),
+            progress=SilentProgress,
+        )
     return f"{target} at {source}'s settings ({held_words(held)}): {summary.line()}"
 
 
@@ -153,25 +163,43 @@ def projection_check_section(store: str | Path, baseline: str, target: str, labe
     median = float(error.abs().median())
     by_bound = error.abs().groupby(bound).median()
     pair = f"{baseline} -> {target}"
-    frame = pd.DataFrame({"platform": pair, "predicted_s": rows["projected_step_time_s"],
-                          "low_s": rows["interval_s"].str[0], "high_s": rows["interval_s"].str[1],
-                          "measured_s": rows["measured_step_time_s"]})  # fmt: skip
-    show(plots.predicted_vs_measured(frame, f"FC step on {target} projected from {baseline}, against its measurement",
-                                     what="projected"))  # fmt: skip
-    evidence = (f"median absolute error {median:.0%} over {len(rows)} FC configurations; by dominant bound: "
-                + ", ".join(f"{b} {v:.0%} (n={int((bound == b).sum())})" for b, v in by_bound.items()))  # fmt: skip
+    frame = pd.DataFrame(
+        {
+            "platform": pair,
+            "predicted_s": rows["projected_step_time_s"],
+            "low_s": rows["interval_s"].str[0],
+            "high_s": rows["interval_s"].str[1],
+            "measured_s": rows["measured_step_time_s"],
+        }
+    )
+    show(
+        plots.predicted_vs_measured(
+            frame, f"FC step on {target} projected from {baseline}, against its measurement", what="projected"
+        )
+    )
+    evidence = f"median absolute error {median:.0%} over {len(rows)} FC configurations; by dominant bound: " + ", ".join(
+        f"{b} {v:.0%} (n={int((bound == b).sum())})" for b, v in by_bound.items()
+    )
     part = obs.median_part("error", error.abs(), obs.Rule("median absolute error", PROJECTION_TOLERANCE, "<", min_n=2))
-    verdict = obs.judged("projection reproduces a platform measured here",
-                         f"projecting a profiled step op by op onto another platform's ceilings lands within "
-                         f"{PROJECTION_TOLERANCE:.0%} of its measured step (median; Habitat: 11.8% across six GPUs)", part,
-                         evidence, {"median_abs_error": median, "by_bound": by_bound.to_dict(), "n": int(len(rows))},
-                         platform=pair, held_fixed=summary["held_fixed"])  # fmt: skip
-    caption(f"{verdict.sentence} Ceilings: {target} {summary['to']['flops'] / 1e9:.0f} GFLOP/s and "
-            f"{summary['to']['bandwidth'] / 1e9:.0f} GB/s over {baseline} {summary['from']['flops'] / 1e9:.0f} GFLOP/s and "
-            f"{summary['from']['bandwidth'] / 1e9:.0f} GB/s; bars: every scaled category at the smaller and at the "
-            f"larger ratio. Held fixed: {held_words(summary['held_fixed'])} (the profiles themselves run XLA off).")  # fmt: skip
-    shown = rows.assign(bound=bound, error=error)[["label", "bound", "source_step_time_s", "projected_step_time_s",
-                                                   "measured_step_time_s", "error"]]  # fmt: skip
+    verdict = obs.judged(
+        "projection reproduces a platform measured here",
+        f"projecting a profiled step op by op onto another platform's ceilings lands within "
+        f"{PROJECTION_TOLERANCE:.0%} of its measured step (median; Habitat: 11.8% across six GPUs)",
+        part,
+        evidence,
+        {"median_abs_error": median, "by_bound": by_bound.to_dict(), "n": int(len(rows))},
+        platform=pair,
+        held_fixed=summary["held_fixed"],
+    )
+    caption(
+        f"{verdict.sentence} Ceilings: {target} {summary['to']['flops'] / 1e9:.0f} GFLOP/s and "
+        f"{summary['to']['bandwidth'] / 1e9:.0f} GB/s over {baseline} {summary['from']['flops'] / 1e9:.0f} GFLOP/s and "
+        f"{summary['from']['bandwidth'] / 1e9:.0f} GB/s; bars: every scaled category at the smaller and at the "
+        f"larger ratio. Held fixed: {held_words(summary['held_fixed'])} (the profiles themselves run XLA off)."
+    )
+    shown = rows.assign(bound=bound, error=error)[
+        ["label", "bound", "source_step_time_s", "projected_step_time_s", "measured_step_time_s", "error"]
+    ]
     table(shown, 4)
     return verdict
 
@@ -186,19 +214,33 @@ def validation_section(store: str | Path, source: str) -> Verdict:
     rows, summary = original_validation(str(store), source)
     verdict = validation_verdict(rows, source)
     if len(rows):
-        frame = pd.DataFrame({"platform": rows["target"], "predicted_s": rows["projected_step_time_s"],
-                              "low_s": rows["interval_s"].str[0], "high_s": rows["interval_s"].str[1],
-                              "measured_s": rows["measured_step_time_s"]})  # fmt: skip
-        show(plots.predicted_vs_measured(frame, f"FC step projected from {source} onto the 2019 chips, against the study's "
-                                                "measurement", what="projected"))  # fmt: skip
+        frame = pd.DataFrame(
+            {
+                "platform": rows["target"],
+                "predicted_s": rows["projected_step_time_s"],
+                "low_s": rows["interval_s"].str[0],
+                "high_s": rows["interval_s"].str[1],
+                "measured_s": rows["measured_step_time_s"],
+            }
+        )
+        show(
+            plots.predicted_vs_measured(
+                frame, f"FC step projected from {source} onto the 2019 chips, against the study's measurement", what="projected"
+            )
+        )
         table(rows[["label", "target", "source_step_time_s", "projected_step_time_s", "measured_step_time_s", "error"]], 4)
     ratio = summary["ratio"]
-    ratio_words = (f"; the TPU-over-V100 step ratio on the {ratio['n']} configurations projected onto both is off by a "
-                   f"median {ratio['median_abs_error']:.0%}" if ratio["n"] else "")
-    caption(f"The projection method, scored before it draws what the 2019 study never measured: {source}'s profiled steps "
-            f"projected onto each 2019 chip's datasheet at the precision the study ran it, against the study's step on the "
-            f"configurations where that chip, not its input pipeline, was the bound; nothing fitted{ratio_words}. "
-            + verdict.sentence)  # fmt: skip
+    ratio_words = (
+        f"; the TPU-over-V100 step ratio on the {ratio['n']} configurations projected onto both is off by a "
+        f"median {ratio['median_abs_error']:.0%}"
+        if ratio["n"]
+        else ""
+    )
+    caption(
+        f"The projection method, scored before it draws what the 2019 study never measured: {source}'s profiled steps "
+        f"projected onto each 2019 chip's datasheet at the precision the study ran it, against the study's step on the "
+        f"configurations where that chip, not its input pipeline, was the bound; nothing fitted{ratio_words}. " + verdict.sentence
+    )
     return verdict
 
 
@@ -215,31 +257,45 @@ def what_if_section(store: str | Path, platform: str, onto: str, labels: list[st
     except ConfigError as exc:
         print(f"Projection from {platform} onto {onto} not shown: {exc}")
         return
-    shown = rows.assign(bound=dominant_bound(rows))[["label", "bound", "source_step_time_s", "projected_step_time_s",
-                                                     "speedup", "floored", "extrapolated"]]  # fmt: skip
+    shown = rows.assign(bound=dominant_bound(rows))[
+        ["label", "bound", "source_step_time_s", "projected_step_time_s", "speedup", "floored", "extrapolated"]
+    ]
     checked = "the method was not checked on this machine"
     if check is not None:
         error = check.numbers["median_abs_error"]
         checked = f"the same method's median error projecting {check.platform} on this machine was {error:.0%}"
     to = summary["to"]
     low, high = summary["speedup_interval"]
-    beyond = (f"Extrapolated: the peak ratio {summary['peak_ratio']:.0f}x lies far beyond the "
-              f"{summary['validated_ratio'][1]:.0f}x the method was validated on ({summary['validated_on']}), so read these "
-              "as an order of magnitude. " if summary["extrapolated"] else "")  # fmt: skip
-    floor = (f"{summary['floored']} of the projected steps were held at the floor of {summary['floor_s'] * 1e3:.2f} ms "
-             f"({summary['floor_source']}): a step's fixed cost is not divided by a peak ratio. " if summary["floored"]
-             else "")  # fmt: skip
-    how = (f"Projected, not measured: {len(rows)} FC configurations of {platform} onto {onto}'s datasheet "
-           f"({to['flops'] / 1e12:.1f} TFLOP/s {to['dtype']}, {to['bandwidth'] / 1e12:.2f} TB/s), each operation "
-           f"category scaled by the ratio of peaks and the time its profile did not cover kept as on {platform}; ")
+    beyond = (
+        f"Extrapolated: the peak ratio {summary['peak_ratio']:.0f}x lies far beyond the "
+        f"{summary['validated_ratio'][1]:.0f}x the method was validated on ({summary['validated_on']}), so read these "
+        "as an order of magnitude. "
+        if summary["extrapolated"]
+        else ""
+    )
+    floor = (
+        f"{summary['floored']} of the projected steps were held at the floor of {summary['floor_s'] * 1e3:.2f} ms "
+        f"({summary['floor_source']}): a step's fixed cost is not divided by a peak ratio. "
+        if summary["floored"]
+        else ""
+    )
+    how = (
+        f"Projected, not measured: {len(rows)} FC configurations of {platform} onto {onto}'s datasheet "
+        f"({to['flops'] / 1e12:.1f} TFLOP/s {to['dtype']}, {to['bandwidth'] / 1e12:.2f} TB/s), each operation "
+        f"category scaled by the ratio of peaks and the time its profile did not cover kept as on {platform}; "
+    )
     if summary["n"] and summary["floored"] == summary["n"]:
-        caption(how + f"not projectable from this source: every projected step fell below the floor of "
-                f"{summary['floor_s'] * 1e3:.2f} ms ({summary['floor_source']}), so the table shows the floor, not "
-                f"{platform}'s steps scaled. {checked[0].upper() + checked[1:]}.")  # fmt: skip
+        caption(
+            how + f"not projectable from this source: every projected step fell below the floor of "
+            f"{summary['floor_s'] * 1e3:.2f} ms ({summary['floor_source']}), so the table shows the floor, not "
+            f"{platform}'s steps scaled. {checked[0].upper() + checked[1:]}."
+        )
     else:
-        caption(how + f"median projected speedup {summary['median_speedup']:.3g}x (bracket {low:.3g}-{high:.3g}x, every "
-                f"scaled category at the smaller and at the larger ratio). {beyond}{floor}"
-                f"{checked[0].upper() + checked[1:]}.")  # fmt: skip
+        caption(
+            how + f"median projected speedup {summary['median_speedup']:.3g}x (bracket {low:.3g}-{high:.3g}x, every "
+            f"scaled category at the smaller and at the larger ratio). {beyond}{floor}"
+            f"{checked[0].upper() + checked[1:]}."
+        )
     table(shown, 6)
 
 
@@ -259,6 +315,7 @@ def platform_section(df: pd.DataFrame, baseline: str, target: str, families: lis
     from paradnn.analysis import observations as obs
     from paradnn.analysis import plots
     from paradnn.analysis.regression import regress
+
     verdicts: list = []
     summaries = []
     for family in families:
@@ -266,19 +323,32 @@ def platform_section(df: pd.DataFrame, baseline: str, target: str, families: lis
         for name in (baseline, target):
             sub = df[(df["platform"] == name) & (df["family"] == family)]
             if len(sub):
-                show(plots.heatmaps(sub, family, "examples_per_sec", f"{title} throughput on {name}",
-                                    "throughput (examples/s, log colour)", log_color=True, fmt="{:.3g}"))  # fmt: skip
+                show(
+                    plots.heatmaps(
+                        sub,
+                        family,
+                        "examples_per_sec",
+                        f"{title} throughput on {name}",
+                        "throughput (examples/s, log colour)",
+                        log_color=True,
+                        fmt="{:.3g}",
+                    )
+                )
         failed = Results(df).where(family=family).failed().frame.groupby(["platform", "state"]).size()
         shown = ", ".join(f"{p} {n} {s}" for (p, s), n in failed.items()) or "none"
-        caption("The paper found large models run out of memory first on the platform with less memory; "
-                f"here the failed configurations per platform are: {shown}.")  # fmt: skip
+        caption(
+            "The paper found large models run out of memory first on the platform with less memory; "
+            f"here the failed configurations per platform are: {shown}."
+        )
         if paper_pair and family == "fc":
             verdicts.append(obs.out_of_memory_first(df, family))
             for name in (baseline, target):
                 on = df[df["platform"] == name]
                 # Fig. 7's side trends, checked apart from O6's capacity claim (the package's own checks)
-                verdicts += [obs.trend(on, "nodes", family, "examples_per_sec", rising=False, id="", platform=name),
-                             obs.trend(on, "batch", family, "examples_per_sec", id="", platform=name)]  # fmt: skip
+                verdicts += [
+                    obs.trend(on, "nodes", family, "examples_per_sec", rising=False, id="", platform=name),
+                    obs.trend(on, "batch", family, "examples_per_sec", id="", platform=name),
+                ]
         # Each platform at its own precision and XLA setting where the two share none (as the paper ran
         # its TPU and V100), held like with like where they share one; the caption says which.
         result = Results(df).matched("platform", baseline, target, family=family)
@@ -289,31 +359,49 @@ def platform_section(df: pd.DataFrame, baseline: str, target: str, families: lis
             print(f"{title}: nothing pairs {target} with {baseline}: {result.why or f'all {fed} pairs had an input-bound side'}.")
             continue
         pairs = result.table.assign(state=OK, log2_speedup=np.log2(result.table["speedup"]))
-        show(plots.heatmaps(with_failed_sides(pairs, df, family, baseline, target), family, "speedup",
-                            f"{title} speedup of {target} over {baseline}",
-                            "speedup (x; red: target faster, blue: baseline faster)", fmt="{:.2f}", center=1.0,
-                            cmap="RdBu_r"))  # fmt: skip
+        show(
+            plots.heatmaps(
+                with_failed_sides(pairs, df, family, baseline, target),
+                family,
+                "speedup",
+                f"{title} speedup of {target} over {baseline}",
+                "speedup (x; red: target faster, blue: baseline faster)",
+                fmt="{:.2f}",
+                center=1.0,
+                cmap="RdBu_r",
+            )
+        )
         pair = f"{target} vs {baseline}"
         if paper_pair and family == "fc":
             paper7, paper8 = BY_ID["O7"].claim, BY_ID["O8"].claim
             held = {**result.held_fixed, "free": list(result.free)}  # each platform at the precision the study ran it
-            found = [obs.speedup_direction(pairs, family, "batch", True, "O7", pair, paper7, held),
-                     obs.speedup_direction(pairs, family, "nodes", False, "O8", pair, paper8, held)]  # fmt: skip
+            found = [
+                obs.speedup_direction(pairs, family, "batch", True, "O7", pair, paper7, held),
+                obs.speedup_direction(pairs, family, "nodes", False, "O8", pair, paper8, held),
+            ]
         else:
             found = [obs.speedup_depends_on(pairs, family, platform=f"{pair} (a local pair, not the paper's TPU and GPU)")]
         where_base_wins = int((pairs["speedup"] < 1).sum())
-        caption(f"{target} over {baseline}: median speedup {result.median:.2f}x (geometric mean {result.geomean:.2f}x, "
-                f"{result.min:.2f}x to {result.max:.2f}x over {result.n} configurations; {sides_words(result)}); "
-                f"{baseline} wins on {where_base_wins}"
-                + (f"; {fed} pair(s) where a side was input-bound are left out" if fed else "") + ". "
-                + " ".join(v.sentence for v in found))  # fmt: skip
+        caption(
+            f"{target} over {baseline}: median speedup {result.median:.2f}x (geometric mean {result.geomean:.2f}x, "
+            f"{result.min:.2f}x to {result.max:.2f}x over {result.n} configurations; {sides_words(result)}); "
+            f"{baseline} wins on {where_base_wins}"
+            + (f"; {fed} pair(s) where a side was input-bound are left out" if fed else "")
+            + ". "
+            + " ".join(v.sentence for v in found)
+        )
         show(plots.speedup_scatter(pairs, f"{title}: speedup against model size", baseline, target))
         reg = regress(pairs, "log2_speedup", family=family)
-        show(plots.coefficients({family: reg}, f"{title}: regression of log2 speedup on hyperparameters",
-                                "Δ log2 speedup per s.d. of log2 value"))  # fmt: skip
+        show(
+            plots.coefficients(
+                {family: reg}, f"{title}: regression of log2 speedup on hyperparameters", "Δ log2 speedup per s.d. of log2 value"
+            )
+        )
         top = reg.coefficients["coef"].abs().idxmax() if not reg.coefficients.empty else "none"
-        caption(f"The paper found the speedup depends mostly on batch size and layer width; here the largest weight is "
-                f"{top} (R² {reg.r_squared:.2f}).")  # fmt: skip
+        caption(
+            f"The paper found the speedup depends mostly on batch size and layer width; here the largest weight is "
+            f"{top} (R² {reg.r_squared:.2f})."
+        )
         verdicts += found
     table(pd.DataFrame(summaries), 3)
     return verdicts
@@ -331,10 +419,12 @@ def pair_speedup_section(results) -> None:
     chained = pairs[pairs["chained"]]
     outside = pairs[~pairs["chained"]]
     shown = "; ".join(f"{r.target} over {r.baseline} {r.geomean:.2f}x ({r.family}, n {r.n})" for r in chained.itertuples())
-    caption("The paper found the TPU's advantage differs by workload (Fig. 11); here each family's pairs are taken over "
-            f"the configurations every platform of its chain measured, so their geometric means chain: {shown or 'none'}"
-            + (f"; {len(outside)} pair(s) share no configuration with the chain and are listed, not drawn" if len(outside)
-               else "") + ".")  # fmt: skip
+    caption(
+        "The paper found the TPU's advantage differs by workload (Fig. 11); here each family's pairs are taken over "
+        f"the configurations every platform of its chain measured, so their geometric means chain: {shown or 'none'}"
+        + (f"; {len(outside)} pair(s) share no configuration with the chain and are listed, not drawn" if len(outside) else "")
+        + "."
+    )
 
 
 def original_beside_section(store: str | Path, target: str) -> list:
@@ -351,33 +441,46 @@ def original_beside_section(store: str | Path, target: str) -> list:
     from paradnn.analysis.regression import regress
 
     if target in REFERENCE_PAIR:
-        print(f"The target, {target}, is one of the original study's platforms: this section sets a machine beside the "
-              "study, so it is skipped (the study's own TPU v2-8 against its V100 has a section of its own).")  # fmt: skip
+        print(
+            f"The target, {target}, is one of the original study's platforms: this section sets a machine beside the "
+            "study, so it is skipped (the study's own TPU v2-8 against its V100 has a section of its own)."
+        )
         return []
     here = load(store, platform=target, families=["fc"], dtype=None, xla=None)
     theirs = Results(load(store, families=["fc"])).where(platform=list(REFERENCE_PAIR)).frame
     if Results(here).ok().frame.empty or theirs["platform"].nunique() < 2:
-        print(f"This machine beside the original study needs {target}'s FC rows on the study's grid (overlap_count) and "
-              "the original sweeps in the store: skipped.")  # fmt: skip
+        print(
+            f"This machine beside the original study needs {target}'s FC rows on the study's grid (overlap_count) and "
+            "the original sweeps in the store: skipped."
+        )
         return []
     chips, fed = split_by_bound(Results(here).ok().frame, theirs)
     if len(fed):
         table(fed, 3)
-        caption(f"{fed['label'].nunique()} configuration(s) measured here were input-bound on a 2019 platform (its step "
-                "waited on the host's input pipeline, not on the chip): listed, not compared.")  # fmt: skip
+        caption(
+            f"{fed['label'].nunique()} configuration(s) measured here were input-bound on a 2019 platform (its step "
+            "waited on the host's input pipeline, not on the chip): listed, not compared."
+        )
     if not chips:
-        print("No configuration measured here was compute-bound on both 2019 platforms: the comparison of chips is skipped "
-              "(measure the overlap preset, which picks such configurations).")  # fmt: skip
+        print(
+            "No configuration measured here was compute-bound on both 2019 platforms: the comparison of chips is skipped "
+            "(measure the overlap preset, which picks such configurations)."
+        )
         return []
     results = Results(pd.concat([here, theirs], ignore_index=True)).where(label=sorted(chips))
     chained = wl.pair_speedups(results)
     common = set.intersection(*(set(results.where(platform=p).ok().frame["label"]) for p in (target, *REFERENCE_PAIR)))
     table(chained, 3)
-    caption(f"{len(common)} FC configurations were measured here and by both of the original study's platforms, and "
-            f"neither 2019 platform was input-bound on them. {chain_words(chained, target)}")  # fmt: skip
+    caption(
+        f"{len(common)} FC configurations were measured here and by both of the original study's platforms, and "
+        f"neither 2019 platform was input-bound on them. {chain_words(chained, target)}"
+    )
     verdicts: list = []
-    pairs = ((target, "v100", "the V100 over this machine (Fig. 9)"), (target, "tpu-v2-8", "the TPU v2-8 over this machine"),
-             ("v100", "tpu-v2-8", "the TPU v2-8 over the V100 (Fig. 8)"))  # fmt: skip
+    pairs = (
+        (target, "v100", "the V100 over this machine (Fig. 9)"),
+        (target, "tpu-v2-8", "the TPU v2-8 over this machine"),
+        ("v100", "tpu-v2-8", "the TPU v2-8 over the V100 (Fig. 8)"),
+    )
     for baseline, other, what in pairs:
         result = results.matched("platform", baseline, other, family="fc")
         if not result.n:
@@ -385,30 +488,53 @@ def original_beside_section(store: str | Path, target: str) -> list:
             continue
         found = result.table.assign(state=OK, log2_speedup=np.log2(result.table["speedup"]))
         if baseline not in REFERENCE_PAIR:  # the 2019 pair's own maps are Fig. 8's, drawn above once
-            show(plots.heatmaps(found, "fc", "speedup", f"FC speedup of {other} over {baseline}",
-                                "speedup (x; red: target faster, blue: baseline faster)", fmt="{:.2f}", center=1.0,
-                                cmap="RdBu_r"))  # fmt: skip
+            show(
+                plots.heatmaps(
+                    found,
+                    "fc",
+                    "speedup",
+                    f"FC speedup of {other} over {baseline}",
+                    "speedup (x; red: target faster, blue: baseline faster)",
+                    fmt="{:.2f}",
+                    center=1.0,
+                    cmap="RdBu_r",
+                )
+            )
             show(plots.speedup_scatter(found, f"FC: {what}, against model size", baseline, other))
             reg = regress(found, "log2_speedup", family="fc")
-            show(plots.coefficients({"fc": reg}, f"FC: regression of log2 speedup of {other} over {baseline}",
-                                    "Δ log2 speedup per s.d. of log2 value"))  # fmt: skip
+            show(
+                plots.coefficients(
+                    {"fc": reg},
+                    f"FC: regression of log2 speedup of {other} over {baseline}",
+                    "Δ log2 speedup per s.d. of log2 value",
+                )
+            )
         shape = obs.speedup_depends_on(found, "fc", platform=f"{other} vs {baseline}")
         verdicts.append(shape)
         at_float32 = results.matched("platform", baseline, other, family="fc", hold=("dtype",))
-        float32 = (f"At one precision: {at_float32.n} configurations, median {at_float32.median:.2f}x."
-                   if at_float32.n else f"At one precision nothing pairs ({at_float32.why}).")  # fmt: skip
-        caption(f"{what[0].upper() + what[1:]}: median speedup {result.median:.2f}x (geometric mean {result.geomean:.2f}x, "
-                f"{result.min:.2f}x to {result.max:.2f}x over {result.n} configurations; {sides_words(result)}). {float32} "
-                + shape.sentence)  # fmt: skip
+        float32 = (
+            f"At one precision: {at_float32.n} configurations, median {at_float32.median:.2f}x."
+            if at_float32.n
+            else f"At one precision nothing pairs ({at_float32.why})."
+        )
+        caption(
+            f"{what[0].upper() + what[1:]}: median speedup {result.median:.2f}x (geometric mean {result.geomean:.2f}x, "
+            f"{result.min:.2f}x to {result.max:.2f}x over {result.n} configurations; {sides_words(result)}). {float32} "
+            + shape.sentence
+        )
         table(pair_bounds(result), 3)
     three = results.where(label=sorted(common)).frame
     for platform in (target, *REFERENCE_PAIR):
         on = Results(three).where(platform=platform).frame
-        verdicts += [obs.trend(on, "batch", "fc", "examples_per_sec", id="", platform=platform),
-                     obs.trend(on, "nodes", "fc", "examples_per_sec", rising=False, id="", platform=platform)]  # fmt: skip
+        verdicts += [
+            obs.trend(on, "batch", "fc", "examples_per_sec", id="", platform=platform),
+            obs.trend(on, "nodes", "fc", "examples_per_sec", rising=False, id="", platform=platform),
+        ]
     verdicts.append(obs.out_of_memory_first(results.frame, "fc"))
-    caption("The paper found FC examples/s rises with batch and falls with width on every platform (Fig. 7-9); on the "
-            "configurations all three measured: " + " ".join(v.sentence for v in verdicts[-7:]))  # fmt: skip
+    caption(
+        "The paper found FC examples/s rises with batch and falls with width on every platform (Fig. 7-9); on the "
+        "configurations all three measured: " + " ".join(v.sentence for v in verdicts[-7:])
+    )
     return verdicts
 
 
@@ -416,8 +542,13 @@ def pair_bounds(result) -> pd.DataFrame:
     """Each pair of a comparison with what bound each side's step (paradnn.store.bounds)."""
     shown = ["label", "baseline", "target", "speedup", "baseline_bound", "target_bound"]
     return result.table[[c for c in shown if c in result.table]].rename(
-        columns={"baseline": f"{result.baseline} (examples/s)", "target": f"{result.target} (examples/s)",
-                 "baseline_bound": f"{result.baseline} bound", "target_bound": f"{result.target} bound"})  # fmt: skip
+        columns={
+            "baseline": f"{result.baseline} (examples/s)",
+            "target": f"{result.target} (examples/s)",
+            "baseline_bound": f"{result.baseline} bound",
+            "target_bound": f"{result.target} bound",
+        }
+    )
 
 
 def with_failed_sides(pairs: pd.DataFrame, rows: pd.DataFrame, family: str, baseline: str, target: str) -> pd.DataFrame:
@@ -450,8 +581,10 @@ def chain_words(chained: pd.DataFrame, target: str) -> str:
         return "The three pairs are not over one common set: their geometric means do not chain."
     product, direct = legs[0].geomean * legs[1].geomean, legs[2].geomean
     verb = "multiply" if math.isclose(product, direct, rel_tol=1e-3) else "do not multiply (a side's settings differ by pair)"
-    return (f"Over those {legs[0].n} the geometric means {verb}: V100 over {target} {legs[0].geomean:.3g}x times TPU v2-8 "
-            f"over V100 {legs[1].geomean:.3g}x is {product:.3g}x; TPU v2-8 over {target} {direct:.3g}x.")
+    return (
+        f"Over those {legs[0].n} the geometric means {verb}: V100 over {target} {legs[0].geomean:.3g}x times TPU v2-8 "
+        f"over V100 {legs[1].geomean:.3g}x is {product:.3g}x; TPU v2-8 over {target} {direct:.3g}x."
+    )
 
 
 def platforms_section(store: str | Path) -> None:
@@ -462,10 +595,12 @@ def platforms_section(store: str | Path) -> None:
         platforms, results = s.platforms(), s.results()
     rows = table3(platforms, results)
     table(rows, 3)
-    caption("The paper's Table 3 lists its platforms' peaks, memory and bandwidth from their datasheets; here every platform "
-            f"in the store ({len(rows)} rows) stands beside them, with what this machine measured (its matmul ceiling per "
-            "precision and its copy bandwidth) next to what a datasheet states. The paper's Skylake CPU has no row: "
-            "paradnn holds no cited datasheet for it.")  # fmt: skip
+    caption(
+        "The paper's Table 3 lists its platforms' peaks, memory and bandwidth from their datasheets; here every platform "
+        f"in the store ({len(rows)} rows) stands beside them, with what this machine measured (its matmul ceiling per "
+        "precision and its copy bandwidth) next to what a datasheet states. The paper's Skylake CPU has no row: "
+        "paradnn holds no cited datasheet for it."
+    )
 
 
 def sides_words(result) -> str:
@@ -477,8 +612,10 @@ def sides_words(result) -> str:
         if side["held"]:
             words.append(f"{column} held ({', '.join(side['values'])})")
         else:
-            words.append(f"{column} free ({result.baseline} {', '.join(side['baseline'])}, {result.target} "
-                         f"{', '.join(side['target'])}: {side['why']})")  # fmt: skip
+            words.append(
+                f"{column} free ({result.baseline} {', '.join(side['baseline'])}, {result.target} "
+                f"{', '.join(side['target'])}: {side['why']})"
+            )
     return "; ".join(words) or "every run setting held"
 
 
@@ -504,14 +641,27 @@ def fig7_section(store: str | Path, platform: str, dtype: str, xla: object) -> l
         print(f"No {FIG7_LAYERS}-layer FC configuration in the store: Fig. 7 skipped.")
         return []
     shown = sorted(rows["platform"].unique())
-    show(plots.heatmaps(rows, "fc", "examples_per_sec", f"FC throughput at {FIG7_LAYERS} layers on {', '.join(shown)} (Fig. 7)",
-                        "throughput (examples/s, log colour)", log_color=True, panels_by="platform"))  # fmt: skip
-    checks = [obs.trend(deep, "batch", "fc", "examples_per_sec", id="", platform=platform),
-              obs.trend(deep, "nodes", "fc", "examples_per_sec", rising=False, id="", platform=platform)]  # fmt: skip
+    show(
+        plots.heatmaps(
+            rows,
+            "fc",
+            "examples_per_sec",
+            f"FC throughput at {FIG7_LAYERS} layers on {', '.join(shown)} (Fig. 7)",
+            "throughput (examples/s, log colour)",
+            log_color=True,
+            panels_by="platform",
+        )
+    )
+    checks = [
+        obs.trend(deep, "batch", "fc", "examples_per_sec", id="", platform=platform),
+        obs.trend(deep, "nodes", "fc", "examples_per_sec", rising=False, id="", platform=platform),
+    ]
     precisions = ", ".join(f"{p} {d}" for p, d in rows.groupby("platform")["dtype"].first().items())
-    caption(f"The paper found FC examples/s rises with batch and falls with width on the CPU, GPU and TPU alike (Fig. 7; "
-            f"each panel at its own precision: {precisions}); here {len(deep)} {FIG7_LAYERS}-layer configurations "
-            f"were measured on {platform}. " + " ".join(c.sentence for c in checks))  # fmt: skip
+    caption(
+        f"The paper found FC examples/s rises with batch and falls with width on the CPU, GPU and TPU alike (Fig. 7; "
+        f"each panel at its own precision: {precisions}); here {len(deep)} {FIG7_LAYERS}-layer configurations "
+        f"were measured on {platform}. " + " ".join(c.sentence for c in checks)
+    )
     return checks
 
 
@@ -527,10 +677,20 @@ def measure_both(p: Parameters) -> list[str]:
     lines = []
     for platform in (p.baseline, p.target):
         precisions = [p.dtype] + ([p.low_precision] if p.low_precision and original_grid and platform == p.target else [])
-        lines += ensure_measured(p.store, p.families, preset=p.preset, overrides=p.overrides, configs=original_grid,
-                                 xla=p.xla, variants=[{"dtype": d} for d in precisions], platform=platform,
-                                 measure_missing=p.measure_missing, budget_minutes=p.budget_minutes / 2,
-                                 max_seconds=p.max_seconds, lanes=p.lanes)  # fmt: skip
+        lines += ensure_measured(
+            p.store,
+            p.families,
+            preset=p.preset,
+            overrides=p.overrides,
+            configs=original_grid,
+            xla=p.xla,
+            variants=[{"dtype": d} for d in precisions],
+            platform=platform,
+            measure_missing=p.measure_missing,
+            budget_minutes=p.budget_minutes / 2,
+            max_seconds=p.max_seconds,
+            lanes=p.lanes,
+        )
     return lines
 
 
@@ -568,9 +728,19 @@ def fig7_part(p: Parameters) -> list[Verdict]:
 
     if p.fig7_nodes and p.fig7_batch:
         slice_ = {"fc": {"layers": [FIG7_LAYERS], "nodes": p.fig7_nodes, "batch": p.fig7_batch}}
-        for line in ensure_measured(p.store, ["fc"], preset=p.preset, overrides=slice_, dtype=p.dtype, xla=p.xla,
-                                    platform=p.target, measure_missing=p.measure_missing,
-                                    budget_minutes=p.budget_minutes / 4, max_seconds=p.max_seconds, lanes=p.lanes):  # fmt: skip
+        for line in ensure_measured(
+            p.store,
+            ["fc"],
+            preset=p.preset,
+            overrides=slice_,
+            dtype=p.dtype,
+            xla=p.xla,
+            platform=p.target,
+            measure_missing=p.measure_missing,
+            budget_minutes=p.budget_minutes / 4,
+            max_seconds=p.max_seconds,
+            lanes=p.lanes,
+        ):
             print(line)
     return fig7_section(p.store, p.target, p.dtype, p.xla)
 

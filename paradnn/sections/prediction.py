@@ -38,8 +38,15 @@ def measure(p: Parameters) -> list[str]:
     with ``measure_missing`` off); returns the sweep's lines."""
     if not p.measure_missing:
         return []
-    return ensure_measured(p.store, [p.family], preset=p.preset, platform=p.platform, budget_minutes=p.budget_minutes,
-                           max_seconds=p.max_seconds, lanes=p.lanes)  # fmt: skip
+    return ensure_measured(
+        p.store,
+        [p.family],
+        preset=p.preset,
+        platform=p.platform,
+        budget_minutes=p.budget_minutes,
+        max_seconds=p.max_seconds,
+        lanes=p.lanes,
+    )
 
 
 def held_out(p: Parameters) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -64,11 +71,13 @@ def held_out_section(scores: pd.DataFrame, oof: pd.DataFrame, p: Parameters) -> 
     rated = scores[scores["note"] == ""]
     best = rated.loc[rated["mape"].idxmin()]
     paper = rated["paper_regression_mape"]
-    caption("The paper found which hyperparameters matter with a linear regression fitted to its grids, and predicted "
-            f"nothing; here that regression misses held-out step times by {paper.min():.0f}-{paper.max():.0f}% "
-            f"on average, the model by {rated['mape'].min():.1f}-{rated['mape'].max():.1f}% (best on {best['platform']}, "
-            f"{best['n']} rows), with {rated['coverage'].min():.0%}-{rated['coverage'].max():.0%} of measurements inside "
-            "their 90% intervals.")  # fmt: skip
+    caption(
+        "The paper found which hyperparameters matter with a linear regression fitted to its grids, and predicted "
+        f"nothing; here that regression misses held-out step times by {paper.min():.0f}-{paper.max():.0f}% "
+        f"on average, the model by {rated['mape'].min():.1f}-{rated['mape'].max():.1f}% (best on {best['platform']}, "
+        f"{best['n']} rows), with {rated['coverage'].min():.0%}-{rated['coverage'].max():.0%} of measurements inside "
+        "their 90% intervals."
+    )
 
 
 def replay_section(scores: pd.DataFrame, p: Parameters) -> tuple[object, pd.DataFrame]:
@@ -88,9 +97,11 @@ def replay_section(scores: pd.DataFrame, p: Parameters) -> tuple[object, pd.Data
     means = replayed.groupby(["fraction", "strategy"])["mape"].mean().unstack()
     top = means.index.max()
     adaptive, random = means.loc[top, "adaptive"], means.loc[top, "random"]
-    caption(f"The paper found its verdicts by measuring the whole grid; replaying its {p.replay_platform} sweep, "
-            f"measuring {top:.0%} of it leaves the rest predicted within {adaptive:.1f}% (adaptive) and {random:.1f}% "
-            f"(random) on average, against {full:.1f}% held-out error of the model on {full_n} rows ({p.folds}-fold, above).")
+    caption(
+        f"The paper found its verdicts by measuring the whole grid; replaying its {p.replay_platform} sweep, "
+        f"measuring {top:.0%} of it leaves the rest predicted within {adaptive:.1f}% (adaptive) and {random:.1f}% "
+        f"(random) on average, against {full:.1f}% held-out error of the model on {full_n} rows ({p.folds}-fold, above)."
+    )
     table(means, 2)
     return model, rows
 
@@ -102,13 +113,24 @@ def filled_section(model: object, rows: pd.DataFrame, p: Parameters) -> None:
     chosen = predict.sample(rows, model.featurizer, int(round(p.fill_fraction * len(rows))), "adaptive", p.seed)
     filled = predict.filled_grid(rows, model.featurizer, chosen, p.seed)
     title = _title(p.family)
-    show(plots.heatmaps(filled, p.family, "examples_per_sec",
-                        f"{title} on {p.replay_platform}: {p.fill_fraction:.0%} measured, the rest predicted",
-                        "throughput (examples/s, log colour)", log_color=True, fmt="{:.3g}", marked="measured"))  # fmt: skip
+    show(
+        plots.heatmaps(
+            filled,
+            p.family,
+            "examples_per_sec",
+            f"{title} on {p.replay_platform}: {p.fill_fraction:.0%} measured, the rest predicted",
+            "throughput (examples/s, log colour)",
+            log_color=True,
+            fmt="{:.3g}",
+            marked="measured",
+        )
+    )
     error = filled.loc[~filled["measured"], "error_pct"].abs()
-    caption(f"The paper found its {p.replay_platform} heatmaps by measuring every cell; filled from {len(chosen)} measured "
-            f"cells, the other {len(error)} predictions differ from the study's measurements by {error.mean():.1f}% on "
-            f"average (median {error.median():.1f}%, 90th percentile {error.quantile(0.9):.1f}%).")  # fmt: skip
+    caption(
+        f"The paper found its {p.replay_platform} heatmaps by measuring every cell; filled from {len(chosen)} measured "
+        f"cells, the other {len(error)} predictions differ from the study's measurements by {error.mean():.1f}% on "
+        f"average (median {error.median():.1f}%, 90th percentile {error.quantile(0.9):.1f}%)."
+    )
 
 
 def local_grid_section(p: Parameters) -> None:
@@ -124,12 +146,24 @@ def local_grid_section(p: Parameters) -> None:
             return
         local = predict.grid_with_predictions(db, p.platform, p.family, labels, p.seed)
     title = _title(p.family)
-    show(plots.heatmaps(local, p.family, "examples_per_sec", f"{title} on {p.platform}: measured and predicted throughput",
-                        "throughput (examples/s, log colour)", log_color=True, fmt="{:.3g}", marked="measured"))  # fmt: skip
+    show(
+        plots.heatmaps(
+            local,
+            p.family,
+            "examples_per_sec",
+            f"{title} on {p.platform}: measured and predicted throughput",
+            "throughput (examples/s, log colour)",
+            log_color=True,
+            fmt="{:.3g}",
+            marked="measured",
+        )
+    )
     measured = int(local["measured"].sum())
-    caption(f"The paper found its heatmaps by measuring all cells ({len(local)} here); here {measured} are measured and "
-            f"{len(local) - measured} predicted from them, which is what `paradnn sweep --adaptive` shows for "
-            "the cells it did not measure.")  # fmt: skip
+    caption(
+        f"The paper found its heatmaps by measuring all cells ({len(local)} here); here {measured} are measured and "
+        f"{len(local) - measured} predicted from them, which is what `paradnn sweep --adaptive` shows for "
+        "the cells it did not measure."
+    )
 
 
 def _title(family: str) -> str:

@@ -37,11 +37,18 @@ def measure(p: Parameters) -> list[str]:
     if p.measure_missing:
         runs, missing = framework_runs()
         lines += missing
-        lines += ensure_measured(p.store, p.framework_families, preset=p.preset, overrides=p.framework_overrides,
-                                 platform=p.platform, variants=runs, budget_minutes=p.budget_minutes,
-                                 max_seconds=p.max_seconds, lanes=p.lanes)  # fmt: skip
-    return lines + rerun_sample(p.store, p.platform, p.rerun_count, measure_missing=p.measure_missing,
-                                max_seconds=p.max_seconds)  # fmt: skip
+        lines += ensure_measured(
+            p.store,
+            p.framework_families,
+            preset=p.preset,
+            overrides=p.framework_overrides,
+            platform=p.platform,
+            variants=runs,
+            budget_minutes=p.budget_minutes,
+            max_seconds=p.max_seconds,
+            lanes=p.lanes,
+        )
+    return lines + rerun_sample(p.store, p.platform, p.rerun_count, measure_missing=p.measure_missing, max_seconds=p.max_seconds)
 
 
 def framework_runs() -> tuple[list[dict], list[str]]:
@@ -88,10 +95,12 @@ def hardware_section(results: pd.DataFrame, platforms: pd.DataFrame) -> None:
     cells = scorecard.hardware_metrics(results, platforms)
     show(plots.scorecard_matrix(cells, "Dai & Berleant's 12 hardware metrics per platform, and where each value comes from"))
     counts = cells["evidence"].value_counts()
-    caption(f"The paper found ASICs ahead of GPUs in computing performance (High against Moderate), rating classes in words; "
-            f"here {counts.get('measured', 0)} of {len(cells)} cells are measured, {counts.get('datasheet', 0)} come from a "
-            f"datasheet, {counts.get('not measurable here', 0)} cannot be measured here (no power reading, single-device "
-            "runs) and the rest are the paper's class ratings.")  # fmt: skip
+    caption(
+        f"The paper found ASICs ahead of GPUs in computing performance (High against Moderate), rating classes in words; "
+        f"here {counts.get('measured', 0)} of {len(cells)} cells are measured, {counts.get('datasheet', 0)} come from a "
+        f"datasheet, {counts.get('not measurable here', 0)} cannot be measured here (no power reading, single-device "
+        "runs) and the rest are the paper's class ratings."
+    )
     table(cells.pivot(index="metric", columns="platform", values="value"))
     table(cells[["metric", "platform", "source"]].pivot(index="metric", columns="platform", values="source"))
 
@@ -125,10 +134,15 @@ def speed_sentence(speeds: pd.DataFrame) -> str:
     """The framework comparison in a sentence computed from its rows."""
     from paradnn.analysis.scorecard import TITLES
 
-    parts = [f"{TITLES.get(s.target, s.target)} {s.mode} {s.geomean:.2f}x ({s.low:.2f}-{s.high:.2f}; {s.family} on "
-             f"{s.platform}, n = {s.n})" for s in speeds.itertuples()]  # fmt: skip
-    return ("The paper found frameworks differ in licence, languages, devices and tested networks, and compared no "
-            "speeds; here the same Keras 3 models train under each framework (so each framework's number includes "
-            "what Keras costs on it; docs/performance.md measures that cost against plain PyTorch), each "
-            "configuration's frameworks timed one after another in shuffled rounds of one sweep. Throughput over "
-            "TensorFlow's at the same setting: " + "; ".join(parts) + ".")
+    parts = [
+        f"{TITLES.get(s.target, s.target)} {s.mode} {s.geomean:.2f}x ({s.low:.2f}-{s.high:.2f}; {s.family} on "
+        f"{s.platform}, n = {s.n})"
+        for s in speeds.itertuples()
+    ]
+    return (
+        "The paper found frameworks differ in licence, languages, devices and tested networks, and compared no "
+        "speeds; here the same Keras 3 models train under each framework (so each framework's number includes "
+        "what Keras costs on it; docs/performance.md measures that cost against plain PyTorch), each "
+        "configuration's frameworks timed one after another in shuffled rounds of one sweep. Throughput over "
+        "TensorFlow's at the same setting: " + "; ".join(parts) + "."
+    )

@@ -1,5 +1,4 @@
-"""The software-stack report (the paper's section 6): XLA, precision and TensorFlow versions, side by side.
-"""
+"""The software-stack report (the paper's section 6): XLA, precision and TensorFlow versions, side by side."""
 
 from __future__ import annotations
 
@@ -42,15 +41,32 @@ def speedup_maps(result, what: str, platform: str, families: list[str]) -> None:
     for family in families:
         pairs = result.table[result.table["family"] == family].assign(state=OK)
         if len(pairs):
-            show(plots.heatmaps(pairs, family, "speedup", f"{registry.get(family).title}: speedup from {what} on {platform}",
-                                "speedup (x; red: faster, blue: slower)", fmt="{:.2f}", center=1.0, cmap="RdBu_r"))  # fmt: skip
+            show(
+                plots.heatmaps(
+                    pairs,
+                    family,
+                    "speedup",
+                    f"{registry.get(family).title}: speedup from {what} on {platform}",
+                    "speedup (x; red: faster, blue: slower)",
+                    fmt="{:.2f}",
+                    center=1.0,
+                    cmap="RdBu_r",
+                )
+            )
 
 
 def stack_summary(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """n, median and geometric-mean speedup of each software-stack comparison."""
 
-    rows = [{"comparison": k, "n": len(t), "median": t["speedup"].median() if len(t) else np.nan,
-             "geomean": float(np.exp(np.log(t["speedup"]).mean())) if len(t) else np.nan} for k, t in tables.items()]  # fmt: skip
+    rows = [
+        {
+            "comparison": k,
+            "n": len(t),
+            "median": t["speedup"].median() if len(t) else np.nan,
+            "geomean": float(np.exp(np.log(t["speedup"]).mean())) if len(t) else np.nan,
+        }
+        for k, t in tables.items()
+    ]
     return pd.DataFrame(rows)
 
 
@@ -62,14 +78,22 @@ def stack_differences(rows: pd.DataFrame, older: str, newer: str) -> str:
     versions = {}
     for tf_version in (older, newer):
         on = rows[rows["sw_tensorflow"] == tf_version]
-        versions[tf_version] = {k: ", ".join(sorted(on[f"sw_{k}"].dropna().astype(str).unique())) for k in SOFTWARE
-                                if k not in ("tensorflow", "git", "paradnn") and f"sw_{k}" in on}  # fmt: skip
-    differ = [f"{k} {versions[older][k] or 'unknown'} against {versions[newer][k] or 'unknown'}"
-              for k in versions[older] if versions[older][k] != versions[newer].get(k)]  # fmt: skip
+        versions[tf_version] = {
+            k: ", ".join(sorted(on[f"sw_{k}"].dropna().astype(str).unique()))
+            for k in SOFTWARE
+            if k not in ("tensorflow", "git", "paradnn") and f"sw_{k}" in on
+        }
+    differ = [
+        f"{k} {versions[older][k] or 'unknown'} against {versions[newer][k] or 'unknown'}"
+        for k in versions[older]
+        if versions[older][k] != versions[newer].get(k)
+    ]
     same = [f"{k} {v}" for k, v in versions[older].items() if v and v == versions[newer].get(k)]
     also = f" (the same: {', '.join(same)})" if same else ""
-    return (f"TensorFlow {older} against {newer}: besides TensorFlow, the stacks differ in "
-            f"{'; '.join(differ) if differ else 'nothing else recorded'}{also}.")
+    return (
+        f"TensorFlow {older} against {newer}: besides TensorFlow, the stacks differ in "
+        f"{'; '.join(differ) if differ else 'nothing else recorded'}{also}."
+    )
 
 
 def measure(p: Parameters) -> list[str]:
@@ -78,16 +102,41 @@ def measure(p: Parameters) -> list[str]:
     on). Returns the sweeps' lines."""
     started = time.monotonic()
     runs = [{"dtype": d, "xla": x} for x in (True, False) for d in ["float32"] + ([p.low_precision] if p.low_precision else [])]
-    lines = ensure_measured(p.store, p.families, preset=p.preset, overrides=p.overrides, variants=runs, platform=p.platform,
-                            measure_missing=p.measure_missing, budget_minutes=p.budget_minutes, max_seconds=p.max_seconds,
-                            lanes=p.lanes)
+    lines = ensure_measured(
+        p.store,
+        p.families,
+        preset=p.preset,
+        overrides=p.overrides,
+        variants=runs,
+        platform=p.platform,
+        measure_missing=p.measure_missing,
+        budget_minutes=p.budget_minutes,
+        max_seconds=p.max_seconds,
+        lanes=p.lanes,
+    )
     if p.stacks and p.measure_missing:
-        lines += ensure_measured(p.store, p.families, preset=p.preset, overrides=p.stack_overrides, xla=True,
-                                 platform=p.platform, stacks=p.stacks, budget_minutes=p.budget_minutes / 2,
-                                 max_seconds=p.max_seconds, lanes=p.lanes)  # fmt: skip
+        lines += ensure_measured(
+            p.store,
+            p.families,
+            preset=p.preset,
+            overrides=p.stack_overrides,
+            xla=True,
+            platform=p.platform,
+            stacks=p.stacks,
+            budget_minutes=p.budget_minutes / 2,
+            max_seconds=p.max_seconds,
+            lanes=p.lanes,
+        )
     if p.measure_missing and is_local(p.platform):
-        lines += look_again(p.store, comparisons(p), started=started, budget_minutes=p.budget_minutes,
-                            max_seconds=p.max_seconds, platform=p.platform, lanes=p.lanes)  # fmt: skip
+        lines += look_again(
+            p.store,
+            comparisons(p),
+            started=started,
+            budget_minutes=p.budget_minutes,
+            max_seconds=p.max_seconds,
+            platform=p.platform,
+            lanes=p.lanes,
+        )
     return lines
 
 
@@ -122,8 +171,10 @@ def rows(p: Parameters) -> tuple[pd.DataFrame, pd.DataFrame, Ceilings | None]:
 
     df = load(p.store, platform=p.platform, families=p.families)
     versions_df = load(p.store, platform=p.platform, families=p.families, all_versions=True)
-    print(f"{len(df)} rows of {p.platform}; TensorFlow versions in the store: "
-          f"{sorted(versions_df['sw_tensorflow'].dropna().unique())}")  # fmt: skip
+    print(
+        f"{len(df)} rows of {p.platform}; TensorFlow versions in the store: "
+        f"{sorted(versions_df['sw_tensorflow'].dropna().unique())}"
+    )
     return df, versions_df, _ceilings(p)
 
 
@@ -137,8 +188,11 @@ def xla_part(df: pd.DataFrame, p: Parameters) -> tuple[SpeedupResult, Verdict]:
     return result, verdict
 
 
-def precision_part(df: pd.DataFrame, p: Parameters, ceilings: Ceilings | None,
-                   ) -> tuple[dict[str, SpeedupResult], list[Verdict]]:  # fmt: skip
+def precision_part(
+    df: pd.DataFrame,
+    p: Parameters,
+    ceilings: Ceilings | None,
+) -> tuple[dict[str, SpeedupResult], list[Verdict]]:
     """float32 against ``p.low_precision`` under XLA on and off (O13 each): maps and verdicts by XLA setting."""
     from paradnn.analysis import observations as obs
 
@@ -154,8 +208,9 @@ def precision_part(df: pd.DataFrame, p: Parameters, ceilings: Ceilings | None,
     return results, verdicts
 
 
-def versions_part(xla_result: SpeedupResult, precision_results: dict[str, SpeedupResult], versions_df: pd.DataFrame,
-                  p: Parameters) -> Verdict:  # fmt: skip
+def versions_part(
+    xla_result: SpeedupResult, precision_results: dict[str, SpeedupResult], versions_df: pd.DataFrame, p: Parameters
+) -> Verdict:
     """Fig. 12: every software-stack speedup's distribution, the TensorFlow version chain (O12)
     with a map per version step, and each version's speedup with its interval."""
     from paradnn.analysis import observations as obs
@@ -179,7 +234,13 @@ def versions_part(xla_result: SpeedupResult, precision_results: dict[str, Speedu
         return verdict
     show(plots.version_speedups(versions, f"Speedup of each TensorFlow version on {p.platform} (Fig. 12a)"))
     table(versions, 3)
-    caption("The paper found each TensorFlow release sped up the TPU by large factors; here " + "; ".join(
-        f"{r.target} runs {r.family} at {r.geomean:.2f}x {r.baseline} (95% interval {r.low:.2f}-{r.high:.2f}"
-        f"{', within the noise' if r.within_noise else ''}, n = {r.n})" for r in versions.itertuples()) + ".")
+    caption(
+        "The paper found each TensorFlow release sped up the TPU by large factors; here "
+        + "; ".join(
+            f"{r.target} runs {r.family} at {r.geomean:.2f}x {r.baseline} (95% interval {r.low:.2f}-{r.high:.2f}"
+            f"{', within the noise' if r.within_noise else ''}, n = {r.n})"
+            for r in versions.itertuples()
+        )
+        + "."
+    )
     return verdict

@@ -43,9 +43,19 @@ def measure(p: Parameters) -> list[str]:
     """Measure what the store lacks of ``p.workloads`` in ``p.dtype`` and ``p.low_precision``, in one
     sweep at ``p.xla``; returns the sweep's lines."""
     runs = [{"dtype": d} for d in [p.dtype] + ([p.low_precision] if p.low_precision else [])]
-    return ensure_measured(p.store, p.workloads, preset=p.preset, overrides=p.overrides, variants=runs, xla=p.xla,
-                           platform=p.platform, measure_missing=p.measure_missing, budget_minutes=p.budget_minutes,
-                           max_seconds=p.max_seconds, lanes=p.lanes)  # fmt: skip
+    return ensure_measured(
+        p.store,
+        p.workloads,
+        preset=p.preset,
+        overrides=p.overrides,
+        variants=runs,
+        xla=p.xla,
+        platform=p.platform,
+        measure_missing=p.measure_missing,
+        budget_minutes=p.budget_minutes,
+        max_seconds=p.max_seconds,
+        lanes=p.lanes,
+    )
 
 
 def rows(p: Parameters) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
@@ -69,8 +79,17 @@ def throughput_section(main: pd.DataFrame, p: Parameters) -> None:
 
     for name in p.workloads:
         if (main["family"] == name).sum() > 1:
-            show(plots.heatmaps(main, name, "examples_per_sec", f"{family(name).title} throughput on {p.platform}, {p.dtype}",
-                                "throughput (examples/s, log colour)", log_color=True, fmt="{:.3g}"))  # fmt: skip
+            show(
+                plots.heatmaps(
+                    main,
+                    name,
+                    "examples_per_sec",
+                    f"{family(name).title} throughput on {p.platform}, {p.dtype}",
+                    "throughput (examples/s, log colour)",
+                    log_color=True,
+                    fmt="{:.3g}",
+                )
+            )
     table(main[["family", "label", "state", "examples_per_sec", "utilization", "compile_time_s", "error"]], 4)
 
 
@@ -82,14 +101,16 @@ def sizes_section(preset: str) -> None:
     sizes = wl.parameter_ranges(preset)
     show(plots.parameter_ranges(sizes, f"Trainable parameters of every workload ({preset} grids)"))
     ranges, models = sizes[sizes["kind"] == "range"], sizes[sizes["kind"] == "model"]
-    caption("The paper found ParaDnn's models span from about 10k to nearly a billion parameters, a wider range than the "
-            f"real workloads; here the {preset} grids span {ranges['min'].min():.2g} to {ranges['max'].max():.3g} "
-            f"parameters and the real models {models['max'].min():.2g} ({models.loc[models['max'].idxmin(), 'title']}) to "
-            f"{models['max'].max():.3g} ({models.loc[models['max'].idxmax(), 'title']}). The ends differ from the paper's for "
-            "two reasons: the grids here are Table 2 as printed, whose largest FC model (128 layers of 8,192 nodes, 8.6e9 "
-            "parameters) fits no platform the paper measured, while its figure shows the models it ran; and the RNN "
-            "vocabulary is read in thousands (the original scripts pass 1, 5, 9), so the smallest model here is an FC model, "
-            "not a 10k-parameter RNN.")  # fmt: skip
+    caption(
+        "The paper found ParaDnn's models span from about 10k to nearly a billion parameters, a wider range than the "
+        f"real workloads; here the {preset} grids span {ranges['min'].min():.2g} to {ranges['max'].max():.3g} "
+        f"parameters and the real models {models['max'].min():.2g} ({models.loc[models['max'].idxmin(), 'title']}) to "
+        f"{models['max'].max():.3g} ({models.loc[models['max'].idxmax(), 'title']}). The ends differ from the paper's for "
+        "two reasons: the grids here are Table 2 as printed, whose largest FC model (128 layers of 8,192 nodes, 8.6e9 "
+        "parameters) fits no platform the paper measured, while its figure shows the models it ran; and the RNN "
+        "vocabulary is read in thousands (the original scripts pass 1, 5, 9), so the smallest model here is an FC model, "
+        "not a 10k-parameter RNN."
+    )
     table(sizes, 0)
 
 
@@ -105,9 +126,11 @@ def roofline_part(main: pd.DataFrame, platforms: pd.DataFrame, p: Parameters) ->
         return ceilings, points
     show(plots.roofline(points, ceilings, f"Real workloads on the roofline of {p.platform} ({p.dtype})"))
     right = points[points["intensity"] >= ceilings.ridge]
-    caption("The paper found Transformer and ResNet-50 close to compute-bound on the TPU; here "
-            f"{len(right)} of {len(points)} workloads lie right of the ridge ({ceilings.ridge:.0f} FLOPs/byte), reaching up "
-            f"to {points['achieved_flops'].max() / ceilings.peak_flops:.0%} of the compute roof.")  # fmt: skip
+    caption(
+        "The paper found Transformer and ResNet-50 close to compute-bound on the TPU; here "
+        f"{len(right)} of {len(points)} workloads lie right of the ridge ({ceilings.ridge:.0f} FLOPs/byte), reaching up "
+        f"to {points['achieved_flops'].max() / ceilings.peak_flops:.0%} of the compute roof."
+    )
     return ceilings, points
 
 
@@ -126,8 +149,7 @@ def op_breakdown_part(main: pd.DataFrame, ceilings: Ceilings | None, points: pd.
         breakdown = pd.concat([op_breakdown(parse_label(x["family"], x["label"]), p.dtype) for x in picks], ignore_index=True)
         show(plots.op_breakdown(breakdown, ceilings, f"Per-op breakdown of real workloads on {p.platform}"))
         table(breakdown, 4)
-    verdict = obs.compute_bound_memory_time(breakdown, ceilings.ridge if ceilings else float("inf"), points,
-                                            platform=p.platform)  # fmt: skip
+    verdict = obs.compute_bound_memory_time(breakdown, ceilings.ridge if ceilings else float("inf"), points, platform=p.platform)
     caption(verdict.sentence)
     return verdict
 
@@ -142,14 +164,23 @@ def precision_part(df: pd.DataFrame, ceilings: Ceilings | None, p: Parameters) -
     if not p.low_precision:
         return None
     precision = wl.precision_table(df, p.low_precision, p.dtype)
-    show(plots.grouped_bars(precision.set_index("family"), [p.dtype, p.low_precision],
-                            f"FLOPS utilisation of the real workloads in {p.dtype} and {p.low_precision} on {p.platform}",
-                            "FLOPS utilisation (% of the dtype's peak)"))  # fmt: skip
+    show(
+        plots.grouped_bars(
+            precision.set_index("family"),
+            [p.dtype, p.low_precision],
+            f"FLOPS utilisation of the real workloads in {p.dtype} and {p.low_precision} on {p.platform}",
+            "FLOPS utilisation (% of the dtype's peak)",
+        )
+    )
     table(precision, 3)
-    verdict = obs.stack_speedup(Results(df).matched("dtype", p.dtype, p.low_precision),
-                                f"{p.low_precision} speeds up the real workloads right of the ridge",
-                                "16-bit arithmetic speeds up compute-bound models",
-                                ridge=ceilings.ridge if ceilings else None, id="O13", platform=p.platform)  # fmt: skip
+    verdict = obs.stack_speedup(
+        Results(df).matched("dtype", p.dtype, p.low_precision),
+        f"{p.low_precision} speeds up the real workloads right of the ridge",
+        "16-bit arithmetic speeds up compute-bound models",
+        ridge=ceilings.ridge if ceilings else None,
+        id="O13",
+        platform=p.platform,
+    )
     caption(verdict.sentence)
     return verdict
 
@@ -166,14 +197,24 @@ def platforms_part(store: str, dtype: str) -> Verdict:
     everything = Results(load(store))
     utilisation = wl.platform_table(everything.frame, dtype)
     if len(utilisation):
-        show(plots.grouped_bars(utilisation, list(utilisation.columns), "FLOPS utilisation of every family on every platform",
-                                "median FLOPS utilisation (% of peak)", log=True))  # fmt: skip
+        show(
+            plots.grouped_bars(
+                utilisation,
+                list(utilisation.columns),
+                "FLOPS utilisation of every family on every platform",
+                "median FLOPS utilisation (% of peak)",
+                log=True,
+            )
+        )
         counts = ", ".join(f"{family} {n}" for family, n in utilisation.attrs.get("n", {}).items())
-        caption("Each family's medians are over the configurations every platform drawn for it measured (a platform that "
-                f"shares none with the others is left out of that family), so the bars compare like with like: {counts}.")
+        caption(
+            "Each family's medians are over the configurations every platform drawn for it measured (a platform that "
+            f"shares none with the others is left out of that family), so the bars compare like with like: {counts}."
+        )
     pair_speedup_section(everything)
     # A claim about the chips: on the pairs where neither waited on its input (paradnn.store.bounds)
-    verdict = obs.utilisation_ratio(everything.matched("platform", *REFERENCE_PAIR, metric="utilization",
-                                                       free=("dtype", "xla")).chips_only())  # fmt: skip
+    verdict = obs.utilisation_ratio(
+        everything.matched("platform", *REFERENCE_PAIR, metric="utilization", free=("dtype", "xla")).chips_only()
+    )
     caption(verdict.sentence)
     return verdict

@@ -15,5 +15,13 @@ from paradnn.store.db import (
     result_columns,
 )
 
-__all__ = ["CLAIM_MARGIN_S", "SCHEMA_VERSION", "STATES", "Store", "StoreError", "export", "hyperparameter_names",
-           "result_columns"]  # fmt: skip
+__all__ = [
+    "CLAIM_MARGIN_S",
+    "SCHEMA_VERSION",
+    "STATES",
+    "Store",
+    "StoreError",
+    "export",
+    "hyperparameter_names",
+    "result_columns",
+]

@@ -49,8 +49,11 @@ def input_ceilings(rows: pd.DataFrame, infeed: dict[tuple[str, str], float]) -> 
     """(platform, batch) -> the input ceiling's rate: traced input-bound rows' median, else the fastest row."""
     ceilings: dict[tuple[str, int], float] = {}
     for (platform, batch), group in rows.groupby(["platform", "batch"]):
-        traced = [rate for label, rate in zip(group["label"], group["examples_per_sec"])
-                  if infeed.get((platform, label), 0.0) >= INPUT_SHARE]  # fmt: skip
+        traced = [
+            rate
+            for label, rate in zip(group["label"], group["examples_per_sec"])
+            if infeed.get((platform, label), 0.0) >= INPUT_SHARE
+        ]
         ceilings[(platform, int(batch))] = float(pd.Series(traced).median()) if traced else float(group["examples_per_sec"].max())
     return ceilings
 
@@ -75,16 +78,18 @@ def row_bounds(frame: pd.DataFrame, traces: pd.DataFrame | None = None) -> pd.Da
     old = frame[legacy & ok]
     if len(old) and "batch" in old:
         ceilings = input_ceilings(old, infeed)
-        out.loc[old.index] = [_original_bound(infeed.get((p, label)), rate, ceilings[(p, int(batch))], int(batch))
-                              for p, label, rate, batch in zip(old["platform"], old["label"], old["examples_per_sec"],
-                                                               old["batch"])]  # fmt: skip
+        out.loc[old.index] = [
+            _original_bound(infeed.get((p, label)), rate, ceilings[(p, int(batch))], int(batch))
+            for p, label, rate, batch in zip(old["platform"], old["label"], old["examples_per_sec"], old["batch"])
+        ]
     mine = frame[~legacy & ok]
     share = pd.to_numeric(mine.get("infeed_share", pd.Series(index=mine.index, dtype=float)), errors="coerce")
     mode = mine.get("input_mode", pd.Series(index=mine.index, dtype=object)).fillna("device")
     fed, resident = share.notna(), share.isna() & (mode == "device")
     if fed.any():
-        out.loc[fed[fed].index] = [(INPUT if v >= INPUT_SHARE else CHIP, f"input {v:.0%} of the step (measured)")
-                                   for v in share[fed]]  # fmt: skip
+        out.loc[fed[fed].index] = [
+            (INPUT if v >= INPUT_SHARE else CHIP, f"input {v:.0%} of the step (measured)") for v in share[fed]
+        ]
     if resident.any():
         out.loc[resident[resident].index] = [(CHIP, "device-resident input")] * int(resident.sum())
     return out

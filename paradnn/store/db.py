@@ -131,9 +131,23 @@ RESULT_COLUMNS: tuple[tuple[str, str], ...] = (
 _JSON_COLUMNS = ("uncounted_ops", "samples_s", "warmup_s", "extra")
 # Columns whose NOT NULL constraint an ALTER TABLE cannot add: given a default instead.
 _ADDED_DEFAULTS = {**LATER_IDENTITY}
-TRACE_COLUMNS = ("source", "platform", "label", "category", "flops_perc", "flops_perc_mean", "flops_perc_std",
-                 "memory_bandwidth", "intensity", "raw_mb", "time_perc", "infeed", "infeed_mean", "infeed_std",
-                 "op_size")  # fmt: skip
+TRACE_COLUMNS = (
+    "source",
+    "platform",
+    "label",
+    "category",
+    "flops_perc",
+    "flops_perc_mean",
+    "flops_perc_std",
+    "memory_bandwidth",
+    "intensity",
+    "raw_mb",
+    "time_perc",
+    "infeed",
+    "infeed_mean",
+    "infeed_std",
+    "op_size",
+)
 _TRACE_TYPES = {"source": "TEXT", "platform": "TEXT", "label": "TEXT", "category": "TEXT"}
 
 
@@ -180,8 +194,9 @@ def fed_as_measured(row: dict) -> dict:
 def _original_input_mode(c: sqlite3.Connection) -> None:
     """Version 4: the original study's rows read their input through the host (:func:`fed_as_measured`)."""
     rows = [fed_as_measured(dict(r)) for r in c.execute("SELECT * FROM results WHERE source LIKE ?", (LEGACY + ":%",))]
-    c.executemany("UPDATE results SET input_mode = ?, run_key = ? WHERE id = ?",
-                  [(r["input_mode"], r["run_key"], r["id"]) for r in rows])  # fmt: skip
+    c.executemany(
+        "UPDATE results SET input_mode = ?, run_key = ? WHERE id = ?", [(r["input_mode"], r["run_key"], r["id"]) for r in rows]
+    )
 
 
 # What brings a store from the version before to this version (columns aside): SQL statements,
@@ -259,8 +274,10 @@ class Store:
             raise StoreError(f"{self.path}: a paradnn store with a damaged schema version ({written[:40] or 'none'!r})")
         version = int(written)
         if version > SCHEMA_VERSION:
-            raise StoreError(f"{self.path}: written by a newer paradnn (store schema version {version}; this paradnn "
-                             f"reads up to version {SCHEMA_VERSION}): upgrade paradnn to use it")  # fmt: skip
+            raise StoreError(
+                f"{self.path}: written by a newer paradnn (store schema version {version}; this paradnn "
+                f"reads up to version {SCHEMA_VERSION}): upgrade paradnn to use it"
+            )
         if not self.readonly and (version < SCHEMA_VERSION or self._missing_columns()):
             self._migrate()
 
@@ -370,8 +387,9 @@ class Store:
         (:mod:`paradnn.store.names`)."""
         with self.transaction() as c:
             found = machine(info, platform, info.get("name"))
-            check_writes(c, {platform: [(found, "this write")]}, [platform] if source == MEASURED else [],
-                         str(self.path), name_hint)  # fmt: skip
+            check_writes(
+                c, {platform: [(found, "this write")]}, [platform] if source == MEASURED else [], str(self.path), name_hint
+            )
             _check_not_stranded(c, fingerprint, platform, str(self.path))
             c.execute(
                 "INSERT OR REPLACE INTO platforms VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -397,8 +415,10 @@ class Store:
             held = c.execute("SELECT host, pid, pid_started, expires_at FROM claims WHERE run_key = ?", (key,)).fetchone()
             if held is not None and _alive(*held) and held["pid"] != os.getpid():
                 return "busy"
-            c.execute("INSERT OR REPLACE INTO claims VALUES (?, ?, ?, ?, ?, ?)",
-                      (key, label, socket.gethostname(), os.getpid(), _started(os.getpid()), time.time() + ttl_s))  # fmt: skip
+            c.execute(
+                "INSERT OR REPLACE INTO claims VALUES (?, ?, ?, ?, ?, ?)",
+                (key, label, socket.gethostname(), os.getpid(), _started(os.getpid()), time.time() + ttl_s),
+            )
             return "claimed"
 
     def release(self, keys: Iterable[str]) -> None:
@@ -489,12 +509,15 @@ def _check_not_stranded(conn: sqlite3.Connection, fingerprint: str, platform: st
     held = conn.execute("SELECT platform FROM platforms WHERE fingerprint = ?", (fingerprint,)).fetchone()
     if held is None or held[0] == platform:
         return
-    if conn.execute("SELECT 1 FROM results WHERE platform = ? AND platform_fingerprint = ? LIMIT 1",
-                    (held[0], fingerprint)).fetchone():  # fmt: skip
+    if conn.execute(
+        "SELECT 1 FROM results WHERE platform = ? AND platform_fingerprint = ? LIMIT 1", (held[0], fingerprint)
+    ).fetchone():
         rename = shlex.quote(f"{held[0]}={platform}")
-        raise FoldError(f"this machine is named {held[0]!r} in {store} (its rows carry that name); to call it {platform!r}, "
-                        f"rename it on the way into a new store: paradnn merge {shlex.quote(store)} --rename {rename} "
-                        "--store NEW.sqlite")  # fmt: skip
+        raise FoldError(
+            f"this machine is named {held[0]!r} in {store} (its rows carry that name); to call it {platform!r}, "
+            f"rename it on the way into a new store: paradnn merge {shlex.quote(store)} --rename {rename} "
+            "--store NEW.sqlite"
+        )
 
 
 def name_hint(name: str, where: str) -> str:
@@ -509,8 +532,7 @@ def _check_rows(conn: sqlite3.Connection, rows: list[dict], store: str) -> None:
     for row in rows:
         incoming.setdefault(str(row.get("platform")), set()).add(row_machine(row, known))
     measured = {str(row.get("platform")) for row in rows if row.get("source", MEASURED) == MEASURED}
-    check_writes(conn, {name: [(m, "this write") for m in found] for name, found in incoming.items()}, measured, store,
-                 name_hint)  # fmt: skip
+    check_writes(conn, {name: [(m, "this write") for m in found] for name, found in incoming.items()}, measured, store, name_hint)
 
 
 def _alive(host: str, pid: int, pid_started: float | None, expires_at: float) -> bool:
@@ -549,12 +571,13 @@ def check_store_path(path: str | Path) -> None:
     a file, or something other than a regular file (a FIFO or device would block or never end)."""
     text = os.fspath(path)
     if text.endswith(("/", os.sep)):
-        folder = _cut(text.rstrip('/' + os.sep))
+        folder = _cut(text.rstrip("/" + os.sep))
         raise StoreError(f"{_cut(text)}: is a folder name; a store is a file (e.g. {folder}/results.sqlite)")
     long = next((part for part in Path(text).parts if len(part.encode()) > NAME_BYTES), None)
     if long is not None:
-        raise StoreError(f"{_cut(text)}: holds a name of {len(long.encode()):,} bytes; each folder and file name "
-                         f"takes at most {NAME_BYTES}")  # fmt: skip
+        raise StoreError(
+            f"{_cut(text)}: holds a name of {len(long.encode()):,} bytes; each folder and file name takes at most {NAME_BYTES}"
+        )
     if len(os.path.abspath(text)) > PATH_CHARS:
         raise StoreError(f"{_cut(text)}: a path of {len(os.path.abspath(text)):,} characters; at most {PATH_CHARS:,}")
     found = Path(text)

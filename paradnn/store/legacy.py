@@ -169,8 +169,9 @@ def _read_json(path: Path, device: str) -> dict:
     except json.JSONDecodeError as exc:
         raise _fail(path, f"is not valid JSON ({exc})", "one JSON object of parallel lists") from None
     except (RecursionError, ValueError) as exc:  # thousands of nested brackets; a number of thousands of digits
-        raise _fail(path, f"is JSON no study file holds ({type(exc).__name__})", "one JSON object of parallel lists of "
-                                                                                 "numbers and labels") from None
+        raise _fail(
+            path, f"is JSON no study file holds ({type(exc).__name__})", "one JSON object of parallel lists of numbers and labels"
+        ) from None
     if not isinstance(data, dict):
         raise _fail(path, f"holds a JSON {_json_type(data)}, not an object", "one JSON object of parallel lists")
     return data
@@ -186,8 +187,11 @@ def _check_known_device(path: Path, text: str, device: str) -> None:
         return
     own = next(name for prefix, name in NAME_PLATFORMS if found.startswith(prefix))
     if own != device:
-        raise _fail(path, f"holds the original study's {found}, measured on the {own}, not the {device}",
-                    f"--platform {own} (or a name starting as {found} does)")  # fmt: skip
+        raise _fail(
+            path,
+            f"holds the original study's {found}, measured on the {own}, not the {device}",
+            f"--platform {own} (or a name starting as {found} does)",
+        )
 
 
 def resolve_platform(path: Path, platform: str | None = None) -> LegacyPlatform:
@@ -198,8 +202,10 @@ def resolve_platform(path: Path, platform: str | None = None) -> LegacyPlatform:
         if platform not in PLATFORMS:
             raise LegacyError(f"platform {platform!r} is not a platform of the original study; expected {known}")
         if named is not None and platform != named:  # a file is only ever filed under its own device
-            raise LegacyError(f"{path.name}: --platform {platform!r} is not this file's device; expected {named} "
-                              "(the name says which device measured it)")  # fmt: skip
+            raise LegacyError(
+                f"{path.name}: --platform {platform!r} is not this file's device; expected {named} "
+                "(the name says which device measured it)"
+            )
         return PLATFORMS[platform]
     if named is not None:
         return PLATFORMS[named]
@@ -554,13 +560,16 @@ def grid_of(family: str, preset: str, overrides: dict | None = None) -> list:
     if preset != OVERLAP_PRESET:
         return expand(family, preset, overrides)
     if family != "fc":
-        raise ConfigError("--preset", preset, f"{OVERLAP_PRESET} with the fc family only (the original study's sweeps are "
-                                              "FC), or smoke, quick or paper")  # fmt: skip
+        raise ConfigError(
+            "--preset",
+            preset,
+            f"{OVERLAP_PRESET} with the fc family only (the original study's sweeps are FC), or smoke, quick or paper",
+        )
     configs = overlap_configs(None, overrides)
     if not configs:  # a filter that keeps nothing is a mistake, not an empty sweep
         every = overlap_configs(None)
-        held = "; ".join(f"{name} " + ", ".join(map(str, sorted({getattr(c, name) for c in every})))
-                         for name in (overrides or {}))  # fmt: skip
+        held = "; ".join(
+            f"{name} " + ", ".join(map(str, sorted({getattr(c, name) for c in every}))) for name in (overrides or {})
+        )
         raise ConfigError("--set", overrides, f"values of the {OVERLAP_PRESET} configurations, which hold {held}")
     return configs
-

@@ -81,17 +81,28 @@ class MergeSummary:
     def lines(self) -> list[str]:
         """The summary in words: one line overall, then one per platform that gained rows."""
         reruns = sum(self.reruns.values())
-        head = (f"merged {len(self.sources)} store(s) into {self.store}: {self.rows} rows added"
-                f"{f' ({reruns} reruns)' if reruns else ''}, {self.duplicates} already there; "
-                f"{self.platforms} platforms, {self.traces} traces added")  # fmt: skip
+        head = (
+            f"merged {len(self.sources)} store(s) into {self.store}: {self.rows} rows added"
+            f"{f' ({reruns} reruns)' if reruns else ''}, {self.duplicates} already there; "
+            f"{self.platforms} platforms, {self.traces} traces added"
+        )
         width = max((len(p) for p in self.added), default=0)
-        return [head] + [f"  {p:<{width}}  {n} rows" + (f" ({self.reruns[p]} reruns)" if self.reruns.get(p) else "")
-                         for p, n in sorted(self.added.items())]  # fmt: skip
+        return [head] + [
+            f"  {p:<{width}}  {n} rows" + (f" ({self.reruns[p]} reruns)" if self.reruns.get(p) else "")
+            for p, n in sorted(self.added.items())
+        ]
 
     def as_dict(self) -> dict:
-        return {"store": self.store, "sources": list(self.sources), "rows": self.rows, "added": self.added,
-                "reruns": self.reruns, "duplicates": self.duplicates, "platforms": self.platforms,
-                "traces": self.traces}  # fmt: skip
+        return {
+            "store": self.store,
+            "sources": list(self.sources),
+            "rows": self.rows,
+            "added": self.added,
+            "reruns": self.reruns,
+            "duplicates": self.duplicates,
+            "platforms": self.platforms,
+            "traces": self.traces,
+        }
 
 
 @dataclass
@@ -118,15 +129,20 @@ def parse_rename(texts: Iterable[str]) -> dict[str, str]:
         old, sep, new = _split_rename(str(text))
         old, new = old.strip(), new.strip()
         if not sep or not old or not new:
-            raise MergeError(f"--rename {_short(text)}: expected OLD=NEW, e.g. --rename cpu=xeon-lab "
-                             "or --rename 'cpu[threads=1]=lab-1t'")  # fmt: skip
+            raise MergeError(
+                f"--rename {_short(text)}: expected OLD=NEW, e.g. --rename cpu=xeon-lab or --rename 'cpu[threads=1]=lab-1t'"
+            )
         if old in renames:
-            raise MergeError(f"--rename {_short(old)}: given twice ({_short(old)}={_short(renames[old])}, "
-                             f"{_short(old)}={_short(new)}); rename each platform once")  # fmt: skip
+            raise MergeError(
+                f"--rename {_short(old)}: given twice ({_short(old)}={_short(renames[old])}, "
+                f"{_short(old)}={_short(new)}); rename each platform once"
+            )
         other = next((o for o, n in renames.items() if n == new), None)
         if other is not None:  # two platforms under one new name: two machines folded by the options themselves
-            raise MergeError(f"--rename {_short(old)}={_short(new)}: {_short(new)!r} is already the new name of "
-                             f"{_short(other)!r}; give each platform a name of its own")  # fmt: skip
+            raise MergeError(
+                f"--rename {_short(old)}={_short(new)}: {_short(new)!r} is already the new name of "
+                f"{_short(other)!r}; give each platform a name of its own"
+            )
         renames[old] = new
     return renames
 
@@ -139,7 +155,7 @@ def _split_rename(text: str) -> tuple[str, str, str]:
         depth += (c == "[") - (c == "]")
         if c == "=" and depth == 0:
             at = i
-    return (text[:at], "=", text[at + 1:]) if at >= 0 else ("", "", text)
+    return (text[:at], "=", text[at + 1 :]) if at >= 0 else ("", "", text)
 
 
 def _short(text: object, limit: int = 80) -> str:
@@ -165,8 +181,10 @@ def merge(sources: Iterable[str | Path], store: str | Path, rename: Mapping[str,
         known = sorted(set().union(*(s.names() for s in read)))
         for old in rename or {}:
             if old not in known:
-                raise MergeError(f"--rename {_short(old)}=...: no platform {_short(old)!r} in the sources "
-                                 f"(they have: {_short(', '.join(known) or 'none', 300)})")  # fmt: skip
+                raise MergeError(
+                    f"--rename {_short(old)}=...: no platform {_short(old)!r} in the sources "
+                    f"(they have: {_short(', '.join(known) or 'none', 300)})"
+                )
         renames = {old: _new_name(old, new, _measured_as(read, old)) for old, new in (rename or {}).items()}
         _remove_stale(dst)
         if dst.exists():
@@ -305,11 +323,15 @@ def _check(conn: sqlite3.Connection, read: list[_Source], renames: Mapping[str, 
     def hint(name: str, where: str) -> str:
         own = [m for m, w in incoming.get(name, []) if w == where]
         if any(not same(a, b) for a in own for b in own):  # the fold is inside one source
-            return (f"{shlex.quote(where)} itself holds two machines under {name!r} (a rename would move both): merge "
-                    "the other sources, and measure that store's machines again under names of their own")  # fmt: skip
+            return (
+                f"{shlex.quote(where)} itself holds two machines under {name!r} (a rename would move both): merge "
+                "the other sources, and measure that store's machines again under names of their own"
+            )
         rename = shlex.quote(f"{name}=NEW-NAME")
-        return (f"name them apart: paradnn merge {shlex.quote(where)} --rename {rename} --store {shlex.quote(dst)}"
-                " (merge the stores one at a time to rename each)")  # fmt: skip
+        return (
+            f"name them apart: paradnn merge {shlex.quote(where)} --rename {rename} --store {shlex.quote(dst)}"
+            " (merge the stores one at a time to rename each)"
+        )
 
     check_writes(conn, incoming, measured, dst, hint)
 
@@ -330,7 +352,7 @@ def _renamed_trace(trace: dict, renames: Mapping[str, str]) -> dict:
         trace["platform"] = renames[old]
         prefix = f"{PROFILE_SOURCE}:{old}:"
         if str(trace.get("source") or "").startswith(prefix):
-            trace["source"] = f"{PROFILE_SOURCE}:{renames[old]}:{trace['source'][len(prefix):]}"
+            trace["source"] = f"{PROFILE_SOURCE}:{renames[old]}:{trace['source'][len(prefix) :]}"
     return trace
 
 
@@ -378,8 +400,9 @@ def _write(conn: sqlite3.Connection, read: list[_Source], renames: Mapping[str, 
     trace_sql = f"INSERT OR IGNORE INTO traces ({', '.join(TRACE_COLUMNS)}) VALUES ({', '.join('?' * len(TRACE_COLUMNS))})"
     for s in read:
         before = conn.total_changes
-        conn.executemany(trace_sql, [[t.get(c) for c in TRACE_COLUMNS] for t in (_renamed_trace(dict(t), renames)
-                                                                                for t in s.traces)])  # fmt: skip
+        conn.executemany(
+            trace_sql, [[t.get(c) for c in TRACE_COLUMNS] for t in (_renamed_trace(dict(t), renames) for t in s.traces)]
+        )
         summary.traces += conn.total_changes - before
     return summary
 
@@ -391,12 +414,16 @@ class _Seen:
     back adds nothing."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
-        self.measured: set[tuple] = {(r[0], r[1]) for r in conn.execute(
-            "SELECT run_key, finished_at FROM results WHERE source = ?", (MEASURED,))}  # fmt: skip
+        self.measured: set[tuple] = {
+            (r[0], r[1]) for r in conn.execute("SELECT run_key, finished_at FROM results WHERE source = ?", (MEASURED,))
+        }
         self.keys = {r[0] for r in conn.execute("SELECT DISTINCT run_key FROM results")}
-        self.imported: set[tuple] = {tuple(r) for r in conn.execute(
-            "SELECT source, COALESCE(platform_id, platform), label, state FROM results WHERE source != ?",
-            (MEASURED,))}  # fmt: skip
+        self.imported: set[tuple] = {
+            tuple(r)
+            for r in conn.execute(
+                "SELECT source, COALESCE(platform_id, platform), label, state FROM results WHERE source != ?", (MEASURED,)
+            )
+        }
 
     def add(self, row: dict, key: str, summary: MergeSummary) -> bool:
         """True (and counted in ``summary``) for a row not seen before; a duplicate is counted as one."""
@@ -431,7 +458,9 @@ def _write_platforms(conn: sqlite3.Connection, read: list[_Source], renames: Map
             if record["platform"] != p["platform"] and "id" not in p["info_parsed"]:  # the id it was measured as stays
                 record["info"] = json.dumps({**p["info_parsed"], "id": p["platform"]})
             columns = ("fingerprint", "platform", "name", "info", "ceilings", "source", "measured_at")
-            conn.execute(f"INSERT INTO platforms ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})",
-                         [record.get(c) for c in columns])  # fmt: skip
+            conn.execute(
+                f"INSERT INTO platforms ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})",
+                [record.get(c) for c in columns],
+            )
             added += 1
     return added

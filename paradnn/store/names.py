@@ -43,8 +43,9 @@ def machine(info: Mapping, platform_id: object, device: object) -> Machine:
 def describe(found: Machine) -> str:
     platform_id, device, cores, memory, isa = found
     said = [f"{cores} cores" if cores else "", memory or "", isa or ""]
-    return f"{device or 'an unnamed device'}" + (f" ({', '.join(p for p in said if p)})" if any(said) else "") + \
-        f" as {platform_id}"
+    return (
+        f"{device or 'an unnamed device'}" + (f" ({', '.join(p for p in said if p)})" if any(said) else "") + f" as {platform_id}"
+    )
 
 
 def same(a: Machine, b: Machine) -> bool:
@@ -86,8 +87,9 @@ def records(conn: sqlite3.Connection) -> dict[str, Machine]:
 
 def row_machine(row: Mapping, known: Mapping[str, Machine]) -> Machine:
     """The machine a result row was measured on: its platform record's, else what the row says."""
-    return known.get(str(row.get("platform_fingerprint"))) or machine({}, row.get("platform_id") or row.get("platform"),
-                                                                 row.get("device_name"))  # fmt: skip
+    return known.get(str(row.get("platform_fingerprint"))) or machine(
+        {}, row.get("platform_id") or row.get("platform"), row.get("device_name")
+    )
 
 
 def stored(conn: sqlite3.Connection, names: Iterable[str], known: Mapping[str, Machine]) -> dict[str, set[Machine]]:
@@ -99,16 +101,19 @@ def stored(conn: sqlite3.Connection, names: Iterable[str], known: Mapping[str, M
     marks = ", ".join("?" * len(names))
     sql = f"SELECT DISTINCT platform, platform_id, platform_fingerprint, device_name FROM results WHERE platform IN ({marks})"
     for row in conn.execute(sql, names):
-        out[row[0]].add(row_machine(dict(zip(("platform", "platform_id", "platform_fingerprint", "device_name"), row)),
-                                    known))  # fmt: skip
-    for fingerprint, platform in conn.execute(f"SELECT fingerprint, platform FROM platforms WHERE platform IN ({marks})",
-                                              names):  # fmt: skip
+        out[row[0]].add(row_machine(dict(zip(("platform", "platform_id", "platform_fingerprint", "device_name"), row)), known))
+    for fingerprint, platform in conn.execute(f"SELECT fingerprint, platform FROM platforms WHERE platform IN ({marks})", names):
         out[platform].add(known[fingerprint])
     return out
 
 
-def check_writes(conn: sqlite3.Connection, incoming: Mapping[str, Iterable[tuple[Machine, str]]], measured: Iterable[str],
-                 store: str, hint: Callable[[str, str], str]) -> None:  # fmt: skip
+def check_writes(
+    conn: sqlite3.Connection,
+    incoming: Mapping[str, Iterable[tuple[Machine, str]]],
+    measured: Iterable[str],
+    store: str,
+    hint: Callable[[str, str], str],
+) -> None:
     """Refuse (:class:`FoldError`) a write whose names would cover two machines.
 
     ``incoming``: name -> (machine, where it comes from) about to be written through ``conn``
@@ -118,8 +123,9 @@ def check_writes(conn: sqlite3.Connection, incoming: Mapping[str, Iterable[tuple
     """
     for name in sorted(n for n in set(measured) if isinstance(n, str)):
         if reserved(name):
-            raise FoldError(f"platform name {name!r} is reserved for its datasheet and the original study's rows; "
-                            f"{hint(name, 'it')}")  # fmt: skip
+            raise FoldError(
+                f"platform name {name!r} is reserved for its datasheet and the original study's rows; {hint(name, 'it')}"
+            )
     names = [n for n in incoming if isinstance(n, str)]
     seen = {name: [(m, store) for m in sorted(found, key=str)] for name, found in stored(conn, names, records(conn)).items()}
     for name in names:
@@ -127,6 +133,8 @@ def check_writes(conn: sqlite3.Connection, incoming: Mapping[str, Iterable[tuple
         for new, where in dict.fromkeys(incoming[name]):
             clash = next((b for b in before if not same(new, b[0])), None)
             if clash:
-                raise FoldError(f"platform {name!r} would fold two machines into one: {describe(clash[0])} in {clash[1]} "
-                                f"and {describe(new)} in {where}; {hint(name, where)}")  # fmt: skip
+                raise FoldError(
+                    f"platform {name!r} would fold two machines into one: {describe(clash[0])} in {clash[1]} "
+                    f"and {describe(new)} in {where}; {hint(name, where)}"
+                )
             before.append((new, where))

@@ -56,9 +56,11 @@ def current_peaks(rows: pd.DataFrame, ceilings: dict[str, dict]) -> dict[tuple[s
     for (fingerprint, dtype), group in rows.groupby(["platform_fingerprint", "compute_dtype"]):
         rate = pd.to_numeric(group["flops_per_sec"])
         best = rate.idxmax()
-        candidates = [(ceiling_of(ceilings.get(fingerprint), dtype), "measured"),  # the platform's ceiling now
-                      *zip(pd.to_numeric(group["peak_flops"]).fillna(0.0), group["peak_source"]),  # what rows ran against
-                      (float(rate[best]), f"achieved:{group.at[best, 'label']}")]  # fmt: skip
+        candidates = [
+            (ceiling_of(ceilings.get(fingerprint), dtype), "measured"),  # the platform's ceiling now
+            *zip(pd.to_numeric(group["peak_flops"]).fillna(0.0), group["peak_source"]),  # what rows ran against
+            (float(rate[best]), f"achieved:{group.at[best, 'label']}"),
+        ]
         peaks[(fingerprint, dtype)] = max(candidates, key=lambda c: c[0])  # the first of equals: a ceiling
     return peaks
 

@@ -74,8 +74,10 @@ class AdaptiveResult:
     remeasured: list[str] = field(default_factory=list)  # one line per outlier, saying which row is used and why
 
     def line(self) -> str:
-        text = (f"adaptive: {self.measured} of {self.summary.planned} configurations measured in {self.rounds} rounds, "
-                f"{len(self.predicted)} predicted")  # fmt: skip
+        text = (
+            f"adaptive: {self.measured} of {self.summary.planned} configurations measured in {self.rounds} rounds, "
+            f"{len(self.predicted)} predicted"
+        )
         return text + (f"; {len(self.remeasured)} outliers measured again" if self.remeasured else "")
 
 
@@ -95,9 +97,17 @@ def check_adaptive(options: SweepOptions, backend: Backend) -> None:
             raise ConfigError(name, value, "1 with --adaptive (each round is one plain sweep)")
 
 
-def adaptive_sweep(configs: list[Config], store: Store, options: SweepOptions, budget: Budget, rounds: int = 4,
-                   seed: int = 0, progress: Callable[..., Progress] | None = None, echo: Callable[[str], None] = print,
-                   start_worker: Callable[[Target], Worker] | None = None) -> AdaptiveResult:  # fmt: skip
+def adaptive_sweep(
+    configs: list[Config],
+    store: Store,
+    options: SweepOptions,
+    budget: Budget,
+    rounds: int = 4,
+    seed: int = 0,
+    progress: Callable[..., Progress] | None = None,
+    echo: Callable[[str], None] = print,
+    start_worker: Callable[[Target], Worker] | None = None,
+) -> AdaptiveResult:
     """Measure part of ``configs`` adaptively (see the module docstring); predict the rest."""
     by_label = {c.label: c for c in configs}
     xla = "auto" if options.settings.xla is None else str(options.settings.xla).lower()
@@ -185,8 +195,15 @@ def _fit(store: Store, options: SweepOptions, grid: pd.DataFrame, seed: int):
     return model, candidates
 
 
-def _guard_outliers(store: Store, options: SweepOptions, grid: pd.DataFrame, expected: pd.DataFrame, measure,
-                    result: AdaptiveResult, echo: Callable[[str], None]) -> None:  # fmt: skip
+def _guard_outliers(
+    store: Store,
+    options: SweepOptions,
+    grid: pd.DataFrame,
+    expected: pd.DataFrame,
+    measure,
+    result: AdaptiveResult,
+    echo: Callable[[str], None],
+) -> None:
     """Measure again each new result far outside its predicted interval; say which row is used and why."""
     ok, _ = _rows(store, options, grid)
     measured = ok.set_index("label")["step_time_s"]
@@ -200,8 +217,10 @@ def _guard_outliers(store: Store, options: SweepOptions, grid: pd.DataFrame, exp
         ok_again, _ = _rows(store, options, grid)
         second = float(ok_again.set_index("label")["step_time_s"].get(label, math.nan))
         agrees = "the model" if not _far_outside(second, row) else "the first measurement"
-        line = (f"{label}: measured {first:.4g} s, predicted {row['step_time_low_s']:.4g}-{row['step_time_high_s']:.4g} s; "
-                f"measured again {second:.4g} s, which agrees with {agrees}; the second row is used, both are kept")  # fmt: skip
+        line = (
+            f"{label}: measured {first:.4g} s, predicted {row['step_time_low_s']:.4g}-{row['step_time_high_s']:.4g} s; "
+            f"measured again {second:.4g} s, which agrees with {agrees}; the second row is used, both are kept"
+        )
         result.remeasured.append(line)
         echo(line)
 

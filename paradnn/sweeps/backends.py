@@ -37,10 +37,18 @@ from paradnn.sweeps.worker import (
 from paradnn.version import __version__
 
 
-def run_sweep(configs: list[Config], store: Store, options: SweepOptions, *, stacks: Sequence = (), address: str = "",
-              runs: Sequence[RunSettings] = (), progress: Callable[..., Progress] | None = None,
-              echo: Callable[[str], None] = lambda line: None, start_worker: Callable[..., Worker] | None = None,
-              ) -> SweepSummary:  # fmt: skip
+def run_sweep(
+    configs: list[Config],
+    store: Store,
+    options: SweepOptions,
+    *,
+    stacks: Sequence = (),
+    address: str = "",
+    runs: Sequence[RunSettings] = (),
+    progress: Callable[..., Progress] | None = None,
+    echo: Callable[[str], None] = lambda line: None,
+    start_worker: Callable[..., Worker] | None = None,
+) -> SweepSummary:
     """Measure what ``store`` lacks of ``configs`` under ``options`` (and each of ``runs``, if given):
     on this machine, under each of ``stacks`` (:class:`paradnn.sweeps.stacks.Stack`, side by side),
     or on the Ray cluster at ``address``. Returns the summary of what was done (stacks that could
@@ -49,8 +57,12 @@ def run_sweep(configs: list[Config], store: Store, options: SweepOptions, *, sta
     return sweep(configs, store, options, backend_for(stacks, address, echo, start_worker), runs, progress)
 
 
-def backend_for(stacks: Sequence = (), address: str = "", echo: Callable[[str], None] = lambda line: None,
-                start_worker: Callable[..., Worker] | None = None) -> Backend:  # fmt: skip
+def backend_for(
+    stacks: Sequence = (),
+    address: str = "",
+    echo: Callable[[str], None] = lambda line: None,
+    start_worker: Callable[..., Worker] | None = None,
+) -> Backend:
     """The backend a sweep runs on; ConfigError for stacks on a cluster (each node would build its own environments)."""
     if stacks and address:
         raise ConfigError("--stack", stacks[0].name, "a local sweep (not with --backend ray)")
@@ -149,8 +161,12 @@ class StacksBackend(LocalBackend):
     supports = frozenset()
     together = True
 
-    def __init__(self, stacks: list, echo: Callable[[str], None] = lambda line: None,
-                 start_worker: Callable[[Target, str], Worker] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        stacks: list,
+        echo: Callable[[str], None] = lambda line: None,
+        start_worker: Callable[[Target, str], Worker] | None = None,
+    ) -> None:
         super().__init__()
         self.stacks, self.echo = stacks, echo
         self.start_stack = start_worker or self._default_start
@@ -162,8 +178,9 @@ class StacksBackend(LocalBackend):
 
         options = plans[0]
         if options.settings.framework != "tensorflow":
-            raise ConfigError("--framework", options.settings.framework,
-                              "tensorflow with --stack (stacks are TensorFlow versions)")
+            raise ConfigError(
+                "--framework", options.settings.framework, "tensorflow with --stack (stacks are TensorFlow versions)"
+            )
         self.store, self.target = store, options.target
         slots = {}
         for stack in self.stacks:
@@ -184,8 +201,11 @@ class StacksBackend(LocalBackend):
                 self.echo(f"stack {name}: skipped: {exc}")
         self.where = f"x {len(slots)} stacks"
         if not slots:
-            raise ConfigError("--stack", ", ".join(s.name for s in self.stacks),
-                              "a stack that installs and starts here (" + "; ".join(self.skipped.values()) + ")")  # fmt: skip
+            raise ConfigError(
+                "--stack",
+                ", ".join(s.name for s in self.stacks),
+                "a stack that installs and starts here (" + "; ".join(self.skipped.values()) + ")",
+            )
         return slots
 
     def serves(self, slot: str, plan: SweepOptions) -> bool:
@@ -201,8 +221,9 @@ class StacksBackend(LocalBackend):
         starts a fresh one. Only with the default way of starting workers."""
         if not self.reuse:
             return {}
-        taken: dict[str, Worker | None] = {name: IDLE.take(worker_identity(self.target, python=python))
-                                           for name, python in self.pythons.items()}  # fmt: skip
+        taken: dict[str, Worker | None] = {
+            name: IDLE.take(worker_identity(self.target, python=python)) for name, python in self.pythons.items()
+        }
         found = {name: worker for name, worker in taken.items() if worker is not None}
         if len(found) == len(taken):
             return found

@@ -121,8 +121,12 @@ def check_reachable(address: str) -> None:
     except OSError as exc:
         raise ConfigError("--address", address, f"a reachable Ray cluster ({exc.strerror or exc})") from None
     if not ray_answers(address):  # something listens, but not Ray's GCS: ray.init would wait for minutes
-        raise ConfigError("--address", address, f"a Ray cluster's head (HOST:PORT of its GCS); what listens there did "
-                                                f"not answer as Ray within {CONNECT_TIMEOUT_S:.0f} s")  # fmt: skip
+        raise ConfigError(
+            "--address",
+            address,
+            f"a Ray cluster's head (HOST:PORT of its GCS); what listens there did "
+            f"not answer as Ray within {CONNECT_TIMEOUT_S:.0f} s",
+        )
 
 
 def ray_answers(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> bool:
@@ -291,8 +295,15 @@ def device_hours(results, preset: str, platform: str):
         except ConfigError:  # the preset has no grid for this family
             continue
         median = float(measured["wall_time_s"].median())
-        rows.append({"family": family, "configurations": size, "measured": len(measured), "median_s": median,
-                     "device_hours": size * median / 3600})  # fmt: skip
+        rows.append(
+            {
+                "family": family,
+                "configurations": size,
+                "measured": len(measured),
+                "median_s": median,
+                "device_hours": size * median / 3600,
+            }
+        )
     return pd.DataFrame(rows, columns=["family", "configurations", "measured", "median_s", "device_hours"])
 
 

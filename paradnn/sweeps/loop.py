@@ -54,8 +54,13 @@ from paradnn.vocabulary import OK, OOM, SKIPPED
 RETRIES = 1  # a job whose lane was lost (a Ray node died) is tried once more on another lane of its slot
 
 # What a backend may support beyond one plain run, and the option that asks for it.
-FEATURES = {"workers": "--workers", "runs": "variants", "devices": "--devices", "frameworks": "--framework",
-            "adaptive": "--adaptive"}  # fmt: skip
+FEATURES = {
+    "workers": "--workers",
+    "runs": "variants",
+    "devices": "--devices",
+    "frameworks": "--framework",
+    "adaptive": "--adaptive",
+}
 
 
 @dataclass
@@ -140,8 +145,12 @@ def check_supported(backend: Backend, plans: Sequence[SweepOptions]) -> None:
     """ConfigError when the sweep asks ``backend`` for a feature it does not declare."""
     first = plans[0]
     frameworks = sorted({p.settings.framework for p in plans})
-    asked = {"frameworks": len(frameworks), "workers": first.workers, "runs": len(plans),
-             "devices": max(p.settings.devices for p in plans)}  # fmt: skip
+    asked = {
+        "frameworks": len(frameworks),
+        "workers": first.workers,
+        "runs": len(plans),
+        "devices": max(p.settings.devices for p in plans),
+    }
     for feature, value in asked.items():
         if value != 1 and feature not in backend.supports:
             if feature == "frameworks":
@@ -149,8 +158,14 @@ def check_supported(backend: Backend, plans: Sequence[SweepOptions]) -> None:
             raise ConfigError(FEATURES[feature], value, f"1 with {backend.label} (a plain local sweep only)")
 
 
-def sweep(configs: list[Config], store: Store, options: SweepOptions, backend: Backend,
-          runs: Sequence[RunSettings] = (), progress: Callable[..., Progress] | None = None) -> SweepSummary:  # fmt: skip
+def sweep(
+    configs: list[Config],
+    store: Store,
+    options: SweepOptions,
+    backend: Backend,
+    runs: Sequence[RunSettings] = (),
+    progress: Callable[..., Progress] | None = None,
+) -> SweepSummary:
     """Measure every configuration ``store`` lacks of ``configs`` on ``backend``: the one sweep loop.
 
     ``runs``: several run settings measured in this one sweep (default: ``options.settings``
@@ -188,8 +203,9 @@ def sweep(configs: list[Config], store: Store, options: SweepOptions, backend: B
         todo = _plan(configs, slots, pairs, backend, store, rounds)
         summary.planned = len(configs) * len(pairs)
         summary.already_done, summary.left = summary.planned - len(todo), len(todo)
-        bar = (progress or tqdm)(total=len(todo) * rounds, unit="config", desc=_words(options, backend, plans, rounds),
-                                 dynamic_ncols=True)  # fmt: skip
+        bar = (progress or tqdm)(
+            total=len(todo) * rounds, unit="config", desc=_words(options, backend, plans, rounds), dynamic_ncols=True
+        )
         _run_rounds(todo, _Pass(store, summary, bar, backend, slots, budget, deadline), rounds, options.seed)
         clean = True
     except KeyboardInterrupt:
@@ -210,8 +226,14 @@ def _words(options: SweepOptions, backend: Backend, plans: list[SweepOptions], r
     return ", ".join(words)
 
 
-def _plan(configs: list[Config], slots: dict[str, dict], runs: list[tuple[str, SweepOptions]], backend: Backend,
-          store: Store, rounds: int) -> list[Job]:  # fmt: skip
+def _plan(
+    configs: list[Config],
+    slots: dict[str, dict],
+    runs: list[tuple[str, SweepOptions]],
+    backend: Backend,
+    store: Store,
+    rounds: int,
+) -> list[Job]:
     """The first round's jobs: each configuration the store lacks under every run on every slot that
     serves it (``runs``), its alternatives in the round's shuffled order. A configuration missing under
     one alternative is measured again under every one (side by side: no comparison rests on rows measured apart)."""
@@ -309,8 +331,7 @@ class _Pass:
                 if self.queue and not self.running:  # no lane of their slot is left (a cluster that lost its nodes)
                     self.summary.stranded += len(self.queue)
                     self.queue.clear()
-                finished, _ = wait(list(self.running), timeout=POLL_S, return_when=FIRST_COMPLETED) \
-                    if self.running else ((), ())  # fmt: skip
+                finished, _ = wait(list(self.running), timeout=POLL_S, return_when=FIRST_COMPLETED) if self.running else ((), ())
                 for future in finished:
                     self._collect(future)
         finally:
@@ -410,8 +431,7 @@ class _Pass:
             return
         why = "twice" if job.attempts > RETRIES else "and no other worker of its platform is left"
         record = identity_record(job.config, job.options, self.slots[job.slot])
-        self._settle(job, {**record, "state": "error", "error": f"{lost}, {why}", "started_at": time.time(),
-                           "extra": lost.extra})  # fmt: skip
+        self._settle(job, {**record, "state": "error", "error": f"{lost}, {why}", "started_at": time.time(), "extra": lost.extra})
 
     def _claim(self, job: Job) -> bool:
         """Claim ``job`` in the store for measuring; False (counted) if it is done or being measured meanwhile."""

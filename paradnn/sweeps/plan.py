@@ -72,14 +72,20 @@ class SweepOptions:
 
     def __post_init__(self) -> None:  # every bound checked here, whichever front end made the options
         # Each named as its option, then as the API's keyword (the same request from both front ends).
-        for name, value, top in (("--rounds (rounds)", self.rounds, MAX_ROUNDS),
-                                 ("--workers (workers)", self.workers, MAX_WORKERS), ("look", self.look, MAX_LOOKS)):  # fmt: skip
+        for name, value, top in (
+            ("--rounds (rounds)", self.rounds, MAX_ROUNDS),
+            ("--workers (workers)", self.workers, MAX_WORKERS),
+            ("look", self.look, MAX_LOOKS),
+        ):
             if value is None and name.startswith("--rounds"):
                 continue
             if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top:
                 raise ConfigError(name, value, f"a whole number from 1 to {top}")
-        for name, number in (("--max-minutes (max_minutes)", self.max_minutes), ("--timeout (timeout_s)", self.timeout_s),
-                             ("--memory-budget (memory_gb, in bytes)", self.memory_budget_bytes)):  # fmt: skip
+        for name, number in (
+            ("--max-minutes (max_minutes)", self.max_minutes),
+            ("--timeout (timeout_s)", self.timeout_s),
+            ("--memory-budget (memory_gb, in bytes)", self.memory_budget_bytes),
+        ):
             if number is not None:
                 check_number(name, number)
 
@@ -198,8 +204,9 @@ def identity_record(config: Config, options: SweepOptions, info: dict) -> dict:
     """What a configuration's record holds before any counting: configuration, settings, platform."""
     family = family_of(config)
     record = {"family": family.name, "family_version": family.version, "label": config.label, **config.hyperparameters()}
-    record.update(settings_fields(options.settings_for(config), config), **options.target.fields(),
-                  threads=options.target.threads)
+    record.update(
+        settings_fields(options.settings_for(config), config), **options.target.fields(), threads=options.target.threads
+    )
     record["xla_auto"] = options.settings.xla is None
     record.update(_platform_fields(info, options.settings.framework))
     return record
@@ -242,8 +249,11 @@ def check_settings(configs: list[Config], options: SweepOptions) -> None:
             inputs.check_input_mode("host-prep", family_of(config), config)
     devices = options.settings.devices
     if options.workers > 1 and (options.target.kind != "cpu" or devices > 1):
-        why = "1 with --devices > 1 (the replicas are processes of their own)" if devices > 1 else \
-            f"1 on {options.target.kind} (two processes would share one device's memory)"
+        why = (
+            "1 with --devices > 1 (the replicas are processes of their own)"
+            if devices > 1
+            else f"1 on {options.target.kind} (two processes would share one device's memory)"
+        )
         raise ConfigError("--workers", options.workers, why)
     if devices > 1:
         from paradnn.engine import replicas as parallel
@@ -276,8 +286,9 @@ def round_options(options: SweepOptions, rounds: int) -> SweepOptions:
     if rounds == 1:
         return options
     s = options.settings
-    return replace(options, settings=replace(s, max_seconds=s.max_seconds / rounds,
-                                             min_samples=max(2, math.ceil(s.min_samples / rounds))))  # fmt: skip
+    return replace(
+        options, settings=replace(s, max_seconds=s.max_seconds / rounds, min_samples=max(2, math.ceil(s.min_samples / rounds)))
+    )
 
 
 def round_order(turn: list[T], seed: int, round_no: int, position: int) -> list[T]:

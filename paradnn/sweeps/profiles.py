@@ -17,8 +17,13 @@ from paradnn.sweeps.plan import Progress, SweepOptions
 from paradnn.sweeps.worker import Worker, finish, register, reuse_or_start
 
 
-def profile_local(configs: list[Config], store: Store, options: SweepOptions, progress: Callable[..., Progress] | None = None,
-                  start_worker: Callable[[Target], Worker] | None = None) -> dict:  # fmt: skip
+def profile_local(
+    configs: list[Config],
+    store: Store,
+    options: SweepOptions,
+    progress: Callable[..., Progress] | None = None,
+    start_worker: Callable[[Target], Worker] | None = None,
+) -> dict:
     """Profile each configuration's step by operation category on ``options.target`` (in a worker,
     with the target's threads) and keep it in the store's traces table, for projection from this
     platform (:mod:`paradnn.analysis.projection`). What the store already holds is skipped.

@@ -31,7 +31,6 @@ if TYPE_CHECKING:  # adaptive sweeps load scikit-learn: imported when one is ask
     from paradnn.sweeps.adaptive import Budget
 
 
-
 @dataclass(frozen=True)
 class SweepRequest:
     """A sweep as a front end asks for it (every field as the command line's option of that name).
@@ -95,8 +94,11 @@ def prepare(request: SweepRequest, echo: Callable[[str], None] = print) -> Prepa
 
     configs = grid_of(request.family, request.preset, dict(request.overrides or {}))
     parsed, target, settings = run_settings(request.run, request.name, max_seconds=request.max_seconds)
-    for option, value in (("--max-minutes", request.max_minutes), ("--timeout", request.timeout_s),
-                          ("--memory-budget", request.memory_gb)):  # fmt: skip
+    for option, value in (
+        ("--max-minutes", request.max_minutes),
+        ("--timeout", request.timeout_s),
+        ("--memory-budget", request.memory_gb),
+    ):
         if value is not None and not value > 0:
             raise ConfigError(option, value, "a positive number")
     if request.backend not in BACKENDS:
@@ -109,9 +111,17 @@ def prepare(request: SweepRequest, echo: Callable[[str], None] = print) -> Prepa
     address = (request.address or "") if request.backend == "ray" else ""
     backend = backend_for(stacks, address, echo=echo)
     memory = request.memory_gb * 1e9 if request.memory_gb else None
-    options = SweepOptions(settings=settings, target=target, memory_budget_bytes=memory, timeout_s=request.timeout_s,
-                           max_minutes=request.max_minutes, retry_failed=request.retry_failed, force=request.force,
-                           rounds=request.rounds, workers=request.workers)  # fmt: skip
+    options = SweepOptions(
+        settings=settings,
+        target=target,
+        memory_budget_bytes=memory,
+        timeout_s=request.timeout_s,
+        max_minutes=request.max_minutes,
+        retry_failed=request.retry_failed,
+        force=request.force,
+        rounds=request.rounds,
+        workers=request.workers,
+    )
     budget = None
     if request.adaptive:
         from paradnn.sweeps.adaptive import Budget, check_adaptive
@@ -127,8 +137,9 @@ def prepare(request: SweepRequest, echo: Callable[[str], None] = print) -> Prepa
     return Prepared(request, configs, parsed, target, options, backend, budget)
 
 
-def run(prepared: Prepared, store: Store, echo: Callable[[str], None] = print,
-        progress: Callable[..., Progress] | None = None) -> tuple[SweepSummary, object]:  # fmt: skip
+def run(
+    prepared: Prepared, store: Store, echo: Callable[[str], None] = print, progress: Callable[..., Progress] | None = None
+) -> tuple[SweepSummary, object]:
     """Measure a prepared sweep in ``store``: the loop's summary, and with ``adaptive`` the outcome
     (:class:`paradnn.sweeps.adaptive.AdaptiveResult`: its predictions of the rest), else None."""
     from paradnn.sweeps.loop import sweep

@@ -107,8 +107,17 @@ def ensure(stack: Stack, echo=lambda line: None) -> Path:
         _uv("venv", "--quiet", "--allow-existing", "--python", sys.executable, str(scratch))
         # Compiled now, as pip does: where PYTHONDONTWRITEBYTECODE is set, every worker would otherwise
         # compile TensorFlow's sources as it imports them (12 s instead of 5 s on a 2-core CPU).
-        _uv("pip", "install", "--quiet", "--compile-bytecode", "--python", str(python), *era_options(stack),
-            *stack.requirements, *WORKER_REQUIREMENTS)
+        _uv(
+            "pip",
+            "install",
+            "--quiet",
+            "--compile-bytecode",
+            "--python",
+            str(python),
+            *era_options(stack),
+            *stack.requirements,
+            *WORKER_REQUIREMENTS,
+        )
         _uv("pip", "install", "--quiet", "--python", str(python), "--no-deps", "-e", str(SOURCE))
         _check_imports(python)
         (scratch / ".complete").write_text(stack.name + "\n")

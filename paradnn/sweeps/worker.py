@@ -181,8 +181,9 @@ class ProcessWorker:
     ``if __name__ == "__main__":`` guard.
     """
 
-    def __init__(self, target: Target, framework: str = frameworks.DEFAULT, python: str | None = None,
-                 gated: bool = False) -> None:  # fmt: skip
+    def __init__(
+        self, target: Target, framework: str = frameworks.DEFAULT, python: str | None = None, gated: bool = False
+    ) -> None:
         parent, child = socket.socketpair()
         code = f"from paradnn.sweeps.worker import worker_entry, Target; worker_entry({child.fileno()}, {target!r})"
         # The worker's own TMPDIR, removed with it: it exits with os._exit (or is killed), which skips
@@ -308,8 +309,7 @@ def worker_environment(framework: str, gated: bool = False) -> dict[str, str]:
     return env
 
 
-def worker_identity(target: Target, framework: str = frameworks.DEFAULT, python: str | None = None,
-                    gated: bool = False) -> tuple:  # fmt: skip
+def worker_identity(target: Target, framework: str = frameworks.DEFAULT, python: str | None = None, gated: bool = False) -> tuple:
     """What a worker was started with: interpreter, target, framework and environment.
 
     Two sweeps may share a worker only when all of these match (a test's fault-injection
@@ -352,8 +352,11 @@ class IdleWorkers:
 
     def park(self, worker: Worker) -> None:
         """Keep ``worker`` for a later sweep if it is alive, small and has an identity; stop it otherwise."""
-        keep = (getattr(worker, "identity", None) is not None and worker.alive()
-                and worker.rss() <= IDLE_RSS_MAX_SHARE * psutil.virtual_memory().total)  # fmt: skip
+        keep = (
+            getattr(worker, "identity", None) is not None
+            and worker.alive()
+            and worker.rss() <= IDLE_RSS_MAX_SHARE * psutil.virtual_memory().total
+        )
         if not keep:
             worker.stop()
             return
@@ -375,8 +378,9 @@ IDLE = IdleWorkers()
 atexit.register(IDLE.stop_all)
 
 
-def reuse_or_start(target: Target, framework: str = frameworks.DEFAULT, python: str | None = None,
-                   gated: bool = False) -> ProcessWorker:  # fmt: skip
+def reuse_or_start(
+    target: Target, framework: str = frameworks.DEFAULT, python: str | None = None, gated: bool = False
+) -> ProcessWorker:
     """An idle worker of this process started with the same identity, or a new one."""
     return IDLE.take(worker_identity(target, framework, python, gated)) or ProcessWorker(target, framework, python, gated)
 
