@@ -981,12 +981,7 @@ def profile(family: str, labels: tuple[str, ...], platform_id: str, dtype: str, 
     configs = [_config(family, label) for label in labels]
     with _open_store(store_path, create=False) as store:
         if not configs:
-            rows = store.results()
-            rows = (
-                Results(rows).where(platform=target.platform, family=_family(family), dtype=dtype).ok().frame
-                if not rows.empty
-                else rows
-            )
+            rows = Results.read(store, platform=target.platform).where(family=_family(family), dtype=dtype).ok().frame
             configs = [_config(family, label) for label in dict.fromkeys(rows["label"])] if not rows.empty else []
             if not configs:
                 raise ConfigError(
@@ -1148,9 +1143,9 @@ def _predict_with_prior(
     if source == platform_id:
         raise ConfigError("--prior-from", source, f"a platform other than --platform {platform_id}")
     with _open_store(store_path, create=False, readonly=True) as store:
-        mine = store.results(platform=platform_id) if platform_id in store.platform_names() else None
-    if dtype is None and mine is not None and (mine["family"] == _family(family)).any():
-        dtype = str(Results(mine).where(family=_family(family)).dominant_run(("dtype",))["dtype"])  # what Q was measured in
+        mine = Results.read(store, platform=platform_id).where(family=_family(family))
+    if dtype is None and len(mine):
+        dtype = str(mine.dominant_run(("dtype",))["dtype"])  # what Q was measured in
     with store_errors(store_path):
         prior, theirs = projection_prior(
             store_path,

@@ -8,7 +8,10 @@ every layer imports them from here (this module imports nothing of paradnn), and
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+from typing import TYPE_CHECKING, Literal, get_args
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # A result row's state: measured (ok), or why not.
 State = Literal["ok", "oom", "error", "timeout", "skipped"]
@@ -24,6 +27,21 @@ LEGACY = "legacy"
 def legacy_source(file: str) -> str:
     """A result row's source when it was imported from the original study's ``file``."""
     return f"{LEGACY}:{file}"
+
+
+def is_imported(rows: pd.DataFrame) -> pd.Series:
+    """Which of ``rows`` were imported from the original study (their source is ``legacy:FILE``):
+    the one test of it, for every layer (a table without sources was measured here)."""
+    if "source" not in rows:
+        import pandas as pd
+
+        return pd.Series(False, index=rows.index)
+    return rows["source"].fillna("").astype(str).str.startswith(LEGACY)
+
+
+def is_finished(rows: pd.DataFrame) -> pd.Series:
+    """Which of ``rows`` finished (state ``ok``): the one definition of "ok" every selection uses."""
+    return rows["state"] == OK
 
 
 # A verdict's outcome on one of the paper's observations.

@@ -15,6 +15,7 @@ import pytest
 
 from paradnn import sections
 from paradnn.analysis.observations import HOLDS, INCONCLUSIVE, Verdict
+from paradnn.analysis.results import Results
 from paradnn.analysis.roofline import Ceilings
 from paradnn.sections import architecture, common, infeed, platform_comparison
 
@@ -70,13 +71,13 @@ def test_profile_picks_are_the_smallest_and_largest_finished_fc_models(count, ex
         state=["ok", "ok", "ok", "ok", "oom"],
         flops_model=[5.0, 9.0, 1.0, 100.0, 50.0],
     )
-    assert list(architecture.profile_picks(df, count)["label"]) == expected
+    assert list(architecture.profile_picks(Results(df), count)["label"]) == expected
 
 
 def test_profile_picks_of_a_single_model_profiles_it_once():
     df = rows(family=["fc"], label=["only"], state=["ok"], flops_model=[1.0])
-    assert list(architecture.profile_picks(df, 2)["label"]) == ["only"]
-    assert architecture.profile_picks(df.iloc[0:0], 2).empty
+    assert list(architecture.profile_picks(Results(df), 2)["label"]) == ["only"]
+    assert architecture.profile_picks(Results(df.iloc[0:0]), 2).empty
 
 
 def test_replicated_rows_and_the_communication_table():
@@ -92,7 +93,7 @@ def test_replicated_rows_and_the_communication_table():
         scaling_efficiency=[0.81, 0.75, None],
         state=["ok", "ok", "ok"],
     )
-    replicated = architecture.replicated_rows(df)
+    replicated = architecture.replicated_rows(Results(df))
     assert list(replicated["devices"]) == [2, 2]  # the single-device row has no communication share
     table = architecture.communication_table(replicated)
     assert list(table.columns) == architecture.COMMUNICATION_COLUMNS and "state" not in table
@@ -234,7 +235,7 @@ def test_fig7_sets_the_64_layer_slice_measured_here_beside_the_original_platform
     theirs = pd.DataFrame(
         fc("v100", 64, "mixed_float16", 50.0) + fc("tpu-v2-8", 64, "mixed_bfloat16", 80.0) + fc("gpu:0", 64, "float32", 5.0)
     )
-    patch_everywhere(monkeypatch, "load", lambda store, platform=None, **kw: here if platform else theirs)
+    patch_everywhere(monkeypatch, "load", lambda store, platform=None, **kw: Results(here if platform else theirs))
     checks = platform_comparison.fig7_section("unused.sqlite", "cpu", "float32", "auto")
     assert [c.verdict for c in checks] == [HOLDS, HOLDS] and all(c.platform == "cpu" and not c.id for c in checks)
     assert shown["figures"] == ["FC throughput at 64 layers on cpu, tpu-v2-8, v100 (Fig. 7)"]  # gpu:0 is no reference
@@ -260,7 +261,7 @@ def test_the_original_tpu_models_sit_on_the_boards_roofline_at_their_counted_int
     points = reference_points(tpu)
     assert list(points["intensity"]) == [10.0, 1000.0] and list(points["reported_intensity"]) == [300.0, 3000.0]
     traces = pd.DataFrame({"label": labels, "category": "all", "intensity": [5.0, 20.0]})
-    architecture.reference_roofline_section(tpu, traces)
+    architecture.reference_roofline_section(Results(tpu), traces)
     title = "Roofline of the original study's FC models on the TPU v2-8 (Fig. 3a)"
     assert len(shown["figures"]) == 1 and shown["figures"][0].startswith(title)
     assert (

@@ -230,7 +230,7 @@ def test_no_analysis_or_front_end_module_filters_run_fields_by_hand():
     import paradnn
 
     root = Path(paradnn.__file__).parent
-    own = {"results.py", "rows.py", "speedup.py"}  # the results object itself
+    own = {"results.py", "rows.py"}  # the results object itself
     modules = [p for p in (root / "analysis").glob("*.py") if p.name not in own]
     modules += [*(root / "sections").glob("*.py"), *(root / name for name in ("cli.py", "api.py", "reports.py"))]
     found = [line for path in modules for line in _hand_filters(path)]
@@ -327,7 +327,7 @@ def test_a_comparison_of_pooled_rows_still_pairs_round_by_round(tmp_path):
     ]
     results = _store(tmp_path, rows)
     raw = results.matched("xla", False, True)
-    pooled = Results(results.pooled().frame).matched("xla", False, True)  # as a report reads it: one row per run
+    pooled = results.pooled().matched("xla", False, True)  # as a report reads it: one row per run
     for result in (raw, pooled):
         (pair,) = result.table.to_dict("records")
         assert pair["rounds"] == 3 and pair["speedup"] == pytest.approx(1.2)
@@ -343,7 +343,7 @@ def test_stacks_measured_side_by_side_still_pair_after_a_later_sweep_measured_on
         for changes, speed in ((old, 100.0), ({}, 150.0))
     ]
     rows += [row(label, speed=160.0, extra={"sweep": "later", "round": 1}) for label in labels]  # the current stack again
-    results = Results(_store(tmp_path, rows).pooled(per_stack=True).frame)
+    results = _store(tmp_path, rows).pooled(per_stack=True)
     pairs = results.side_by_side("sw_tensorflow").matched("sw_tensorflow", "2.16.2", "2.21.0", within=("sweep",))
     assert pairs.n == 2 and set(pairs.table["sweep"]) == {"stacks"} and pairs.table["rounds"].eq(3).all()
     assert pairs.median == pytest.approx(1.5)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from paradnn.analysis import scorecard
+from paradnn.analysis.results import Results
 
 
 def test_the_version_followed_has_7_principles_12_hardware_and_7_framework_metrics_over_16_frameworks():
@@ -225,10 +226,10 @@ def test_scalability_is_measured_from_data_parallel_rows():
             {**row, "devices": 2, "scaling_efficiency": 0.8, "comm_share": 0.2},
         ]
     )
-    value, source = scorecard._hardware_cell("Scalability", "cpu", rows, pd.DataFrame())
+    value, source = scorecard._hardware_cell("Scalability", "cpu", Results(rows), pd.DataFrame())
     assert source == "measured"
     assert value == "weak-scaling efficiency median 60%, best 80%; communication 40% of the step (2 rows on 2 replicas)"
-    assert scorecard._short("Scalability", rows) == "60% eff. on 2"
+    assert scorecard._short("Scalability", Results(rows)) == "60% eff. on 2"
 
 
 def test_the_framework_that_measured_the_store_gets_a_row_from_facts():
@@ -365,12 +366,11 @@ def test_the_framework_bars_draw_one_configuration_whose_geomean_misses_it_by_a_
 
 
 def test_the_headline_hardware_claims_are_judged_on_the_original_sweeps(tmp_path):
-    from paradnn.analysis.results import Results
     from paradnn.store import Store, legacy
 
     with Store(tmp_path / "r.sqlite") as store:
         legacy.import_bundled(store)
-    verdicts = {v.observation: v for v in scorecard.claims(Results.load(tmp_path / "r.sqlite").frame)}
+    verdicts = {v.observation: v for v in scorecard.claims(Results.load(tmp_path / "r.sqlite"))}
     performance = verdicts["ASICs lead in computing performance"]
     # Of the 176 configurations both finished, the 30 where neither chip waited on its input (tests/test_bounds.py):
     # deep and wide models at small batches, where the V100 is the faster chip.

@@ -31,7 +31,7 @@ import pandas as pd
 
 from paradnn import families
 from paradnn.analysis.regression import RegressionResult, regress
-from paradnn.analysis.results import Results
+from paradnn.analysis.results import Results, Rows, results_of
 from paradnn.analysis.speedup import SpeedupResult
 from paradnn.platform import DATASHEETS
 from paradnn.vocabulary import FAILS, HOLDS, INCONCLUSIVE, OOM, PROJECTED_FAILS, PROJECTED_HOLDS, TIMEOUT, plain_outcome
@@ -370,10 +370,11 @@ def table(verdicts: list[Verdict]) -> pd.DataFrame:
 MIN_GROUPS = 2  # matched groups a trend needs
 
 
-def matched_groups(df: pd.DataFrame, axis: str, metric: str, family: str) -> list[pd.Series]:
+def matched_groups(rows: Rows, axis: str, metric: str, family: str) -> list[pd.Series]:
     """Per group of configurations equal in every other axis: the median ``metric`` at each ``axis`` value."""
-    others = [a.name for a in families.get(family).axes if a.name != axis and a.name in df]
-    ok = Results(df).where(family=family).ok().with_value(metric).frame
+    results = results_of(rows)
+    others = [a.name for a in families.get(family).axes if a.name != axis and a.name in results.frame]
+    ok = results.where(family=family).ok().with_value(metric).frame
     if ok.empty or ok[axis].nunique() < 2:
         return []
     keys = [c for c in others if c in ok and ok[c].notna().any()]
@@ -395,7 +396,7 @@ def _share_part(name: str, hits: np.ndarray, totals: np.ndarray, rule: Rule) -> 
 
 
 def trend(
-    df: pd.DataFrame,
+    rows: Rows,
     axis: str,
     family: str,
     metric: str = "utilization",
@@ -412,7 +413,7 @@ def trend(
     what = "utilisation" if metric == "utilization" else metric.replace("_", " ")
     name = f"{fam.title}: {what} {way} with {axis}"
     paper = paper or f"{fam.title} {what} {way} with the {fam.axis(axis).title}"
-    groups = matched_groups(df, axis, metric, family)
+    groups = matched_groups(rows, axis, metric, family)
     if not groups:
         return inconclusive(name, paper, f"no {fam.title} configurations that differ only in {axis}", id=id, platform=platform)
     sign = 1 if rising else -1
@@ -428,7 +429,7 @@ def trend(
         log=True,
     )
     steps = _share_part("steps", along, totals, Rule(f"share of adjacent steps that {way[:-1]}", 0.5, ">", MIN_GROUPS))
-    medians = Results(df).where(family=family).ok().frame.groupby(axis)[metric].median()
+    medians = results_of(rows).where(family=family).ok().frame.groupby(axis)[metric].median()
     plateau = _plateau(medians, sign)
     evidence = (
         f"{what} changes {overall.effect:.2f}x from the smallest to the largest {axis} "
@@ -468,10 +469,10 @@ def _json_key(value) -> str:
     return f"{value:g}" if isinstance(value, (int, float, np.integer, np.floating)) else str(value)
 
 
-def family_trends(df: pd.DataFrame, family: str, platform: str = "") -> list[Verdict]:
+def family_trends(rows: Rows, family: str, platform: str = "") -> list[Verdict]:
     """The paper's Fig. 2 trends for one family: utilisation rises with batch and with width (O1)."""
     width = families.get(family).width
-    return [trend(df, "batch", family, platform=platform)] + ([trend(df, width, family, platform=platform)] if width else [])
+    return [trend(rows, "batch", family, platform=platform)] + ([trend(rows, width, family, platform=platform)] if width else [])
 
 
 def _contrast(reg: RegressionResult, stronger: str, weaker: str) -> tuple[float, tuple[float, float]] | None:
@@ -625,7 +626,7 @@ def trace_memory_bound_share(traces: pd.DataFrame, ridge: float = 75.0, threshol
     return judged(name, paper, part, evidence, numbers, id="O2", platform="tpu-v2-8")
 
 
-def bandwidth_wall(tpu: pd.DataFrame, traces: pd.DataFrame, busy: float = 50.0) -> Verdict:
+def bandwidth_wall(tpu: Rows, traces: pd.DataFrame, busy: float = 50.0) -> Verdict:
     """O2's bandwidth wall on the TPU: FC utilisation stops rising with nodes (a plateau of the
     medians) where the traces show memory-bandwidth utilisation above ``busy`` percent (the median
     over the traced configurations from the plateau on)."""
@@ -689,13 +690,13 @@ def communication_share(traces: pd.DataFrame, negligible: float = 1.0) -> Verdic
     )
 
 
-def measured_communication(rows: pd.DataFrame, platform: str, negligible: float = 1.0) -> Verdict:
+def measured_communication(rows: Rows, platform: str, negligible: float = 1.0) -> Verdict:
     """O3 on this platform's data-parallel runs (``--devices N``): the communication share of the
     step (``1 - t_replica / t_parallel``, both timed alternately) is non-negligible and falls as the
     global batch grows."""
     name = f"{platform}: communication takes a share of the step that falls with batch"
     paper = "communication between chips takes a non-negligible share of the step, falling as the batch grows"
-    runs = Results(rows).ok().with_value("comm_share").frame
+    runs = results_of(rows).ok().with_value("comm_share").frame
     if len(runs) < 3 or runs["batch"].nunique() < 2:
         return inconclusive(
             name,
@@ -828,14 +829,14 @@ def infeed_margin(fed: pd.DataFrame) -> tuple[float, str]:
     return band, f"{band:.1f} points, the median spread of the {len(spreads)} configurations measured more than once here"
 
 
-def measured_infeed(rows: pd.DataFrame, platform: str) -> Verdict:
+def measured_infeed(rows: Rows, platform: str) -> Verdict:
     """O4 on this platform's host-fed measurements (``--input host`` or ``host-prep``): the median
     infeed share (``1 - t_device / t_host``, both timed alternately) of the third of configurations
     with the fewest FLOPs per example minus that of the third with the most; the band of
     :data:`INFEED_MARGIN_POINTS` around 0 is neither."""
     name = f"{platform}: smaller models wait on their input pipeline more than larger ones"
     paper = "the host can fail to feed the device, and smaller models are held back more by infeed than larger ones"
-    fed = Results(rows).ok().with_value("infeed_share").frame.copy()
+    fed = results_of(rows).ok().with_value("infeed_share").frame.copy()
     if len(fed) < 6:
         return inconclusive(
             name,
@@ -964,19 +965,20 @@ def speedup_depends_on(
     return judged(name, paper, part, evidence, {"significant": significant, "r_squared": reg.r_squared}, id=id, platform=platform)
 
 
-def out_of_memory_first(df: pd.DataFrame, family: str = "fc") -> Verdict:
+def out_of_memory_first(results: Rows, family: str = "fc") -> Verdict:
     """O6: on the configurations every platform attempted, the platform with the least memory runs
     out of memory first (the most ``oom`` cells; timeouts and errors are not out of memory), and
     configurations it could not fit run on the platform with the most memory (a count)."""
     name = f"{families.get(family).title}: the platform with less memory runs out first"
     paper = "the largest models run only on the platform with the most memory"
-    rows = df[df["family"] == family]
-    per_platform = [set(g["label"]) for _, g in rows.groupby("platform")]
+    rows = results_of(results).where(family=family)
+    per_platform = [set(g["label"]) for _, g in rows.frame.groupby("platform")]
     labels = set.intersection(*per_platform) if len(per_platform) > 1 else set()
-    shared = rows[rows["label"].isin(labels)]
-    oom = Results(shared).where(state=OOM).frame.groupby("platform")["label"].nunique()
+    attempted = rows.where(label=sorted(labels))
+    shared = attempted.frame
+    oom = attempted.where(state=OOM).frame.groupby("platform")["label"].nunique()
     oom = oom.reindex(sorted(shared["platform"].unique())).fillna(0).astype(int)
-    unfinished = Results(shared).where(state=TIMEOUT).frame.groupby("platform")["label"].nunique()
+    unfinished = attempted.where(state=TIMEOUT).frame.groupby("platform")["label"].nunique()
     memory = {p: _memory_bytes(p) for p in oom.index}
     smallest = min(memory, key=lambda p: memory[p] or math.inf) if memory else None
     platform = " vs ".join(oom.index)
@@ -992,7 +994,7 @@ def out_of_memory_first(df: pd.DataFrame, family: str = "fc") -> Verdict:
             platform=platform,
         )
     if oom.empty or oom.sum() == 0:
-        others = ", ".join(f"{p}: {n}" for p, n in Results(shared).failed().frame.groupby("platform").size().items())
+        others = ", ".join(f"{p}: {n}" for p, n in attempted.failed().frame.groupby("platform").size().items())
         return inconclusive(
             name,
             paper,
@@ -1019,7 +1021,7 @@ def out_of_memory_first(df: pd.DataFrame, family: str = "fc") -> Verdict:
         Rule("the platform with the least memory has the most out-of-memory cells (1: yes)", 0.5),
     )
     largest = max(memory, key=lambda p: memory[p] or 0)
-    too_big = set(Results(shared).where(platform=smallest, state=OOM).frame["label"])
+    too_big = set(attempted.where(platform=smallest, state=OOM).frame["label"])
     there = shared[(shared["platform"] == largest) & shared["label"].isin(too_big)]["state"].value_counts()
     numbers["on_largest"] = there.to_dict()
     evidence += f"; of the {len(too_big)} that ran out of memory on {smallest}, {largest}: " + ", ".join(
@@ -1169,7 +1171,7 @@ def precision_speedups(
     return out
 
 
-def version_chain(df: pd.DataFrame, platform: str = "") -> tuple[Verdict, list[SpeedupResult]]:
+def version_chain(rows: Rows, platform: str = "") -> tuple[Verdict, list[SpeedupResult]]:
     """Every TensorFlow version against the one before it, like with like (same dtype and XLA
     setting, each pair measured side by side in one sweep where the rows say which sweep), one part
     per version step: holds when every step's median speedup clears 1.05 over its whole interval,
@@ -1183,7 +1185,8 @@ def version_chain(df: pd.DataFrame, platform: str = "") -> tuple[Verdict, list[S
     oid = "O14" if gpu else "O12"
     if gpu:
         paper = "each TensorFlow and CUDA release brings further gains on the GPU"
-    versions = sorted(df["sw_tensorflow"].dropna().unique(), key=version_key)
+    stacks = results_of(rows)
+    versions = sorted(stacks.frame["sw_tensorflow"].dropna().unique(), key=version_key)
     if len(versions) < 2:
         return inconclusive(
             name,
@@ -1196,9 +1199,7 @@ def version_chain(df: pd.DataFrame, platform: str = "") -> tuple[Verdict, list[S
         ), []
     results, steps = [], []
     for older, newer in zip(versions, versions[1:]):
-        result = (
-            Results(df).side_by_side("sw_tensorflow").matched("sw_tensorflow", older, newer, hold=("xla",), within=("sweep",))
-        )
+        result = stacks.side_by_side("sw_tensorflow").matched("sw_tensorflow", older, newer, hold=("xla",), within=("sweep",))
         if result.n:
             results.append(result)
             steps.append(f"{older}->{newer} {result.median:.2f}x over {result.n} ({sides_held(result)})")

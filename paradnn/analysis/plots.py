@@ -17,7 +17,7 @@ from matplotlib.colors import LogNorm, Normalize, TwoSlopeNorm
 from matplotlib.patches import Rectangle
 
 from paradnn import families
-from paradnn.analysis.results import Results
+from paradnn.analysis.results import Results, Rows, results_of
 from paradnn.analysis.roofline import Ceilings
 
 MAX_ANNOTATED_CELLS = 36  # larger panels show colour only: the numbers would not be legible
@@ -35,16 +35,16 @@ CELL_MARKS = {
 
 
 def _grid(
-    df: pd.DataFrame, family: str, value: str, panel_value, panel_column: str | None = None
+    fam: Results, family: str, value: str, panel_value, panel_column: str | None = None
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     rows_axis, columns_axis, panel_axis = families.get(family).heatmap
     panel_axis = panel_column or panel_axis
-    sub = df[(df["family"] == family) & ((df[panel_axis] == panel_value) if panel_axis else True)]
-    ok = Results(sub).ok().frame
+    sub = fam.where(**({panel_axis: panel_value} if panel_axis else {}))
+    ok = sub.ok().frame
     values = ok.pivot_table(index=rows_axis, columns=columns_axis, values=value, aggfunc="median")
     # A cell of several failed rows shows the failure that says most: out of memory first.
     rank = {state: i for i, state in enumerate(CELL_MARKS)}
-    failures = Results(sub).failed().frame.sort_values("state", key=lambda s: s.map(rank).fillna(len(rank)), kind="stable")
+    failures = sub.failed().frame.sort_values("state", key=lambda s: s.map(rank).fillna(len(rank)), kind="stable")
     failed = failures.groupby([rows_axis, columns_axis])["state"].first().unstack()
     rows = sorted(set(values.index) | set(failed.index))
     cols = sorted(set(values.columns) | set(failed.columns))
@@ -59,7 +59,7 @@ def _aggregated_axes(df: pd.DataFrame, family: str) -> list[str]:
 
 
 def heatmaps(
-    df: pd.DataFrame,
+    rows: Rows,
     family: str,
     value: str,
     title: str,
@@ -81,7 +81,8 @@ def heatmaps(
     """
     spec = families.get(family)
     rows_axis, columns_axis, panel_axis = (spec.axis(a) if a else None for a in spec.heatmap)
-    fam = df[df["family"] == family]
+    results = results_of(rows).where(family=family)
+    fam = results.frame
     panel_column = panels_by or (panel_axis.name if panel_axis else None)
     panels = sorted(fam[panel_column].dropna().unique()) if panel_column else [None]
     ncols = min(3, max(len(panels), 1))
@@ -90,7 +91,7 @@ def heatmaps(
     axs = grid.ravel()
     for ax in axs[len(panels) :]:
         ax.set_visible(False)
-    ok = Results(fam).ok().frame[value].dropna() * scale
+    ok = results.ok().frame[value].dropna() * scale
     positive = ok[ok > 0]
     if center is not None and len(positive):
         lo, hi = min(positive.min(), center / 1.01), max(positive.max(), center * 1.01)
@@ -102,7 +103,7 @@ def heatmaps(
     image = None
     shown_marks: set[str] = set()
     for ax, panel_value in zip(axs, panels):
-        values, failed = _grid(fam, family, value, panel_value, panels_by)
+        values, failed = _grid(results, family, value, panel_value, panels_by)
         marks = _marks(fam, family, marked, panel_value, values) if marked and not panels_by else None
         image = ax.imshow(values.to_numpy(dtype=float) * scale, origin="lower", aspect="auto", cmap=cmap, norm=norm)
         ax.grid(False)
@@ -149,7 +150,7 @@ def heatmaps(
             if k in shown_marks
         ]
         fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 3), fontsize=8, frameon=False)
-    agg = _aggregated_axes(df, family)
+    agg = _aggregated_axes(fam, family)
     fig.suptitle(title + (f" (median over {', '.join(agg)})" if agg else ""), fontsize=12)
     return fig
 

@@ -44,6 +44,7 @@ import pandas as pd
 from threadpoolctl import threadpool_limits
 
 from paradnn import counting, families
+from paradnn.analysis.results import Results, Rows, results_of
 from paradnn.analysis.roofline import Ceilings, ceilings_for
 from paradnn.config import ConfigError
 from paradnn.settings import DEFAULTS
@@ -377,19 +378,18 @@ class PerformanceModel:
 # ------------------------------------------------------------------ data from a store
 
 
-def training_rows(
-    results: pd.DataFrame, family: str, framework: str = DEFAULTS["framework"]
-) -> tuple[pd.DataFrame, pd.DataFrame]:
+def training_rows(results: Rows, family: str, framework: str = DEFAULTS["framework"]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """A family's ``ok`` rows (the last measurement of each configuration and setting) and its oom/skipped
-    rows, under one framework (a model learns one framework's timings)."""
-    from paradnn.analysis.results import Results
-
-    mine = Results(results).newest_stack().where(family=family).for_settings(framework=framework, input="device", devices=1)
-    df = mine.frame.copy()
-    df["xla"] = df["xla"].map(lambda v: "auto" if v is None else str(bool(v)).lower())
+    rows, under one framework (a model learns one framework's timings), with the XLA setting as text."""
+    mine = results_of(results).newest_stack().where(family=family).for_settings(framework=framework, input="device", devices=1)
     key = ["label", "dtype", "xla"]
-    ok = Results(df).ok().positive("step_time_s").frame.drop_duplicates(key, keep="last")
-    failed = Results(df).where(state=list(FAILED_TO_FIT)).frame.drop_duplicates(key, keep="last")
+
+    def with_xla_text(rows: pd.DataFrame) -> pd.DataFrame:
+        xla = rows["xla"].map(lambda v: "auto" if v is None else str(bool(v)).lower())
+        return rows.assign(xla=xla).drop_duplicates(key, keep="last")
+
+    ok = with_xla_text(mine.ok().positive("step_time_s").frame)
+    failed = with_xla_text(mine.where(state=list(FAILED_TO_FIT)).frame)
     return ok, failed[~failed.set_index(key).index.isin(ok.set_index(key).index)]
 
 
@@ -412,7 +412,7 @@ def fit_store(store, platform: str, family: str, seed: int = 0) -> tuple[Perform
     """Fit a model to ``store``'s rows of one platform and family; returns it and the rows it learned from."""
     if platform not in store.platform_names():
         raise ConfigError("--platform", platform, ", ".join(store.platform_names()) or "a platform with results in the store")
-    ok, failed = training_rows(store.results(platform=platform), family)
+    ok, failed = training_rows(Results.read(store, platform=platform), family)
     if len(ok) < MIN_ROWS:
         raise PredictionError(
             f"the store has {len(ok)} measured {family} configurations on {platform}; "
@@ -432,15 +432,14 @@ def label_rows(family: str, labels: Iterable[str], dtype: str, xla: str) -> pd.D
     return pd.DataFrame(rows)
 
 
-def predict_labels(model: PerformanceModel, measured: pd.DataFrame, labels: list[str], dtype: str | None = None) -> pd.DataFrame:
+def predict_labels(model: PerformanceModel, measured: Rows, labels: list[str], dtype: str | None = None) -> pd.DataFrame:
     """Predictions for ``labels`` under one dtype (default: the one most rows have) and the XLA setting
     most rows of that dtype have, beside the measured step time of that setting where the store has one."""
-    from paradnn.analysis.results import Results
-
-    results = Results(measured)
+    results = results_of(measured)
+    dtypes = set(results.frame["dtype"])
     dtype = dtype or results.dominant_run(("dtype",))["dtype"]
-    if dtype not in set(measured["dtype"]):
-        raise ConfigError("--dtype", dtype, ", ".join(sorted(set(measured["dtype"]))) + " (the dtypes measured)")
+    if dtype not in dtypes:
+        raise ConfigError("--dtype", dtype, ", ".join(sorted(dtypes)) + " (the dtypes measured)")
     xla = results.where(dtype=dtype).dominant_run(("xla",))["xla"]  # the training rows hold "true", "false" or "auto"
     same = results.where(dtype=dtype, xla=xla).frame  # one row per label
     asked = label_rows(model.featurizer.family, labels, dtype, xla)
@@ -724,7 +723,7 @@ def evaluate_store(store, family: str, k: int = 5, seed: int = 0, max_rows: int 
     """
     scores, planned, names = [], [], store.platform_names()
     for platform in names:
-        ok, _ = training_rows(store.results(platform=platform), family)
+        ok, _ = training_rows(Results.read(store, platform=platform), family)
         if 0 < max_rows < len(ok):
             ok = ok.sample(max_rows, random_state=seed)
         if not enough_for_folds(len(ok), k):

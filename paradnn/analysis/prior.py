@@ -204,12 +204,13 @@ def source_model_from(store: str, platform: str, family: str, seed: int = 0) -> 
     """P's performance model as a function of labels (fitted on first use: a fit takes seconds to
     a minute), or None where the store holds fewer than ``MIN_ROWS`` measured rows of P."""
     from paradnn.analysis import predict
+    from paradnn.analysis.results import Results
     from paradnn.store import Store
 
     with Store(store, create=False, readonly=True, snapshot=True) as s:
         if platform not in s.platform_names():
             return None
-        ok, _ = predict.training_rows(s.results(platform=platform), family)
+        ok, _ = predict.training_rows(Results.read(s, platform=platform), family)
     if len(ok) < predict.MIN_ROWS:
         return None
     fitted: dict = {}

@@ -32,7 +32,7 @@ import pandas as pd
 
 from paradnn import families
 from paradnn.analysis.observations import Part, Rule, Verdict, inconclusive, judged, median_part
-from paradnn.analysis.results import Results
+from paradnn.analysis.results import Results, Rows, results_of
 from paradnn.config import ConfigError, compute_dtype
 from paradnn.identity import profile_source
 from paradnn.platform import DATASHEETS
@@ -215,7 +215,7 @@ def trace_profiles(traces: pd.DataFrame, platform: str, source: str | None = Non
 
 
 @functools.lru_cache(maxsize=1)
-def bundled_original() -> tuple[pd.DataFrame, pd.DataFrame]:
+def bundled_original() -> tuple[Results, pd.DataFrame]:
     """The original study's TPU v2-8 sweep rows and traces, read from the package data (nothing
     written; read once per process, callers copy before changing them)."""
     from paradnn.store.legacy import bundled_files, load_file
@@ -226,7 +226,7 @@ def bundled_original() -> tuple[pd.DataFrame, pd.DataFrame]:
         if loaded.platform.name == ORIGINAL:
             results += loaded.results
             traces += loaded.traces
-    return pd.DataFrame(results), pd.DataFrame(traces)
+    return Results(pd.DataFrame(results)), pd.DataFrame(traces)
 
 
 @dataclass(frozen=True)
@@ -241,7 +241,7 @@ class Source:
     held: dict = dataclasses.field(default_factory=dict)  # settings P's steps share (local: dtype policy, xla)
 
 
-def source_of(platform: str, family: str, results: pd.DataFrame, traces: pd.DataFrame, flag: str = "--from") -> Source:
+def source_of(platform: str, family: str, results: Results, traces: pd.DataFrame, flag: str = "--from") -> Source:
     """P's steps and profiles from the store, else (for the original study's TPU v2-8) the package data;
     ``flag``: the option that named P, for the error."""
     ok = _ok_rows(results, platform, family)
@@ -249,7 +249,7 @@ def source_of(platform: str, family: str, results: pd.DataFrame, traces: pd.Data
     held, where = {}, "store"
     if local is not None:  # this machine's profiles: the steps at their dtype policy and one XLA setting
         profiles, held = local
-        ok = Results(ok).held(held).frame
+        ok = ok.held(held)
     else:
         profiles = trace_profiles(traces, platform) if not traces.empty else pd.DataFrame()
     if profiles.empty and platform == ORIGINAL:
@@ -264,12 +264,12 @@ def source_of(platform: str, family: str, results: pd.DataFrame, traces: pd.Data
             "paradnn; profile a local platform's configurations with `paradnn "
             "profile`)",
         )
-    ok = ok.sort_values("finished_at", na_position="first") if "finished_at" in ok else ok
-    profiles = profiles[profiles["label"].isin(set(ok["label"]))]
+    profiles = profiles[profiles["label"].isin(set(ok.frame["label"]))]
     if profiles.empty:
         raise ConfigError("--family", family, f"a family with op profiles on {platform}")
-    dtype = compute_dtype(str(Results(ok).dominant_run(("dtype",))["dtype"]))
-    steps = ok.groupby("label")["step_time_s"].last().astype(float)
+    dtype = compute_dtype(str(ok.dominant_run(("dtype",))["dtype"]))
+    rows = ok.frame.sort_values("finished_at", na_position="first") if "finished_at" in ok.frame else ok.frame
+    steps = rows.groupby("label")["step_time_s"].last().astype(float)
     return Source(platform, dtype, steps, profiles, where, held)
 
 
@@ -280,27 +280,25 @@ def local_settings(store: str, platform: str, family: str) -> dict:
     from paradnn.store import Store
 
     with Store(store, create=False, readonly=True, snapshot=True) as s:
-        results, traces = s.results(), s.traces()
+        results, traces = Results.read(s), s.traces()
     local = _local_profiles(traces, platform, _ok_rows(results, platform, family))
     return local[1] if local else {}
 
 
-def _ok_rows(results: pd.DataFrame, platform: str, family: str) -> pd.DataFrame:
-    """The finished rows of ``family`` on ``platform`` (none from a store without results)."""
-    if not {"platform", "family", "state"} <= set(results.columns):
-        return results.iloc[0:0]
-    return Results(results).where(platform=platform, family=family).ok().frame
+def _ok_rows(results: Results, platform: str, family: str) -> Results:
+    """The finished rows of ``family`` on ``platform``."""
+    return results.where(platform=platform, family=family).ok()
 
 
-def _local_profiles(traces: pd.DataFrame, platform: str, ok: pd.DataFrame) -> tuple[pd.DataFrame, dict] | None:
+def _local_profiles(traces: pd.DataFrame, platform: str, ok: Results) -> tuple[pd.DataFrame, dict] | None:
     """This machine's profiles of ``platform`` at the dtype policy most of its ok rows ran (None
     if it has none), with the settings its steps are taken at: that policy and the XLA
     setting most of those rows ran."""
-    if traces.empty or ok.empty or "dtype" not in ok:
+    if traces.empty or ok.empty or "dtype" not in ok.frame:
         return None
-    for policy in ok["dtype"].value_counts().index:
+    for policy in ok.frame["dtype"].value_counts().index:
         rows = trace_profiles(traces, platform, profile_source(platform, str(policy)))
-        same = Results(ok).held({"dtype": policy, **PROFILED})
+        same = ok.held({"dtype": policy, **PROFILED})
         if not rows.empty and len(same):
             xla = bool(same.dominant_run(("xla",))["xla"]) if "xla" in same.frame else False
             return rows, {"dtype": str(policy), "xla": xla, **PROFILED}
@@ -341,15 +339,16 @@ def extrapolated(source: Peaks, target: Peaks) -> bool:
     return any(not 1 / VALIDATED_RATIO <= r <= VALIDATED_RATIO for r in ratios)
 
 
-def step_floor(target: str, family: str, results: pd.DataFrame) -> tuple[float, str]:
+def step_floor(target: str, family: str, results: Rows) -> tuple[float, str]:
     """The shortest step ``target`` can take, and where the figure comes from: the fastest ``family``
     step it measured in ``results``, else the fastest any measured platform of its class took (a
     GPU datasheet: the original study's V100; a TPU: its TPU v2-8), else 0 (no floor known). A
     step has a fixed cost (the host's loop, kernel launches) that no peak ratio divides."""
     from paradnn.analysis.scorecard import device_class
 
-    if len(results) and {"state", "family", "platform", "step_time_s"} <= set(results.columns):
-        own = pd.to_numeric(Results(results).where(platform=target, family=family).ok().frame["step_time_s"]).dropna()
+    rows = results_of(results)
+    if len(rows) and {"state", "family", "platform", "step_time_s"} <= set(rows.frame.columns):
+        own = pd.to_numeric(rows.where(platform=target, family=family).ok().frame["step_time_s"]).dropna()
         if len(own):
             return float(own.min()), f"the fastest {family} step {target} measured"
     kind = device_class(target)
@@ -483,18 +482,19 @@ def projection_inputs(
     )
     if source == target and dtype is None:
         raise same_platform
-    results, traces, platforms = pd.DataFrame(columns=["platform"]), pd.DataFrame(), pd.DataFrame(columns=["platform"])
+    no_rows = Results(pd.DataFrame(columns=["platform", "family", "state", "label"]))
+    results, traces, platforms = no_rows, pd.DataFrame(), pd.DataFrame(columns=["platform"])
     if store is not None:
         with Store(store, create=False, readonly=True, snapshot=True) as s:
-            results, traces, platforms = s.results(), s.traces(), s.platforms()
+            results, traces, platforms = Results.read(s), s.traces(), s.platforms()
     start = source_of(source, family, results, traces, flags[0])
     src = peaks_for(source, start.dtype, platforms, flags[0])
     dst = peaks_for(target, dtype or start.dtype, platforms, flags[1])
     if source == target and dst.dtype == start.dtype:
         raise same_platform
     theirs = None
-    if "state" in results:
-        theirs = Results(results).where(platform=target, family=family, compute_dtype=dst.dtype).ok()  # Q's own steps
+    if store is not None:
+        theirs = results.where(platform=target, family=family, compute_dtype=dst.dtype).ok()  # Q's own steps
         # a local source: Q's rows at its run settings too (its dtype policy only onto the same compute dtype)
         theirs = theirs.held({k: v for k, v in start.held.items() if k != "dtype" or dst.dtype == start.dtype}).frame
         theirs = theirs.sort_values("finished_at")

@@ -22,17 +22,31 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeAlias
 
 import numpy as np
 import pandas as pd
 
 from paradnn import settings
-from paradnn.analysis.rows import ANY, MISSING, NEVER_SHARED, SIDE_OWNED, newest_rows, pool, quiet_first, side_by_side
+from paradnn.analysis.rows import (
+    ANY,
+    MISSING,
+    NEVER_SHARED,
+    SIDE_OWNED,
+    finished_with,
+    newest_rows,
+    pool,
+    quiet_first,
+    side_by_side,
+)
 from paradnn.analysis.speedup import SpeedupResult, compare, side_rows
 from paradnn.config import ConfigError
 from paradnn.identity import run_key
 from paradnn.store.bounds import CHIP, INPUT, row_bounds
-from paradnn.vocabulary import LEGACY, OK
+from paradnn.vocabulary import is_finished, is_imported
+
+if TYPE_CHECKING:
+    from paradnn.store import Store
 
 # The run settings a dominant run names (the platform is chosen by the caller).
 RUN_NAMES = tuple(s.name for s in settings.SETTINGS if s.identity and s.name != "platform")
@@ -118,7 +132,7 @@ def explain_unpaired(
 
 def _original(rows: pd.DataFrame) -> bool:
     """Rows all of the original study (imported, not measured here)."""
-    return "source" in rows and bool(len(rows)) and bool(rows["source"].fillna("").str.startswith(LEGACY).all())
+    return bool(len(rows)) and bool(is_imported(rows).all())
 
 
 def _bound_of(rows: pd.DataFrame) -> dict[tuple[str, str], str]:
@@ -175,13 +189,30 @@ class Results:
         from paradnn.store import Store
 
         with Store(store, create=False, readonly=True, snapshot=True) as s:  # nothing left beside it
-            frame = s.results()
-            choices = {p: s.xla_choices(p) for p in frame["platform"].unique()}
-            traces = s.traces()
-        return cls(frame.join(row_bounds(frame, traces)), choices)
+            return cls.read(s)
+
+    @classmethod
+    def read(cls, store: Store, platform: str | None = None) -> Results:
+        """The rows of an open store (``platform``'s only, if named), with each platform's XLA
+        choices and each row's bound: what :meth:`load` reads, for a caller holding the store."""
+        frame = store.results(platform=platform)
+        choices = {p: store.xla_choices(p) for p in frame["platform"].unique()}
+        return cls(frame.join(row_bounds(frame, store.traces())), choices)
+
+    @classmethod
+    def concat(cls, parts: list[Results]) -> Results:
+        """One results object from several (rows stacked, every part's XLA choices kept)."""
+        frames = [part.frame for part in parts if len(part.frame.columns)]
+        frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+        return cls(frame, {p: c for part in parts for p, c in part.xla_choices.items()})
 
     def __len__(self) -> int:
         return len(self.frame)
+
+    @property
+    def empty(self) -> bool:
+        """No rows."""
+        return self.frame.empty
 
     def _with(self, frame: pd.DataFrame) -> Results:
         return Results(frame, self.xla_choices)
@@ -224,7 +255,7 @@ class Results:
                 continue
             keep = _column(df, declared) == declared.parse(value)
             if name == "input" and "source" in df:  # the original study's rows were all fed through the host
-                keep |= df["source"].fillna("").str.startswith(LEGACY)
+                keep |= is_imported(df)
             df = df[keep]
         return self._with(df)
 
@@ -310,17 +341,24 @@ class Results:
 
     def ok(self) -> Results:
         """Rows that finished (state ``ok``)."""
-        return self._with(self.frame[self.frame["state"] == OK])
+        return self._with(self.frame[is_finished(self.frame)])
 
     def measured(self) -> Results:
         """Rows measured by paradnn (not imported from the original study)."""
-        if "source" not in self.frame:
-            return self
-        return self._with(self.frame[~self.frame["source"].fillna("").str.startswith(LEGACY)])
+        return self._with(self.frame[~is_imported(self.frame)])
+
+    def subset(self, kept: pd.DataFrame) -> Results:
+        """``kept``, a selection pandas made from :attr:`frame` (a groupby's group, a common set),
+        as rows of this object: the platforms' XLA choices travel with them."""
+        return self._with(kept)
+
+    def imported(self) -> Results:
+        """Rows imported from the original study (the rows :meth:`measured` leaves out)."""
+        return self._with(self.frame[is_imported(self.frame)])
 
     def failed(self) -> Results:
         """Rows that did not finish (out of memory, timeout, error, skipped)."""
-        return self._with(self.frame[self.frame["state"] != OK])
+        return self._with(self.frame[~is_finished(self.frame)])
 
     def with_value(self, column: str) -> Results:
         """Rows with a value in ``column`` (a metric some rows lack, such as ``infeed_share``)."""
@@ -401,7 +439,7 @@ class Results:
         wanted = [_column_name(f) for f in (tuple(owned) if free is None else free)]
         held_on_purpose = {_column_name(h) for h in hold}
         frame = newest_rows(self.frame) if column == "platform" else self.frame
-        rows = frame[(frame["state"] == OK) & (pd.to_numeric(frame[metric], errors="coerce") > 0)]
+        rows = finished_with(frame, metric)
         rows = rows[rows["family"] == family] if family is not None else rows
         base, targ = rows[side_rows(rows, column, baseline)], rows[side_rows(rows, column, target)]
         sides, own = {}, []
@@ -439,3 +477,12 @@ class Results:
                 fam = fam[_keys(fam[column]) == _fastest(fam, column, metric)]
             kept.append(fam)
         return pd.concat(kept) if kept else rows
+
+
+Rows: TypeAlias = "Results | pd.DataFrame"  # what analyses take: the Results a report loaded, or a table built by hand
+
+
+def results_of(rows: Rows) -> Results:
+    """``rows`` as a results object: a :class:`Results` as it is (its platforms' XLA choices kept
+    through every analysis), a table built by hand (a test's, a notebook's) as rows without choices."""
+    return rows if isinstance(rows, Results) else Results(rows)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from paradnn.analysis.results import Results
+from paradnn.analysis.results import Rows, results_of
 from paradnn.config import compute_dtype
 from paradnn.platform import DATASHEETS
 from paradnn.settings import DEFAULTS
@@ -49,15 +49,15 @@ def ceilings_for(platforms: pd.DataFrame, platform: str, dtype: str = DEFAULTS["
     return None
 
 
-def model_points(df: pd.DataFrame) -> pd.DataFrame:
+def model_points(rows: Rows) -> pd.DataFrame:
     """One point per measured configuration: intensity (FLOPs/byte) and FLOP/s achieved."""
-    ok = Results(df).ok().positive("bytes_estimate").frame.copy()
+    ok = results_of(rows).ok().positive("bytes_estimate").frame.copy()
     ok["intensity"] = ok["flops_model"] / ok["bytes_estimate"]
     ok["achieved_flops"] = ok["flops_per_sec"]
     return ok
 
 
-def reference_points(df: pd.DataFrame) -> pd.DataFrame:
+def reference_points(rows: Rows) -> pd.DataFrame:
     """Whole-model points of the original study's rows: the operational intensity of paradnn's own
     count (``flops_model / bytes_estimate`` of one replica, as the study's per-core traces see it;
     computed from the label for rows imported before it was stored) and the FLOP/s achieved. The
@@ -66,7 +66,7 @@ def reference_points(df: pd.DataFrame) -> pd.DataFrame:
     from paradnn.families import parse_label
     from paradnn.store.legacy import PLATFORMS, replica_bytes
 
-    ok = Results(df).ok().positive("flops_per_sec").frame.copy()
+    ok = results_of(rows).ok().positive("flops_per_sec").frame.copy()
     if ok.empty:
         return ok.assign(intensity=pd.Series(dtype=float), achieved_flops=pd.Series(dtype=float))
     stored = (

@@ -13,7 +13,7 @@ import pandas as pd
 
 from paradnn import settings
 from paradnn.identity import SOFTWARE
-from paradnn.vocabulary import OK
+from paradnn.vocabulary import is_finished
 
 # The software columns of a run's identity (the git revision is kept but never compared).
 SOFTWARE_COLUMNS = tuple(f"sw_{s}" for s in SOFTWARE if s != "git") + tuple(settings.FRAMEWORK_VERSION_COLUMNS.values())
@@ -137,6 +137,11 @@ POOLED_METRICS = (
 )
 
 
+def finished_with(df: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """The rows of ``df`` that finished with a positive ``metric``: what a comparison pairs."""
+    return df[is_finished(df) & (pd.to_numeric(df[metric], errors="coerce") > 0)]
+
+
 def quiet_first(df: pd.DataFrame) -> pd.DataFrame:
     """``df`` less its contended rows (timed without a quiet window) wherever the same run identity
     (``run_key``) has a quiet one: a contended measurement is never mixed with quiet ones, and
@@ -162,9 +167,9 @@ def pool(df: pd.DataFrame, key: list[str]) -> pd.DataFrame:
     (:func:`unpool` turns them back into rows, so a comparison pairs pooled rows round by round).
     ``contended`` is set only when every pooled row was."""
     df = df.sort_values("id") if "id" in df else df
-    standing = pd.concat([df, df[df["state"] == OK]]).drop_duplicates(key, keep="last")  # the latest ok, else the latest
+    standing = pd.concat([df, df[is_finished(df)]]).drop_duplicates(key, keep="last")  # the latest ok, else the latest
     out = standing.reset_index(drop=True)
-    ok = quiet_first(df[(df["state"] == OK) & df["run_key"].isin(set(out.loc[out["state"] == OK, "run_key"]))])
+    ok = quiet_first(df[is_finished(df) & df["run_key"].isin(set(out.loc[is_finished(out), "run_key"]))])
     by = ok.groupby("run_key", sort=False)
     out["n_measurements"] = out["run_key"].map(by.size()).fillna(0).astype(int)
     steps = by["step_time_s"].agg(lambda v: [float(x) for x in v if pd.notna(x)])

@@ -40,7 +40,7 @@ from paradnn.analysis.observations import (
     median_part,
     speedup_part,
 )
-from paradnn.analysis.results import Results
+from paradnn.analysis.results import Results, Rows, results_of
 from paradnn.settings import FRAMEWORK_TITLES as TITLES
 from paradnn.settings import FRAMEWORK_VERSION_COLUMNS, setting
 
@@ -123,7 +123,7 @@ RULES = {
 }
 
 
-def principles_audit(results: pd.DataFrame) -> pd.DataFrame:
+def principles_audit(results: Rows) -> pd.DataFrame:
     """Each principle's rule, what this store shows for it, its verdict record and whether it passes
     (True: holds; False: does not hold; None: inconclusive, nothing or too little to judge it by).
 
@@ -132,9 +132,10 @@ def principles_audit(results: pd.DataFrame) -> pd.DataFrame:
     Rows measured here and rows imported from the original study are told apart (imported
     rows carry their source file instead of a software stack and have no timing samples).
     """
-    measured = Results(results).measured().frame
-    ok = Results(measured).ok().frame
-    imported = len(results) - len(measured)
+    rows = results_of(results)
+    measured = rows.measured().frame
+    ok = rows.measured().ok().frame
+    imported = len(rows) - len(measured)
     nothing = "no finished rows measured here" + (
         f" ({imported:,} imported rows of the original study are not judged)" if imported else ""
     )
@@ -142,7 +143,7 @@ def principles_audit(results: pd.DataFrame) -> pd.DataFrame:
         "relevance": _relevance(ok, nothing),
         "representativeness": _representativeness(ok, nothing),
         "equity": _equity(measured, nothing),
-        "repeatability": _repeatability(results),
+        "repeatability": _repeatability(rows),
         "cost-effectiveness": _cost(measured["wall_time_s"], nothing),
         "scalability": _scalability(measured),
         "transparency": _provenance(measured),
@@ -255,13 +256,13 @@ def _equity(measured: pd.DataFrame, nothing: str) -> tuple[str, Part | None]:
     return value, _yes("equity", fair, len(measured), "one set of dtype policies on every platform, XLA recorded")
 
 
-def _repeatability(results: pd.DataFrame) -> tuple[str, Part | None]:
+def _repeatability(results: Results) -> tuple[str, Part | None]:
     """Within-run spread, and the spread between true reruns: rows of one run identity (the
     configuration, family version, every run setting, platform and stack), never rows that
     merely share a label. The effect is the median rerun difference with its bootstrap interval
     over run identities; fewer than :data:`MIN_RERUNS` of them is inconclusive."""
-    cv = Results(results).measured().ok().frame["step_time_cv"].dropna()
-    reruns = Results(results).reruns()
+    cv = results.measured().ok().frame["step_time_cv"].dropna()
+    reruns = results.reruns()
     within = f"CV {cv.median():.1%} ({len(cv)} rows)" if len(cv) else "no samples"
     if reruns.empty:
         return f"{within}; no reruns (no run identity measured twice)", None
@@ -331,7 +332,7 @@ NOT_MEASURABLE = {
 }
 
 
-def hardware_metrics(results: pd.DataFrame, platforms: pd.DataFrame) -> pd.DataFrame:
+def hardware_metrics(results: Rows, platforms: pd.DataFrame) -> pd.DataFrame:
     """The 12 hardware metrics for every platform of a store: measured, from a cited datasheet, or the
     paper's rating of the platform's class, each with its source (long form: metric, platform, value,
     source, ``evidence`` (measured, datasheet, paper's class rating, not measurable here) and ``short``,
@@ -340,17 +341,19 @@ def hardware_metrics(results: pd.DataFrame, platforms: pd.DataFrame) -> pd.DataF
     from paradnn.analysis.workloads import on_common_sets
 
     rows = []
-    one_device = Results(results).for_settings(input="device", devices=1)
+    every = results_of(results)
+    one_device = every.for_settings(input="device", devices=1)
     # Latency medians side by side only over configurations every platform measured (per family).
-    shared = on_common_sets(one_device.ok().with_value("step_time_s").frame)
-    for platform in sorted(results["platform"].unique()):
-        everything = Results(results).where(platform=platform)
+    timed = one_device.ok().with_value("step_time_s")
+    shared = timed.subset(on_common_sets(timed.frame))
+    for platform in sorted(every.frame["platform"].unique()):
+        everything = every.where(platform=platform)
         kind = device_class(platform)
         for metric in paper()["hardware_metrics"]:
             name = metric["name"]
             # Scalability reads the data-parallel rows; the rest the device's own speed (one device, data on it).
-            mine = everything.frame if name == "Scalability" else one_device.where(platform=platform).frame
-            mine = shared[shared["platform"] == platform] if name == "Low Latency" else mine
+            mine = everything if name == "Scalability" else one_device.where(platform=platform)
+            mine = shared.where(platform=platform) if name == "Low Latency" else mine
             value, source = _hardware_cell(name, platform, mine, platforms)
             rating = metric["table"].get(kind, "")
             evidence = _evidence(source)
@@ -390,9 +393,9 @@ def _evidence(cell_source: str) -> str:
     return "paper's class rating"
 
 
-def _short(metric: str, rows: pd.DataFrame) -> str:
+def _short(metric: str, rows: Results) -> str:
     """A measured cell in a few words: utilisation, latency at the smallest batch, families that ran."""
-    ok = Results(rows).ok().with_value("step_time_s").frame
+    ok = rows.ok().with_value("step_time_s").frame
     if ok.empty:
         return "no rows"
     if metric == "Computing Performance":
@@ -407,10 +410,10 @@ def _short(metric: str, rows: pd.DataFrame) -> str:
     if metric == "Scalability":
         runs = _replicated(ok)
         return f"{runs['scaling_efficiency'].median():.0%} eff. on {int(runs['devices'].max())}"
-    return f"{ok['family'].nunique()} families, {len(Results(rows).failed())} failed"
+    return f"{ok['family'].nunique()} families, {len(rows.failed())} failed"
 
 
-def _hardware_cell(metric: str, platform: str, rows: pd.DataFrame, platforms: pd.DataFrame) -> tuple[str, str]:
+def _hardware_cell(metric: str, platform: str, rows: Results, platforms: pd.DataFrame) -> tuple[str, str]:
     if metric == "Computing Performance":
         return _performance(platform, rows, platforms)
     if metric == "Low Latency":
@@ -428,12 +431,12 @@ def _hardware_cell(metric: str, platform: str, rows: pd.DataFrame, platforms: pd
     return "", "the paper's rating of the class only"
 
 
-def _performance(platform: str, rows: pd.DataFrame, platforms: pd.DataFrame) -> tuple[str, str]:
+def _performance(platform: str, rows: Results, platforms: pd.DataFrame) -> tuple[str, str]:
     """Computing performance: the peak the platform's utilisation is measured against (the one its
     rows used, with where it comes from) and the utilisation per family in the run most rows used."""
     from paradnn.analysis.roofline import ceilings_for, peak_used
 
-    results = Results(rows).ok()
+    results = rows.ok()
     run = results.dominant_run(("dtype",))
     ok = results.for_run(run).frame
     ceilings = ceilings_for(platforms, platform, run["dtype"])
@@ -446,12 +449,12 @@ def _performance(platform: str, rows: pd.DataFrame, platforms: pd.DataFrame) -> 
     return peak + achieved, (ceilings.source if ceilings else "measured")
 
 
-def _replicated(rows: pd.DataFrame) -> pd.DataFrame:
+def _replicated(rows: Rows) -> pd.DataFrame:
     """The data-parallel rows (``--devices`` above 1) with a measured scaling efficiency."""
-    return Results(rows).ok().with_value("scaling_efficiency").frame
+    return results_of(rows).ok().with_value("scaling_efficiency").frame
 
 
-def _scaling(rows: pd.DataFrame) -> str | None:
+def _scaling(rows: Results) -> str | None:
     """Weak-scaling efficiency and communication share of the data-parallel rows, or None if there are none."""
     runs = _replicated(rows)
     if runs.empty:
@@ -464,9 +467,9 @@ def _scaling(rows: pd.DataFrame) -> str | None:
     )
 
 
-def _energy(rows: pd.DataFrame) -> str | None:
+def _energy(rows: Results) -> str | None:
     """Examples per joule from the rows with an energy reading (paradnn.engine.energy), or None if no row has one."""
-    read = Results(rows).ok().with_value("examples_per_joule").frame
+    read = rows.ok().with_value("examples_per_joule").frame
     if read.empty:
         return None
     sources = ", ".join(sorted(read["energy_source"].dropna().unique()))
@@ -476,8 +479,8 @@ def _energy(rows: pd.DataFrame) -> str | None:
     )
 
 
-def _latency(rows: pd.DataFrame) -> str:
-    ok = Results(rows).ok().with_value("step_time_s").frame
+def _latency(rows: Results) -> str:
+    ok = rows.ok().with_value("step_time_s").frame
     parts = []
     for family, sub in ok.groupby("family"):
         smallest = sub[sub["batch"] == sub["batch"].min()]
@@ -485,13 +488,14 @@ def _latency(rows: pd.DataFrame) -> str:
     return "; ".join(parts) or "no measured rows"
 
 
-def _compatibility(rows: pd.DataFrame) -> str:
-    ran = ", ".join(sorted(Results(rows).ok().frame["family"].unique())) or "nothing"
-    failed = Results(rows).failed().frame.groupby("state").size()
-    dtypes = ", ".join(sorted(rows["dtype"].dropna().unique()))
+def _compatibility(rows: Results) -> str:
+    ran = ", ".join(sorted(rows.ok().frame["family"].unique())) or "nothing"
+    failed = rows.failed().frame.groupby("state").size()
+    frame = rows.frame
+    dtypes = ", ".join(sorted(frame["dtype"].dropna().unique()))
     text = f"ran {ran} ({dtypes})"
-    if "framework" in rows and rows["framework"].notna().any():
-        text += " under " + ", ".join(sorted(rows["framework"].dropna().unique()))
+    if "framework" in frame and frame["framework"].notna().any():
+        text += " under " + ", ".join(sorted(frame["framework"].dropna().unique()))
     return text + ("; did not finish: " + ", ".join(f"{n} {s}" for s, n in failed.items()) if len(failed) else "")
 
 
@@ -506,21 +510,21 @@ MODE_WORDS = {
 }
 
 
-def measured_rows(results: pd.DataFrame) -> pd.DataFrame:
+def measured_rows(results: Rows) -> Results:
     """The store's rows measured here (not imported from the original study), framework filled in."""
-    measured = Results(results).measured()
+    measured = results_of(results).measured()
     # Data resident on one device (not host-fed, not data-parallel): the frameworks' own speed.
-    return measured.newest_stack().for_settings(input="device", devices=1).frame
+    return measured.newest_stack().for_settings(input="device", devices=1)
 
 
-def framework_rows(results: pd.DataFrame) -> pd.DataFrame:
+def framework_rows(results: Rows) -> pd.DataFrame:
     """Rows for the frameworks that produced this store's measurements, in Table II's columns.
 
     Filled from what is known here, not from opinion: the installed packages' metadata
     (license) and files (core code), the versions recorded with each row, the platforms they
     ran on, and the families measured. Data sets are synthetic by design.
     """
-    ok = Results(measured_rows(results)).ok().frame
+    ok = measured_rows(results).ok().frame
     rows = []
     for framework, mine in ok.groupby("framework"):
         keras = ", ".join(sorted(mine["sw_keras"].dropna().unique()))
@@ -568,13 +572,9 @@ def core_code(framework: str) -> str:
     )
 
 
-def _multi_server(results: pd.DataFrame, framework: str) -> str:
+def _multi_server(results: Rows, framework: str) -> str:
     """Table II's Multi-Server cell for a framework measured here, from the replicated rows it ran."""
-    replicated = (
-        _replicated(results[results["framework"].fillna("tensorflow") == framework])
-        if "framework" in results
-        else _replicated(results)
-    )
+    replicated = _replicated(results_of(results).for_settings(framework=framework))
     if replicated.empty:
         return "not exercised here (single-device runs)"
     return (
@@ -583,7 +583,7 @@ def _multi_server(results: pd.DataFrame, framework: str) -> str:
     )
 
 
-def framework_table_with_measured(results: pd.DataFrame) -> pd.DataFrame:
+def framework_table_with_measured(results: Rows) -> pd.DataFrame:
     """Table II as printed, then the rows measured here; ``source`` says which is which."""
     printed = framework_table().assign(source="paper (Table II)")
     return pd.concat([printed, framework_rows(results).assign(source="measured here")])
@@ -607,7 +607,7 @@ SPEED_COLUMNS = [
 ]
 
 
-def framework_speed(results: pd.DataFrame, baseline: str = "tensorflow") -> pd.DataFrame:
+def framework_speed(results: Rows, baseline: str = "tensorflow") -> pd.DataFrame:
     """Throughput of every other framework over ``baseline`` on identical models, compiled and uncompiled.
 
     One row per platform, family, dtype, target framework and mode (:data:`MODES`: both sides
@@ -619,15 +619,15 @@ def framework_speed(results: pd.DataFrame, baseline: str = "tensorflow") -> pd.D
     rows = measured_rows(results)
     targets = [f for f in setting("framework").choices if f != baseline]
     out = []
-    for (platform, family, dtype), group in rows.groupby(["platform", "family", "dtype"]):
+    for (platform, family, dtype), group in rows.frame.groupby(["platform", "family", "dtype"]):
         for target in targets:
             for mode, xla in MODES.items():
-                sides = Results(group).where(framework=[baseline, target], xla=xla)
+                sides = rows.subset(group).where(framework=[baseline, target], xla=xla)
                 result = sides.matched("framework", baseline, target, family=family)
                 if not result.n:
                     continue
                 low, high = bootstrap(result.table["speedup"], statistic=np.mean, log=True, replicates=result.table["replicates"])
-                compile_s = Results(result.rows).ok().frame.groupby("framework")["compile_time_s"].median()
+                compile_s = sides.subset(result.rows).ok().frame.groupby("framework")["compile_time_s"].median()
                 out.append(
                     {
                         "platform": platform,
@@ -665,7 +665,7 @@ def _license(package: str) -> str:
 ASIC, GPU = "tpu-v2-8", "v100"  # the original study's platforms: the ASIC and the GPU with data in every store
 
 
-def claims(results: pd.DataFrame) -> list:
+def claims(results: Rows) -> list:
     """Verdicts on Table I's headline ratings and Table II's framework row that this store can reach.
 
     Hardware claims are judged on the original study's TPU v2-8 (an ASIC) and V100 (a GPU)
@@ -673,7 +673,7 @@ def claims(results: pd.DataFrame) -> list:
     read by :meth:`paradnn.analysis.results.Results.load` carry each step's bound); energy
     efficiency and scalability need readings no store row has and say so.
     """
-    fc = Results(results).where(family="fc")
+    fc = results_of(results).where(family="fc")
     pair = f"{ASIC} vs {GPU}"
     # Each platform at the precision the study ran it (TPU mixed bfloat16, V100 mixed float16): the default.
     speed = fc.matched("platform", GPU, ASIC, family="fc").chips_only() if {ASIC, GPU} <= set(fc.frame["platform"]) else None

@@ -20,10 +20,10 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
-from paradnn.analysis.rows import MISSING, comparison_key, held_fixed, looks_of, quiet_first, round_ids, unpool
+from paradnn.analysis.rows import MISSING, comparison_key, finished_with, held_fixed, looks_of, quiet_first, round_ids, unpool
 from paradnn.config import ConfigError
 from paradnn.store import hyperparameter_names
-from paradnn.vocabulary import OK
+from paradnn.vocabulary import is_finished
 
 # ``rounds``: the interleaved rounds a pair's speedup is the median of (0: its sides' pooled medians
 # divided); ``replicates``: the speedups a two-level bootstrap resamples within the pair (per round,
@@ -202,7 +202,7 @@ def compare(
         raise ConfigError("target", target, f"a value of {by} other than the baseline's ({baseline!r})")
     key = comparison_key(df, by, free) + list(within)
     df = unpool(df)  # pooled rows pair measurement by measurement, round by round
-    rows = quiet_first(df[(df["state"] == OK) & (pd.to_numeric(df[metric], errors="coerce") > 0)])
+    rows = quiet_first(finished_with(df, metric))
     if family is not None:
         rows = rows[rows["family"] == family]
     rows = _keyed(rows.assign(**{metric: pd.to_numeric(rows[metric])}), key)
@@ -262,7 +262,7 @@ def bootstrap_interval(
         return math.nan, math.nan
     rng = np.random.default_rng(seed)
     key = list(result.key)
-    rows = _keyed(unpool(df)[lambda d: d["state"] == OK], key)
+    rows = _keyed(unpool(df)[is_finished], key)
     logs = []
     for _, pair in result.table.iterrows():
         replicates = np.asarray(pair.get("replicates") or [], dtype=float)

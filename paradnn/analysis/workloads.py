@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from paradnn import counting, families
-from paradnn.analysis.results import Results
+from paradnn.analysis.results import Results, Rows, results_of
 from paradnn.analysis.speedup import SpeedupResult
 from paradnn.config import ConfigError
 from paradnn.space import expand, grid
@@ -53,13 +53,13 @@ def parameter_ranges(preset: str = "paper") -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def precision_table(df: pd.DataFrame, low_precision: str, baseline: str = "float32") -> pd.DataFrame:
+def precision_table(rows: Rows, low_precision: str, baseline: str = "float32") -> pd.DataFrame:
     """Median FLOPS utilisation per family in ``baseline`` and ``low_precision``, and the examples/s speedup.
 
     Utilisation is against each dtype's own peak. Families measured only one way get an
     empty cell on the other side.
     """
-    results = Results(df).ok()
+    results = results_of(rows).ok()
     ok = results.frame
     util = ok.pivot_table(index="family", columns="dtype", values="utilization", aggfunc="median")
     table = pd.DataFrame(index=sorted(set(ok["family"]), key=_order))
@@ -71,16 +71,15 @@ def precision_table(df: pd.DataFrame, low_precision: str, baseline: str = "float
     return table.rename_axis("family").reset_index()
 
 
-def platform_table(df: pd.DataFrame, dtype: str | None = None) -> pd.DataFrame:
+def platform_table(rows: Rows, dtype: str | None = None) -> pd.DataFrame:
     """Median FLOPS utilisation of every family on every platform (rows: family; columns: platform).
 
     With ``dtype``, measured rows of other dtypes are left out (imported rows keep the
     precision they were run in).
     """
-    ok = Results(df).ok().with_value("utilization")
+    ok = results_of(rows).ok().with_value("utilization")
     if dtype is not None:
-        imported = ok.frame.drop(ok.measured().frame.index)
-        ok = Results(pd.concat([ok.measured().for_settings(dtype=dtype).frame, imported]))
+        ok = Results.concat([ok.measured().for_settings(dtype=dtype), ok.imported()])
     frame = on_common_sets(ok.frame)
     table = frame.pivot_table(index="family", columns="platform", values="utilization", aggfunc="median")
     table.attrs["n"] = frame.groupby("family")["label"].nunique().to_dict()  # configurations per family's medians
@@ -119,7 +118,7 @@ def _largest_sharing(members: set[str], shared, least: int) -> tuple[set[str], s
 PAIR_COLUMNS = ["family", "baseline", "target", "n", "median", "geomean", "chained", "held"]
 
 
-def pair_speedups(results: Results | pd.DataFrame) -> pd.DataFrame:
+def pair_speedups(rows: Rows) -> pd.DataFrame:
     """For each pair of platforms and each family both measured: n, median and geometric-mean speedup.
 
     Each pair is compared as :meth:`~paradnn.analysis.results.Results.matched` does (each
@@ -132,7 +131,7 @@ def pair_speedups(results: Results | pd.DataFrame) -> pd.DataFrame:
     Pairs where a side waited on its input (:mod:`paradnn.store.bounds`) are left out: these are
     comparisons of chips.
     """
-    results = results if isinstance(results, Results) else Results(results)
+    results = results_of(rows)
     platforms = sorted(results.ok().frame["platform"].unique(), key=lambda p: (platform_rank(p), p))
     rows = []
     for family in sorted(results.frame["family"].unique(), key=_order):

@@ -69,8 +69,8 @@ def table2_section(families: list[str], preset: str, overrides: dict) -> pd.Data
     return grids
 
 
-def utilisation_section(df: pd.DataFrame, families: list[str], platform: str, dtype: str) -> list[Verdict]:
-    """Fig. 2a-c: a FLOPS utilisation heatmap per family with rows in ``df``, each captioned with
+def utilisation_section(results: Results, families: list[str], platform: str, dtype: str) -> list[Verdict]:
+    """Fig. 2a-c: a FLOPS utilisation heatmap per family with rows in ``results``, each captioned with
     its O1 trends (utilisation rises with batch and width); returns those trend verdicts."""
     from paradnn.analysis import observations as obs
     from paradnn.analysis import plots
@@ -79,10 +79,10 @@ def utilisation_section(df: pd.DataFrame, families: list[str], platform: str, dt
 
     verdicts: list = []
     for name in families:
-        if (df["family"] == name).any():
+        if len(results.where(family=name)):
             show(
                 plots.heatmaps(
-                    df,
+                    results,
                     name,
                     "utilization",
                     f"{family(name).title} FLOPS utilisation on {platform}, {dtype}",
@@ -90,20 +90,20 @@ def utilisation_section(df: pd.DataFrame, families: list[str], platform: str, dt
                     scale=100,
                 )
             )
-            trends = obs.family_trends(df, name, platform)
+            trends = obs.family_trends(results, name, platform)
             verdicts += trends
-            caption(f"Utilisation against the {peak_used(Results(df).ok().frame)}. " + " ".join(v.sentence for v in trends))
+            caption(f"Utilisation against the {peak_used(results.ok().frame)}. " + " ".join(v.sentence for v in trends))
     return verdicts
 
 
-def regression_section(df: pd.DataFrame, families: list[str], platform: str, form: str) -> Verdict:
+def regression_section(results: Results, families: list[str], platform: str, form: str) -> Verdict:
     """Fig. 2d-f: OLS weights of the hyperparameters on utilisation, one panel per family with
     finished rows; returns O1's verdict on the weights (batch or width first, depth last)."""
     from paradnn.analysis import observations as obs
     from paradnn.analysis import plots
     from paradnn.analysis.regression import regress
 
-    ok = Results(df).ok()
+    ok = results.ok()
     regressions = {
         f: regress(ok.where(family=f).frame, "utilization", family=f, form=form) for f in families if len(ok.where(family=f))
     }
@@ -128,8 +128,8 @@ def roofline_caption(points: pd.DataFrame, ceilings: Ceilings) -> str:
     )
 
 
-def roofline_section(store: str | Path, df: pd.DataFrame, platform: str, dtype: str) -> tuple[Ceilings | None, pd.DataFrame]:
-    """Fig. 3: every measured model of ``df`` on ``platform``'s roofline (its ceilings from the
+def roofline_section(store: str | Path, results: Results, platform: str, dtype: str) -> tuple[Ceilings | None, pd.DataFrame]:
+    """Fig. 3: every measured model of ``results`` on ``platform``'s roofline (its ceilings from the
     store). Returns ``(ceilings, points)`` for the sections that judge against the ridge;
     ceilings is None for a platform without measured or datasheet ceilings."""
     from paradnn.analysis import plots
@@ -138,7 +138,7 @@ def roofline_section(store: str | Path, df: pd.DataFrame, platform: str, dtype: 
     with Store(store, create=False, readonly=True) as s:
         ceilings = ceilings_for(s.platforms(), platform, dtype)
         infos = s.platform_infos(platform)
-    points = model_points(df)
+    points = model_points(results)
     if ceilings is not None and len(points):
         show(plots.roofline(points, ceilings, f"Roofline of every measured model on {platform} ({dtype})"))
         theoretical = infos[0].get("theoretical") if infos and ceilings.source == MEASURED else None
@@ -149,17 +149,17 @@ def roofline_section(store: str | Path, df: pd.DataFrame, platform: str, dtype: 
     return ceilings, points
 
 
-def profile_picks(df: pd.DataFrame, count: int) -> pd.DataFrame:
+def profile_picks(results: Results, count: int) -> pd.DataFrame:
     """The finished FC configurations to profile op by op: the smallest and the largest by
     ``flops_model`` (``count`` 2 or more), the largest alone (``count`` 1), none (0)."""
-    fc = Results(df).where(family="fc").ok().frame.sort_values("flops_model")
+    fc = results.where(family="fc").ok().frame.sort_values("flops_model")
     if not count or fc.empty:
         return fc.iloc[0:0]
     return fc.iloc[[0, -1]] if count > 1 and len(fc) > 1 else fc.iloc[[-1]]
 
 
 def op_breakdown_section(
-    df: pd.DataFrame, ceilings: Ceilings | None, points: pd.DataFrame, platform: str, dtype: str, profile_count: int
+    results: Results, ceilings: Ceilings | None, points: pd.DataFrame, platform: str, dtype: str, profile_count: int
 ) -> Verdict:
     """Fig. 3's per-op breakdown: TensorFlow's profiler on :func:`profile_picks` (on a local
     platform only), figure and table; returns O2's verdict (compute-bound models still spend
@@ -171,7 +171,7 @@ def op_breakdown_section(
     from paradnn.families import parse_label
 
     breakdown = pd.DataFrame()
-    picks = profile_picks(df, profile_count) if is_local(platform) else df.iloc[0:0]
+    picks = profile_picks(results, profile_count if is_local(platform) else 0)
     if len(picks):
         breakdown = pd.concat([op_breakdown(parse_label("fc", label), dtype) for label in picks["label"]], ignore_index=True)
         show(plots.op_breakdown(breakdown, ceilings, f"Per-op breakdown of FC training steps on {platform}"))
@@ -215,7 +215,7 @@ def precision_section(
     from paradnn.analysis import observations as obs
     from paradnn.analysis import plots
 
-    both = Results(load(store, platform=platform, families=families))  # every XLA setting; pairs hold it
+    both = load(store, platform=platform, families=families)  # every XLA setting; pairs hold it
     util = both.matched("dtype", dtype, low_precision, metric="utilization")
     if util.n:
         show(
@@ -233,7 +233,7 @@ def precision_section(
     return [verdict for _, verdict in shown]
 
 
-def reference_utilisation_section(tpu: pd.DataFrame, form: str) -> list[Verdict]:
+def reference_utilisation_section(tpu: Results, form: str) -> list[Verdict]:
     """Fig. 2 on the original study's TPU v2-8 FC sweep (``tpu``): heatmap, O1 trends and the
     regression weights; returns those verdicts (none, with a note, when the sweep is absent)."""
     from paradnn.analysis import observations as obs
@@ -254,7 +254,7 @@ def reference_utilisation_section(tpu: pd.DataFrame, form: str) -> list[Verdict]
         )
     )
     verdicts = obs.family_trends(tpu, "fc", "tpu-v2-8")
-    regression = {"fc": regress(Results(tpu).ok().frame, "utilization", family="fc", form=form)}
+    regression = {"fc": regress(tpu.ok().frame, "utilization", family="fc", form=form)}
     show(
         plots.coefficients(
             regression, f"Regression of TPU v2 FLOPS utilisation on FC hyperparameters ({form} form)", WEIGHT_LABEL
@@ -265,7 +265,7 @@ def reference_utilisation_section(tpu: pd.DataFrame, form: str) -> list[Verdict]
     return verdicts
 
 
-def reference_roofline_section(tpu: pd.DataFrame, traces: pd.DataFrame | None = None) -> None:
+def reference_roofline_section(tpu: Results, traces: pd.DataFrame | None = None) -> None:
     """Fig. 3a on the paper's platform: every FC model of the original TPU v2-8 sweep on that
     board's datasheet roofline, at the operational intensity of paradnn's own count of its FLOPs
     and bytes (one replica's, as the traces see a core), cross-checked against the ``traces``."""
@@ -301,7 +301,7 @@ def load_traces(store: str | Path) -> pd.DataFrame:
     return traces[~traces["source"].astype(str).str.startswith(PROFILE_SOURCE + ":")].reset_index(drop=True)
 
 
-def trace_section(traces: pd.DataFrame, tpu: pd.DataFrame) -> list[Verdict]:
+def trace_section(traces: pd.DataFrame, tpu: Results) -> list[Verdict]:
     """The TPU v2 traces: FLOPS against memory-bandwidth utilisation and the op categories on the
     TPU v2 roofline; returns O2's verdicts on them (memory-bound share, bandwidth wall)."""
     from paradnn.analysis import observations as obs
@@ -376,9 +376,9 @@ def measure_replicas(
     )
 
 
-def replicated_rows(df: pd.DataFrame) -> pd.DataFrame:
-    """The data-parallel rows of ``df`` (loaded with any number of devices): those with a measured communication share."""
-    return df.dropna(subset=["comm_share"])
+def replicated_rows(results: Results) -> pd.DataFrame:
+    """The data-parallel rows of ``results`` (loaded with any number of devices): those with a measured communication share."""
+    return results.with_value("comm_share").frame
 
 
 COMMUNICATION_COLUMNS = [

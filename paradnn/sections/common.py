@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import pandas as pd
 
-from paradnn.analysis.results import Results
+from paradnn.analysis.results import Results, Rows, results_of
 from paradnn.config import PROGRESS_ENV, ConfigError, check_number
 from paradnn.settings import DEFAULTS
 from paradnn.store import Store
@@ -459,9 +459,10 @@ def load(
     all_versions: bool = False,
     input: str | None = DEFAULTS["input"],
     devices: int | None = DEFAULTS["devices"],
-) -> pd.DataFrame:
+) -> Results:
     """Results as one row per configuration and run settings on each platform: every measurement of
     it pooled (:meth:`paradnn.analysis.results.Results.pooled`), so every report reads one estimate.
+    The results object travels on into every analysis (with the platforms' XLA choices).
 
     Read through the results object (:class:`paradnn.analysis.results.Results`). ``xla``:
     None keeps every setting; True/False one; "auto" the setting ``--xla auto`` chose for
@@ -479,7 +480,7 @@ def load(
     results = results.for_settings(**{k: ANY if v is None else v for k, v in run.items()})
     if not all_versions:
         results = results.newest_stack()
-    return results.pooled(per_stack=all_versions).frame
+    return results.pooled(per_stack=all_versions)
 
 
 def show(fig) -> None:
@@ -527,9 +528,10 @@ def caption(text: str) -> None:
     display(Markdown(f"*{literal(text)}*"))
 
 
-def state_counts(df: pd.DataFrame, platform: str) -> str:
+def state_counts(results: Rows, platform: str) -> str:
     """How many configurations of ``platform`` the store holds, by state, in one line
     ("12 configurations of cpu in the store: 10 ok, 2 oom")."""
+    df = results_of(results).frame
     states = ", ".join(f"{n} {s}" for s, n in df["state"].value_counts().items())
     return f"{len(df)} configurations of {platform} in the store: {states}"
 

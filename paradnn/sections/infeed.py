@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from paradnn.analysis.results import Results
+from paradnn.analysis.results import Rows, results_of
 from paradnn.sections.common import caption, ensure_measured, is_local, show
 
 if TYPE_CHECKING:
@@ -50,10 +50,10 @@ def measure_inputs(
     )
 
 
-def fed_rows(df: pd.DataFrame, inputs: list[str]) -> pd.DataFrame:
-    """The host-fed rows of ``df`` (loaded with every input mode) that the infeed figure groups:
+def fed_rows(results: Rows, inputs: list[str]) -> pd.DataFrame:
+    """The host-fed rows of ``results`` (loaded with every input mode) that the infeed figure groups:
     those of a pipeline in ``inputs`` with a measured infeed share."""
-    return Results(df).with_value("infeed_share").where(input_mode=list(inputs)).frame
+    return results_of(results).with_value("infeed_share").where(input_mode=list(inputs)).frame
 
 
 def infeed_plot_rows(rows: pd.DataFrame) -> pd.DataFrame:

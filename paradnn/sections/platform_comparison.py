@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from paradnn.analysis.registry import BY_ID
-from paradnn.analysis.results import Results
+from paradnn.analysis.results import Results, Rows, results_of
 from paradnn.config import ConfigError
 from paradnn.sections import common
 from paradnn.sections.common import caption, held_words, is_local, load, show, table
@@ -84,7 +84,7 @@ PROJECTION_TOLERANCE = 0.25  # the validation's median error that counts as repr
 def projection_picks(store: str | Path, platforms: tuple[str, str], count: int, dtype: str, xla: object) -> list[str]:
     """Up to ``count`` FC configurations measured on both ``platforms`` at these settings, spread
     evenly by model FLOPs from the smallest to the largest."""
-    ok = [Results(load(store, platform=p, families=["fc"], dtype=dtype, xla=xla)).ok().frame for p in platforms]
+    ok = [load(store, platform=p, families=["fc"], dtype=dtype, xla=xla).ok().frame for p in platforms]
     common = ok[0][ok[0]["label"].isin(set(ok[1]["label"]))].drop_duplicates("label").sort_values("flops_model")
     if common.empty or count < 1:
         return []
@@ -299,7 +299,7 @@ def what_if_section(store: str | Path, platform: str, onto: str, labels: list[st
     table(shown, 6)
 
 
-def platform_section(df: pd.DataFrame, baseline: str, target: str, families: list[str], paper_pair: bool = False) -> list:
+def platform_section(results: Results, baseline: str, target: str, families: list[str], paper_pair: bool = False) -> list:
     """Throughput maps, speedup maps, scatter, regression and summary of one platform pair.
 
     Shows the figures and captions in the report; returns the verdicts. With
@@ -321,7 +321,7 @@ def platform_section(df: pd.DataFrame, baseline: str, target: str, families: lis
     for family in families:
         title = registry.get(family).title
         for name in (baseline, target):
-            sub = df[(df["platform"] == name) & (df["family"] == family)]
+            sub = results.where(platform=name, family=family)
             if len(sub):
                 show(
                     plots.heatmaps(
@@ -334,16 +334,16 @@ def platform_section(df: pd.DataFrame, baseline: str, target: str, families: lis
                         fmt="{:.3g}",
                     )
                 )
-        failed = Results(df).where(family=family).failed().frame.groupby(["platform", "state"]).size()
+        failed = results.where(family=family).failed().frame.groupby(["platform", "state"]).size()
         shown = ", ".join(f"{p} {n} {s}" for (p, s), n in failed.items()) or "none"
         caption(
             "The paper found large models run out of memory first on the platform with less memory; "
             f"here the failed configurations per platform are: {shown}."
         )
         if paper_pair and family == "fc":
-            verdicts.append(obs.out_of_memory_first(df, family))
+            verdicts.append(obs.out_of_memory_first(results, family))
             for name in (baseline, target):
-                on = df[df["platform"] == name]
+                on = results.where(platform=name)
                 # Fig. 7's side trends, checked apart from O6's capacity claim (the package's own checks)
                 verdicts += [
                     obs.trend(on, "nodes", family, "examples_per_sec", rising=False, id="", platform=name),
@@ -351,7 +351,7 @@ def platform_section(df: pd.DataFrame, baseline: str, target: str, families: lis
                 ]
         # Each platform at its own precision and XLA setting where the two share none (as the paper ran
         # its TPU and V100), held like with like where they share one; the caption says which.
-        result = Results(df).matched("platform", baseline, target, family=family)
+        result = results.matched("platform", baseline, target, family=family)
         fed = int(result.input_bound().sum())
         result = result.chips_only()  # a claim about chips rests on pairs where neither waited on its input
         summaries.append({"family": family, **{k: v for k, v in result.summary().items() if k != "sides"}})
@@ -361,7 +361,7 @@ def platform_section(df: pd.DataFrame, baseline: str, target: str, families: lis
         pairs = result.table.assign(state=OK, log2_speedup=np.log2(result.table["speedup"]))
         show(
             plots.heatmaps(
-                with_failed_sides(pairs, df, family, baseline, target),
+                with_failed_sides(pairs, results, family, baseline, target),
                 family,
                 "speedup",
                 f"{title} speedup of {target} over {baseline}",
@@ -447,14 +447,14 @@ def original_beside_section(store: str | Path, target: str) -> list:
         )
         return []
     here = load(store, platform=target, families=["fc"], dtype=None, xla=None)
-    theirs = Results(load(store, families=["fc"])).where(platform=list(REFERENCE_PAIR)).frame
-    if Results(here).ok().frame.empty or theirs["platform"].nunique() < 2:
+    theirs = load(store, families=["fc"]).where(platform=list(REFERENCE_PAIR))
+    if here.ok().empty or theirs.frame["platform"].nunique() < 2:
         print(
             f"This machine beside the original study needs {target}'s FC rows on the study's grid (overlap_count) and "
             "the original sweeps in the store: skipped."
         )
         return []
-    chips, fed = split_by_bound(Results(here).ok().frame, theirs)
+    chips, fed = split_by_bound(here.ok().frame, theirs.frame)
     if len(fed):
         table(fed, 3)
         caption(
@@ -467,7 +467,7 @@ def original_beside_section(store: str | Path, target: str) -> list:
             "(measure the overlap preset, which picks such configurations)."
         )
         return []
-    results = Results(pd.concat([here, theirs], ignore_index=True)).where(label=sorted(chips))
+    results = Results.concat([here, theirs]).where(label=sorted(chips))
     chained = wl.pair_speedups(results)
     common = set.intersection(*(set(results.where(platform=p).ok().frame["label"]) for p in (target, *REFERENCE_PAIR)))
     table(chained, 3)
@@ -523,14 +523,14 @@ def original_beside_section(store: str | Path, target: str) -> list:
             + shape.sentence
         )
         table(pair_bounds(result), 3)
-    three = results.where(label=sorted(common)).frame
+    three = results.where(label=sorted(common))
     for platform in (target, *REFERENCE_PAIR):
-        on = Results(three).where(platform=platform).frame
+        on = three.where(platform=platform)
         verdicts += [
             obs.trend(on, "batch", "fc", "examples_per_sec", id="", platform=platform),
             obs.trend(on, "nodes", "fc", "examples_per_sec", rising=False, id="", platform=platform),
         ]
-    verdicts.append(obs.out_of_memory_first(results.frame, "fc"))
+    verdicts.append(obs.out_of_memory_first(results, "fc"))
     caption(
         "The paper found FC examples/s rises with batch and falls with width on every platform (Fig. 7-9); on the "
         "configurations all three measured: " + " ".join(v.sentence for v in verdicts[-7:])
@@ -551,11 +551,11 @@ def pair_bounds(result) -> pd.DataFrame:
     )
 
 
-def with_failed_sides(pairs: pd.DataFrame, rows: pd.DataFrame, family: str, baseline: str, target: str) -> pd.DataFrame:
+def with_failed_sides(pairs: pd.DataFrame, rows: Rows, family: str, baseline: str, target: str) -> pd.DataFrame:
     """A speedup map's rows: the pairs, and each configuration that failed on either side (out of
     memory, timeout, error) with that side's state, so its cell is marked as failed, not as never
     measured."""
-    failed = Results(rows).where(family=family, platform=[baseline, target]).failed().frame
+    failed = results_of(rows).where(family=family, platform=[baseline, target]).failed().frame
     failed = failed[~failed["label"].isin(set(pairs["label"]))].drop_duplicates("label")
     return pd.concat([pairs, failed[[c for c in pairs.columns if c in failed.columns]]], ignore_index=True)
 
@@ -633,14 +633,13 @@ def fig7_section(store: str | Path, platform: str, dtype: str, xla: object) -> l
     from paradnn.analysis import plots
 
     here = load(store, platform=platform, families=["fc"], dtype=dtype, xla=xla)
-    theirs = load(store, families=["fc"])
-    rows = pd.concat([here, theirs[theirs["platform"].isin(REFERENCE_PAIR)]])
-    rows = rows[rows["layers"] == FIG7_LAYERS]
-    deep = rows[rows["platform"] == platform]
+    theirs = load(store, families=["fc"]).where(platform=list(REFERENCE_PAIR))
+    rows = Results.concat([here, theirs]).where(layers=FIG7_LAYERS)
+    deep = rows.where(platform=platform)
     if rows.empty:
         print(f"No {FIG7_LAYERS}-layer FC configuration in the store: Fig. 7 skipped.")
         return []
-    shown = sorted(rows["platform"].unique())
+    shown = sorted(rows.frame["platform"].unique())
     show(
         plots.heatmaps(
             rows,
@@ -656,7 +655,7 @@ def fig7_section(store: str | Path, platform: str, dtype: str, xla: object) -> l
         obs.trend(deep, "batch", "fc", "examples_per_sec", id="", platform=platform),
         obs.trend(deep, "nodes", "fc", "examples_per_sec", rising=False, id="", platform=platform),
     ]
-    precisions = ", ".join(f"{p} {d}" for p, d in rows.groupby("platform")["dtype"].first().items())
+    precisions = ", ".join(f"{p} {d}" for p, d in rows.frame.groupby("platform")["dtype"].first().items())
     caption(
         f"The paper found FC examples/s rises with batch and falls with width on the CPU, GPU and TPU alike (Fig. 7; "
         f"each panel at its own precision: {precisions}); here {len(deep)} {FIG7_LAYERS}-layer configurations "
@@ -694,9 +693,11 @@ def measure_both(p: Parameters) -> list[str]:
     return lines
 
 
-def local_rows(p: Parameters) -> pd.DataFrame:
+def local_rows(p: Parameters) -> Results:
     """The rows of both local platforms at the report's dtype and XLA setting, one per configuration."""
-    return pd.concat([load(p.store, platform=x, families=p.families, dtype=p.dtype, xla=p.xla) for x in (p.baseline, p.target)])
+    return Results.concat(
+        [load(p.store, platform=x, families=p.families, dtype=p.dtype, xla=p.xla) for x in (p.baseline, p.target)]
+    )
 
 
 def projection_part(p: Parameters) -> list[Verdict]:
@@ -748,8 +749,8 @@ def fig7_part(p: Parameters) -> list[Verdict]:
 def original_pair_section(store: str | Path) -> list[Verdict]:
     """The original study's TPU v2-8 against its V100 (Fig. 8-10 on the paper's own platforms),
     each at the precision it was run in; nothing when the store lacks either sweep."""
-    legacy = Results(load(store, families=["fc"])).where(platform=list(REFERENCE_PAIR)).frame
-    if legacy["platform"].nunique() < 2:
+    legacy = load(store, families=["fc"]).where(platform=list(REFERENCE_PAIR))
+    if legacy.frame["platform"].nunique() < 2:
         print("The original study's sweeps are not in the store.")
         return []
     return platform_section(legacy, *REFERENCE_PAIR, ["fc"], paper_pair=True)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from paradnn.analysis.results import Results
 from paradnn.sections import common
 from paradnn.sections.common import caption, ensure_measured, show, table
 from paradnn.store import Store
@@ -140,7 +141,7 @@ def local_grid_section(p: Parameters) -> None:
 
     labels = [c.label for c in expand(p.family, p.preset, p.fill_overrides)]
     with Store(p.store, readonly=True) as db:
-        local_rows = predict.training_rows(db.results(platform=p.platform), p.family)[0]
+        local_rows = predict.training_rows(Results.read(db, platform=p.platform), p.family)[0]
         if len(local_rows) < predict.MIN_ROWS:
             print(f"{len(local_rows)} measured {p.family} rows on {p.platform}; prediction needs at least {predict.MIN_ROWS}.")
             return

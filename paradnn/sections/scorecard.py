@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from paradnn.analysis.results import Results
 from paradnn.sections import common
 from paradnn.sections.common import caption, ensure_measured, ensure_reference, rerun_sample, show, table
 from paradnn.store import Store
@@ -67,19 +68,17 @@ def framework_runs() -> tuple[list[dict], list[str]]:
     return runs, missing
 
 
-def rows(p: Parameters) -> tuple[pd.DataFrame, pd.DataFrame]:
+def rows(p: Parameters) -> tuple[Results, pd.DataFrame]:
     """Every row of the store (with what bound each step, paradnn.store.bounds) and its platforms;
     prints how many rows per platform and framework."""
-    from paradnn.analysis.results import Results
-
     with Store(p.store, readonly=True) as db:
         platforms = db.platforms()
-    results = Results.load(p.store).frame
-    print(f"{len(results)} rows: {results.groupby(['platform', 'framework'], dropna=False).size().to_dict()}")
+    results = Results.load(p.store)
+    print(f"{len(results)} rows: {results.frame.groupby(['platform', 'framework'], dropna=False).size().to_dict()}")
     return results, platforms
 
 
-def principles_section(results: pd.DataFrame) -> None:
+def principles_section(results: Results) -> None:
     """The seven principles as an audit of this store: a checklist and its sentence."""
     from paradnn.analysis import scorecard
 
@@ -88,7 +87,7 @@ def principles_section(results: pd.DataFrame) -> None:
     caption(scorecard.audit_sentence(audit))
 
 
-def hardware_section(results: pd.DataFrame, platforms: pd.DataFrame) -> None:
+def hardware_section(results: Results, platforms: pd.DataFrame) -> None:
     """The twelve hardware metrics per platform: values and where each comes from."""
     from paradnn.analysis import plots, scorecard
 
@@ -114,7 +113,7 @@ def paper_table_section() -> None:
         print("-", note)
 
 
-def framework_section(results: pd.DataFrame) -> None:
+def framework_section(results: Results) -> None:
     """The seven framework metrics with what was measured, and each framework's speed against TensorFlow's."""
     from IPython.display import display
 

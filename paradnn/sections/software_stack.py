@@ -145,7 +145,7 @@ def comparisons(p: Parameters) -> list[tuple[SpeedupResult, Verdict, list[dict]]
     the two runs that measure it (for :func:`paradnn.sections.common.look_again`)."""
     from paradnn.analysis import observations as obs
 
-    results = Results(load(p.store, platform=p.platform, families=p.families))
+    results = load(p.store, platform=p.platform, families=p.families)
     result, verdict = obs.xla_speedup(results, p.platform)
     out = [(result, verdict, [{"dtype": "float32", "xla": False}, {"dtype": "float32", "xla": True}])]
     if p.low_precision:
@@ -165,31 +165,31 @@ def _ceilings(p: Parameters) -> Ceilings | None:
         return ceilings_for(s.platforms(), p.platform, "float32")
 
 
-def rows(p: Parameters) -> tuple[pd.DataFrame, pd.DataFrame, Ceilings | None]:
+def rows(p: Parameters) -> tuple[Results, Results, Ceilings | None]:
     """The platform's rows (the newest TensorFlow only), its rows of every TensorFlow version, and
     its float32 ceilings; prints how many rows and which versions."""
 
-    df = load(p.store, platform=p.platform, families=p.families)
-    versions_df = load(p.store, platform=p.platform, families=p.families, all_versions=True)
+    newest = load(p.store, platform=p.platform, families=p.families)
+    versions = load(p.store, platform=p.platform, families=p.families, all_versions=True)
     print(
-        f"{len(df)} rows of {p.platform}; TensorFlow versions in the store: "
-        f"{sorted(versions_df['sw_tensorflow'].dropna().unique())}"
+        f"{len(newest)} rows of {p.platform}; TensorFlow versions in the store: "
+        f"{sorted(versions.frame['sw_tensorflow'].dropna().unique())}"
     )
-    return df, versions_df, _ceilings(p)
+    return newest, versions, _ceilings(p)
 
 
-def xla_part(df: pd.DataFrame, p: Parameters) -> tuple[SpeedupResult, Verdict]:
+def xla_part(results: Results, p: Parameters) -> tuple[SpeedupResult, Verdict]:
     """XLA on against off in float32: a speedup map per family, and the package's own check."""
     from paradnn.analysis import observations as obs
 
-    result, verdict = obs.xla_speedup(Results(df), p.platform)
+    result, verdict = obs.xla_speedup(results, p.platform)
     speedup_maps(result, "XLA", p.platform, p.families)
     caption(verdict.sentence)
     return result, verdict
 
 
 def precision_part(
-    df: pd.DataFrame,
+    rows: Results,
     p: Parameters,
     ceilings: Ceilings | None,
 ) -> tuple[dict[str, SpeedupResult], list[Verdict]]:
@@ -200,7 +200,7 @@ def precision_part(
     if not p.low_precision:
         return results, verdicts
     ridge = ceilings.ridge if ceilings else None
-    for words, result, verdict in obs.precision_speedups(Results(df), p.platform, "float32", p.low_precision, ridge):
+    for words, result, verdict in obs.precision_speedups(rows, p.platform, "float32", p.low_precision, ridge):
         results[words] = result
         speedup_maps(result, f"{p.low_precision} ({words})", p.platform, p.families)
         verdicts.append(verdict)
@@ -209,7 +209,7 @@ def precision_part(
 
 
 def versions_part(
-    xla_result: SpeedupResult, precision_results: dict[str, SpeedupResult], versions_df: pd.DataFrame, p: Parameters
+    xla_result: SpeedupResult, precision_results: dict[str, SpeedupResult], versions: Results, p: Parameters
 ) -> Verdict:
     """Fig. 12: every software-stack speedup's distribution, the TensorFlow version chain (O12)
     with a map per version step, and each version's speedup with its interval."""
@@ -220,26 +220,26 @@ def versions_part(
     tables = {"XLA on / off": xla_result.table}
     for words, result in precision_results.items():
         tables[f"{p.low_precision} / float32, {words}"] = result.table
-    verdict, chain = obs.version_chain(versions_df, p.platform)
+    verdict, chain = obs.version_chain(versions, p.platform)
     for result in chain:
         tables[f"TF {result.target} / {result.baseline}"] = result.table
         speedup_maps(result, f"TensorFlow {result.target} over {result.baseline}", p.platform, p.families)
-        caption(stack_differences(versions_df, result.baseline, result.target))
+        caption(stack_differences(versions.frame, result.baseline, result.target))
     show(plots.speedup_distributions(tables, f"Software-stack speedups on {p.platform} (Fig. 12)"))
     caption(verdict.sentence)
     table(stack_summary(tables), 3)
-    versions = version_speedups(versions_df)
-    if versions.empty:
+    by_version = version_speedups(versions.frame)
+    if by_version.empty:
         print("No configuration was measured under two TensorFlow versions with the same settings.")
         return verdict
-    show(plots.version_speedups(versions, f"Speedup of each TensorFlow version on {p.platform} (Fig. 12a)"))
-    table(versions, 3)
+    show(plots.version_speedups(by_version, f"Speedup of each TensorFlow version on {p.platform} (Fig. 12a)"))
+    table(by_version, 3)
     caption(
         "The paper found each TensorFlow release sped up the TPU by large factors; here "
         + "; ".join(
             f"{r.target} runs {r.family} at {r.geomean:.2f}x {r.baseline} (95% interval {r.low:.2f}-{r.high:.2f}"
             f"{', within the noise' if r.within_noise else ''}, n = {r.n})"
-            for r in versions.itertuples()
+            for r in by_version.itertuples()
         )
         + "."
     )

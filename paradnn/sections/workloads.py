@@ -58,27 +58,27 @@ def measure(p: Parameters) -> list[str]:
     )
 
 
-def rows(p: Parameters) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+def rows(p: Parameters) -> tuple[Results, Results, pd.DataFrame]:
     """The workloads' rows on the platform (every dtype), those in ``p.dtype``, and the store's
     platforms; prints what finished."""
     from paradnn.store import Store
 
-    df = load(p.store, platform=p.platform, families=p.workloads, xla=p.xla)
-    main = Results(df).for_settings(dtype=p.dtype).frame
+    every = load(p.store, platform=p.platform, families=p.workloads, xla=p.xla)
+    main = every.for_settings(dtype=p.dtype)
     with Store(p.store) as s:
         platforms = s.platforms()
-    states = ", ".join(f"{n} {s}" for s, n in main["state"].value_counts().items())
+    states = ", ".join(f"{n} {s}" for s, n in main.frame["state"].value_counts().items())
     print(f"{len(main)} workload configurations of {p.platform} in {p.dtype}, XLA {'on' if p.xla else 'off'}: {states}")
-    return df, main, platforms
+    return every, main, platforms
 
 
-def throughput_section(main: pd.DataFrame, p: Parameters) -> None:
+def throughput_section(main: Results, p: Parameters) -> None:
     """A throughput heatmap per workload with more than one configuration, and every row's outcome."""
     from paradnn.analysis import plots
     from paradnn.families import get as family
 
     for name in p.workloads:
-        if (main["family"] == name).sum() > 1:
+        if len(main.where(family=name)) > 1:
             show(
                 plots.heatmaps(
                     main,
@@ -90,7 +90,7 @@ def throughput_section(main: pd.DataFrame, p: Parameters) -> None:
                     fmt="{:.3g}",
                 )
             )
-    table(main[["family", "label", "state", "examples_per_sec", "utilization", "compile_time_s", "error"]], 4)
+    table(main.frame[["family", "label", "state", "examples_per_sec", "utilization", "compile_time_s", "error"]], 4)
 
 
 def sizes_section(preset: str) -> None:
@@ -114,7 +114,7 @@ def sizes_section(preset: str) -> None:
     table(sizes, 0)
 
 
-def roofline_part(main: pd.DataFrame, platforms: pd.DataFrame, p: Parameters) -> tuple[Ceilings | None, pd.DataFrame]:
+def roofline_part(main: Results, platforms: pd.DataFrame, p: Parameters) -> tuple[Ceilings | None, pd.DataFrame]:
     """Fig. 3: the measured workloads on the platform's roofline; its ceilings and the points."""
     from paradnn.analysis import plots
     from paradnn.analysis.roofline import ceilings_for, model_points
@@ -134,7 +134,7 @@ def roofline_part(main: pd.DataFrame, platforms: pd.DataFrame, p: Parameters) ->
     return ceilings, points
 
 
-def op_breakdown_part(main: pd.DataFrame, ceilings: Ceilings | None, points: pd.DataFrame, p: Parameters) -> Verdict:
+def op_breakdown_part(main: Results, ceilings: Ceilings | None, points: pd.DataFrame, p: Parameters) -> Verdict:
     """Fig. 3d: ``p.profile_workloads`` profiled op by op on this machine (their first finished
     configuration), and whether compute-bound models spend their time on memory-bound ops."""
     from paradnn.analysis import observations as obs
@@ -143,7 +143,7 @@ def op_breakdown_part(main: pd.DataFrame, ceilings: Ceilings | None, points: pd.
     from paradnn.families import parse_label
 
     breakdown = pd.DataFrame()
-    ok = Results(main).ok().frame
+    ok = main.ok().frame
     picks = [ok[ok["family"] == w].iloc[0] for w in p.profile_workloads if (ok["family"] == w).any()]
     if picks and is_local(p.platform):
         breakdown = pd.concat([op_breakdown(parse_label(x["family"], x["label"]), p.dtype) for x in picks], ignore_index=True)
@@ -154,7 +154,7 @@ def op_breakdown_part(main: pd.DataFrame, ceilings: Ceilings | None, points: pd.
     return verdict
 
 
-def precision_part(df: pd.DataFrame, ceilings: Ceilings | None, p: Parameters) -> Verdict | None:
+def precision_part(every: Results, ceilings: Ceilings | None, p: Parameters) -> Verdict | None:
     """Fig. 5 top: the workloads' utilisation in ``p.dtype`` and ``p.low_precision`` and O13 on
     their speedup; None when ``low_precision`` is ""."""
     from paradnn.analysis import observations as obs
@@ -163,7 +163,7 @@ def precision_part(df: pd.DataFrame, ceilings: Ceilings | None, p: Parameters) -
 
     if not p.low_precision:
         return None
-    precision = wl.precision_table(df, p.low_precision, p.dtype)
+    precision = wl.precision_table(every, p.low_precision, p.dtype)
     show(
         plots.grouped_bars(
             precision.set_index("family"),
@@ -174,7 +174,7 @@ def precision_part(df: pd.DataFrame, ceilings: Ceilings | None, p: Parameters) -
     )
     table(precision, 3)
     verdict = obs.stack_speedup(
-        Results(df).matched("dtype", p.dtype, p.low_precision),
+        every.matched("dtype", p.dtype, p.low_precision),
         f"{p.low_precision} speeds up the real workloads right of the ridge",
         "16-bit arithmetic speeds up compute-bound models",
         ridge=ceilings.ridge if ceilings else None,
@@ -194,8 +194,8 @@ def platforms_part(store: str, dtype: str) -> Verdict:
     from paradnn.analysis import workloads as wl
     from paradnn.sections.platform_comparison import REFERENCE_PAIR, pair_speedup_section
 
-    everything = Results(load(store))
-    utilisation = wl.platform_table(everything.frame, dtype)
+    everything = load(store)
+    utilisation = wl.platform_table(everything, dtype)
     if len(utilisation):
         show(
             plots.grouped_bars(

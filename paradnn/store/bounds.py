@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from paradnn.vocabulary import LEGACY, OK
+from paradnn.vocabulary import is_finished, is_imported
 
 INPUT, CHIP = "input", "chip"
 BOUNDS = (INPUT, CHIP)
@@ -34,7 +34,7 @@ WHOLE = "all"  # the traces' category of a whole configuration (paradnn.store.le
 
 
 def _legacy(frame: pd.DataFrame) -> pd.Series:
-    return frame["source"].fillna("").str.startswith(LEGACY)
+    return is_imported(frame)
 
 
 def traced_infeed(traces: pd.DataFrame) -> dict[tuple[str, str], float]:
@@ -74,7 +74,7 @@ def row_bounds(frame: pd.DataFrame, traces: pd.DataFrame | None = None) -> pd.Da
         return out
     infeed = traced_infeed(traces)
     legacy = _legacy(frame)
-    ok = frame["state"].eq(OK) & pd.to_numeric(frame["examples_per_sec"], errors="coerce").gt(0)
+    ok = is_finished(frame) & pd.to_numeric(frame["examples_per_sec"], errors="coerce").gt(0)
     old = frame[legacy & ok]
     if len(old) and "batch" in old:
         ceilings = input_ceilings(old, infeed)

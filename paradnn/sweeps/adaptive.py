@@ -157,13 +157,13 @@ def _time_left(deadline: float | None) -> bool:
     return deadline is None or time.monotonic() < deadline
 
 
-def _mine(store: Store, options: SweepOptions) -> pd.DataFrame:
+def _mine(store: Store, options: SweepOptions) -> Results:
     """The store's rows of this sweep's run: its platform and every run setting (XLA auto: any XLA)."""
     s = options.settings
     run = {"platform": options.target.platform, **{name: getattr(s, name) for name in STEP_FIELDS}}
     if s.xla is None:
         del run["xla"]
-    return Results(store.results(platform=options.target.platform)).for_settings(**run).frame
+    return Results.read(store, platform=options.target.platform).for_settings(**run)
 
 
 def _rows(store: Store, options: SweepOptions, grid: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -176,7 +176,7 @@ def _family(grid: pd.DataFrame) -> str:
 
 def _tried(store: Store, options: SweepOptions, grid: pd.DataFrame) -> set[str]:
     """Grid labels the store already has a result for (any state) under this sweep's run settings."""
-    df = _mine(store, options)
+    df = _mine(store, options).frame
     return set(df.loc[df["label"].isin(grid.index), "label"])
 
 
