@@ -145,6 +145,7 @@ def sweep(
     its id, ``cpu``), so two machines' ``cpu`` stay two platforms when their stores are
     merged (:func:`merge`). A name is not a run setting: it changes no run key."""
     from paradnn.store import Store
+    from paradnn.store.db import check_undamaged
     from paradnn.store.guard import store_errors
     from paradnn.sweeps import request as req
     from paradnn.sweeps.plan import SilentProgress
@@ -173,6 +174,7 @@ def sweep(
     prepared = req.prepare(asked)
     store = _store_path(store)
     with store_errors(store):
+        check_undamaged(store)
         with Store(store) as s:
             req.run(prepared, s, progress=None if progress else SilentProgress)
         return req.rows(prepared, store)

@@ -461,6 +461,7 @@ def sweep(
         address,
     )
     prepared = req.prepare(asked, echo)
+    _check_undamaged(store_path)
     with _refused_leaves_nothing(store_path), _open_store(store_path) as store, _terminate_as_interrupt() as terminated:
         summary, outcome = req.run(prepared, store, echo)
     rows = req.rows(prepared, store_path).to_dict("records")
@@ -528,6 +529,17 @@ def _overrides(family: str, texts: tuple[str, ...]) -> dict[str, list]:
             raise ConfigError("--set", text, f"each axis once ({name} is given twice: list its values in one --set)")
         out[name] = values
     return out
+
+
+def _check_undamaged(path: str) -> None:
+    """ConfigError when the store at ``path`` is damaged: said before anything writes to it."""
+    from paradnn.store import StoreError
+    from paradnn.store.db import check_undamaged
+
+    try:
+        check_undamaged(path)
+    except StoreError as exc:
+        raise ConfigError("--store", path, f"an undamaged paradnn store ({exc})") from None
 
 
 def _open_store(path: str, create: bool = True, readonly: bool = False):
@@ -700,6 +712,7 @@ def merge(sources: tuple[str, ...], store_path: str, renames: tuple[str, ...], a
     from paradnn.store.merge import parse_rename
 
     summary = merge_stores(sources, store_path, parse_rename(renames))
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # committed: a SIGTERM now would only turn success into exit 143
     if as_json:
         _emit(summary.as_dict(), True)
         return

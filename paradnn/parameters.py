@@ -131,9 +131,9 @@ def check_bounds(name: str, value: object, field: str = "") -> None:
 
 def check_platforms(notebooks: list[Mapping[str, object]], store: Path) -> None:
     """Each platform parameter of each notebook's values names this machine (``cpu``,
-    ``cpu[threads=N]``, ``gpu:N``), a platform of the original study, or a platform the store holds;
-    ConfigError listing them otherwise. Run once the store is known, before anything is imported
-    or measured; the store is read once."""
+    ``cpu[threads=N]``, ``gpu:N`` where this machine has that device), a platform of the original
+    study, or a platform the store holds; ConfigError listing them otherwise. Run once the store is
+    known, before anything is imported or measured; the store is read once."""
     from paradnn.sections.common import canonical, is_local
     from paradnn.store import Store, StoreError
     from paradnn.store.legacy import PLATFORMS
@@ -148,7 +148,10 @@ def check_platforms(notebooks: list[Mapping[str, object]], store: Path) -> None:
     for values in notebooks:
         for name in PLATFORM_PARAMETERS:
             value = values.get(name)
-            if value is None or (isinstance(value, str) and (is_local(value) or value in names)):
+            if value is None or (isinstance(value, str) and value in names):
+                continue
+            if isinstance(value, str) and is_local(value):
+                _check_device(name, value)
                 continue
             raise ConfigError(
                 f"parameter {name}",
@@ -158,6 +161,22 @@ def check_platforms(notebooks: list[Mapping[str, object]], store: Path) -> None:
         baseline, target = values.get("baseline"), values.get("target")
         if baseline is not None and target is not None and canonical(str(baseline)) == canonical(str(target)):
             raise ConfigError("parameter target", target, "a platform other than the baseline")
+
+
+def _check_device(name: str, platform: str) -> None:
+    """ConfigError when ``platform`` names an accelerator this machine lacks (``gpu:0`` without a GPU):
+    said before a report starts, not by its first notebook. Asking TensorFlow takes a few seconds,
+    paid only where a report names an accelerator."""
+    from paradnn.engine.machine import accelerator_name
+    from paradnn.platform import parse_target
+
+    target = parse_target(platform)
+    if target.kind == "cpu":
+        return
+    try:
+        accelerator_name(target)
+    except ConfigError as error:
+        raise ConfigError(f"parameter {name}", platform, error.allowed) from None
 
 
 # What is inside a parameter's value: name -> check(field, value), raising ConfigError. Every

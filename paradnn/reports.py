@@ -420,12 +420,11 @@ def run_pipeline(
     own = pipeline  # its store inside its output folder, which is checked before anything is created
     if store is not None:
         from paradnn.store import Store, StoreError
+        from paradnn.store.db import check_undamaged
 
         try:
-            with Store(store, create=False, readonly=True, snapshot=True) as given:
-                damage = given.conn.execute("PRAGMA quick_check").fetchone()[0]  # damage past the header, before
-            if damage != "ok":  # six notebooks fail on it one after the other
-                raise StoreError(f"{store}: damaged ({damage})")
+            Store(store, create=False, readonly=True, snapshot=True).close()  # a paradnn store at all
+            check_undamaged(store)  # else six notebooks fail on it one after the other
         except (StoreError, sqlite3.DatabaseError) as exc:
             raise ConfigError("--store", str(store), f"an existing, undamaged paradnn store ({exc})") from None
         if not os.access(store, os.W_OK):  # report what it holds; measure nothing

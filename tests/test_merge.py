@@ -368,3 +368,12 @@ def test_a_second_machine_whose_cpu_has_another_fingerprint_is_kept_apart(walkth
     assert sorted(results.frame["platform"].unique()) == ["cpu", "xeon-96"]
     assert results.matched("platform", "cpu", "xeon-96", family="fc").n == 4
     assert results.reruns().empty  # two machines: nothing measured twice
+
+
+def test_a_merge_summary_shows_control_characters_in_a_name_escaped_never_acted_on():
+    """An ANSI escape or a newline in a (renamed) platform name is written out, so the line reads as the name is stored."""
+    from paradnn.store.merge import MergeSummary
+
+    lines = MergeSummary("s.sqlite", ("a.sqlite",), added={"\x1b[31mred": 3, "two\nlines": 1}).lines()
+    assert lines[1:] == ["  \\x1b[31mred  3 rows", "  two\\nlines   1 rows"]
+    assert all("\x1b" not in line and "\n" not in line for line in lines)

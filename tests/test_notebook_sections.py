@@ -80,6 +80,19 @@ def test_profile_picks_of_a_single_model_profiles_it_once():
     assert architecture.profile_picks(Results(df.iloc[0:0]), 2).empty
 
 
+def test_with_measure_missing_off_nothing_is_profiled_and_the_report_says_so(shown, monkeypatch, capsys):
+    """A profile is measured live, not kept: a report of a store as it is profiles nothing, so it renders alike every time."""
+
+    def profiled(*args, **kwargs):
+        raise AssertionError("profiled with measure_missing off")
+
+    monkeypatch.setattr("paradnn.engine.profiler.op_breakdown", profiled)
+    results = Results(rows(family=["fc"], label=["only"], state=["ok"], flops_model=[1.0]))
+    verdict = architecture.op_breakdown_section(results, None, pd.DataFrame(), "cpu", "float32", 2, measure=False)
+    assert common.NOT_PROFILED in capsys.readouterr().out
+    assert verdict.verdict == INCONCLUSIVE and shown["figures"] == []
+
+
 def test_replicated_rows_and_the_communication_table():
     df = rows(
         family=["fc", "fc", "fc"],

@@ -197,6 +197,13 @@ def test_a_platform_parameter_must_name_this_machine_the_store_or_the_original_s
     assert not outputs.exists()
 
 
+@pytest.mark.skipif(Path("/proc/driver/nvidia/gpus").exists(), reason="this machine has a GPU")
+def test_a_report_on_a_gpu_this_machine_lacks_is_refused_before_anything_runs(tmp_path):
+    outputs = tmp_path / "outputs"
+    refused(cli("report", "smoke", "-p", "platform=gpu:0", "--outputs", str(outputs)), "parameter platform: 'gpu:0'")
+    assert not outputs.exists()
+
+
 def test_every_declared_report_parameter_is_checked_inside():
     """A parameter a notebook declares has a check of its content, bounds, or is plain (a flag, the store)."""
     from paradnn.parameters import PARAMETER_BOUNDS, PLAIN, VALUE_CHECKS, declared
@@ -515,6 +522,19 @@ def test_a_missing_option_lists_its_choices_on_one_line(store):
     refused(result, "Choose from: fc, cnn, rnn")
 
 
+def test_a_sweep_into_a_damaged_store_is_refused_whole_and_writes_nothing(store, tmp_path):
+    import paradnn
+    from paradnn.store import StoreError
+
+    damaged = damaged_copy(store, tmp_path)
+    before = digest(damaged)
+    grid = ["--set", "layers=1", "--set", "nodes=8", "--set", "batch=8", "--set", "input=16", "--set", "output=4"]
+    refused(cli("sweep", "fc", *grid, "--store", str(damaged)), "an undamaged paradnn store")
+    with pytest.raises(StoreError, match="damaged"):
+        paradnn.sweep("fc", store=damaged, overrides={"layers": [1], "nodes": [8], "batch": [8], "input": [16], "output": [4]})
+    assert digest(damaged) == before and sorted(p.name for p in tmp_path.iterdir()) == ["damaged.sqlite"]
+
+
 def test_a_report_on_a_damaged_store_is_one_line_and_writes_nothing(store, tmp_path):
     damaged = damaged_copy(store, tmp_path)
     refused(
@@ -543,3 +563,26 @@ def test_a_rename_splits_at_the_last_equals_sign_outside_brackets(store, tmp_pat
         cli("merge", str(store), "--rename", "v100=cpu[threads=2]", "--store", str(tmp_path / "d.sqlite")),
         "--rename v100=cpu[threads=2]",
     )
+
+
+def test_a_sigterm_after_the_merge_committed_leaves_success_and_exit_0(tmp_path, monkeypatch):
+    """Once the merge has committed, a SIGTERM (from `timeout`, say) no longer turns its summary into exit 143."""
+    import signal
+
+    from paradnn.store.merge import MergeSummary
+
+    summary = MergeSummary(str(tmp_path / "dst.sqlite"), ("a.sqlite",), added={"cpu": 2})
+    monkeypatch.setattr("paradnn.store.merge.merge", lambda sources, store, rename=None: summary)
+    echoed: list[str] = []
+
+    def echo(line: object = "", **kwargs) -> None:
+        if not echoed:
+            os.kill(os.getpid(), signal.SIGTERM)  # arrives while the summary is printed
+        echoed.append(str(line))
+
+    monkeypatch.setattr("click.echo", echo)
+    try:
+        result = cli("merge", str(tmp_path / "a.sqlite"), "--store", str(tmp_path / "dst.sqlite"))
+    except KeyboardInterrupt:  # what the SIGTERM handler raises
+        pytest.fail("a SIGTERM after the commit interrupted the merge command")
+    assert result.exit_code == 0 and echoed == summary.lines()

@@ -115,7 +115,8 @@ def installed_packages() -> dict[str, str]:
     return dict(sorted((d.metadata["Name"], d.version) for d in metadata.distributions() if d.metadata["Name"]))
 
 
-def _accelerator_name(target: Target) -> str:
+def accelerator_name(target: Target) -> str:
+    """The name of ``target``'s accelerator as TensorFlow reports it; ConfigError where this machine lacks it."""
     from paradnn.tfimport import tf
 
     devices = tf.config.list_physical_devices(target.kind.upper())
@@ -134,7 +135,7 @@ def describe(target: Target | None = None) -> dict:
         "id": target.id,
         "kind": target.kind,
         "device": target.tf_device,
-        "name": _cpu_name() if target.kind == "cpu" else _accelerator_name(target),
+        "name": _cpu_name() if target.kind == "cpu" else accelerator_name(target),
         "host": pyplatform.node(),
         "cpu": _cpu_name(),
         "cores": os.cpu_count() or 1,

@@ -14,7 +14,7 @@ from paradnn.analysis.results import Results
 from paradnn.config import compute_dtype
 from paradnn.platform import theoretical_sentence
 from paradnn.sections import common
-from paradnn.sections.common import canonical, caption, ensure_measured, held_words, is_local, load, show, table
+from paradnn.sections.common import NOT_PROFILED, canonical, caption, ensure_measured, held_words, is_local, load, show, table
 from paradnn.store import Store
 from paradnn.vocabulary import MEASURED
 
@@ -159,11 +159,19 @@ def profile_picks(results: Results, count: int) -> pd.DataFrame:
 
 
 def op_breakdown_section(
-    results: Results, ceilings: Ceilings | None, points: pd.DataFrame, platform: str, dtype: str, profile_count: int
+    results: Results,
+    ceilings: Ceilings | None,
+    points: pd.DataFrame,
+    platform: str,
+    dtype: str,
+    profile_count: int,
+    measure: bool = True,
 ) -> Verdict:
     """Fig. 3's per-op breakdown: TensorFlow's profiler on :func:`profile_picks` (on a local
     platform only), figure and table; returns O2's verdict (compute-bound models still spend
-    time in memory-bound ops)."""
+    time in memory-bound ops). The profile is a measurement the store does not keep: with
+    ``measure`` off (``measure_missing``) nothing is profiled, so a report of a store renders the
+    same every time."""
 
     from paradnn.analysis import observations as obs
     from paradnn.analysis import plots
@@ -171,7 +179,9 @@ def op_breakdown_section(
     from paradnn.families import parse_label
 
     breakdown = pd.DataFrame()
-    picks = profile_picks(results, profile_count if is_local(platform) else 0)
+    picks = profile_picks(results, profile_count if is_local(platform) and measure else 0)
+    if profile_count and is_local(platform) and not measure:
+        print(NOT_PROFILED)
     if len(picks):
         breakdown = pd.concat([op_breakdown(parse_label("fc", label), dtype) for label in picks["label"]], ignore_index=True)
         show(plots.op_breakdown(breakdown, ceilings, f"Per-op breakdown of FC training steps on {platform}"))

@@ -528,6 +528,10 @@ def caption(text: str) -> None:
     display(Markdown(f"*{literal(text)}*"))
 
 
+# Said where a report would profile op by op with measure_missing off (a profile is not kept in the store).
+NOT_PROFILED = "Per-op breakdown not measured: measure_missing is off (profiles are measured live, not kept in the store)."
+
+
 def state_counts(results: Rows, platform: str) -> str:
     """How many configurations of ``platform`` the store holds, by state, in one line
     ("12 configurations of cpu in the store: 10 ok, 2 oom")."""

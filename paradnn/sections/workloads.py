@@ -14,7 +14,7 @@ import pandas as pd
 
 from paradnn.analysis.results import Results
 from paradnn.sections import common
-from paradnn.sections.common import caption, ensure_measured, is_local, load, show, table
+from paradnn.sections.common import NOT_PROFILED, caption, ensure_measured, is_local, load, show, table
 
 if TYPE_CHECKING:
     from paradnn.analysis.observations import Verdict
@@ -136,7 +136,8 @@ def roofline_part(main: Results, platforms: pd.DataFrame, p: Parameters) -> tupl
 
 def op_breakdown_part(main: Results, ceilings: Ceilings | None, points: pd.DataFrame, p: Parameters) -> Verdict:
     """Fig. 3d: ``p.profile_workloads`` profiled op by op on this machine (their first finished
-    configuration), and whether compute-bound models spend their time on memory-bound ops."""
+    configuration), and whether compute-bound models spend their time on memory-bound ops; nothing
+    is profiled with ``p.measure_missing`` off (see :func:`paradnn.sections.architecture.op_breakdown_section`)."""
     from paradnn.analysis import observations as obs
     from paradnn.analysis import plots
     from paradnn.engine.profiler import op_breakdown
@@ -145,7 +146,9 @@ def op_breakdown_part(main: Results, ceilings: Ceilings | None, points: pd.DataF
     breakdown = pd.DataFrame()
     ok = main.ok().frame
     picks = [ok[ok["family"] == w].iloc[0] for w in p.profile_workloads if (ok["family"] == w).any()]
-    if picks and is_local(p.platform):
+    if picks and is_local(p.platform) and not p.measure_missing:
+        print(NOT_PROFILED)
+    elif picks and is_local(p.platform):
         breakdown = pd.concat([op_breakdown(parse_label(x["family"], x["label"]), p.dtype) for x in picks], ignore_index=True)
         show(plots.op_breakdown(breakdown, ceilings, f"Per-op breakdown of real workloads on {p.platform}"))
         table(breakdown, 4)

@@ -588,6 +588,21 @@ def check_store_path(path: str | Path) -> None:
         raise StoreError(f"{_cut(text)}: {_cut(str(parent))} is a file, not a folder")
 
 
+def check_undamaged(path: str | Path) -> None:
+    """StoreError when the store at ``path`` (if there is one) is damaged past its header: checked
+    with SQLite's ``quick_check`` on a read-only snapshot before anything writes to it, so a sweep or
+    report refuses it whole instead of writing pages into it and failing half way."""
+    if not Path(path).is_file():
+        return
+    try:
+        with Store(path, create=False, readonly=True, snapshot=True) as store:
+            damage = store.conn.execute("PRAGMA quick_check").fetchone()[0]
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"{_cut(os.fspath(path))}: damaged ({exc})") from None
+    if damage != "ok":
+        raise StoreError(f"{_cut(os.fspath(path))}: damaged ({_cut(str(damage))})")
+
+
 def _cut(text: str, limit: int = 120) -> str:
     return text if len(text) <= limit else f"{text[: limit - 20]}... ({len(text):,} characters)"
 

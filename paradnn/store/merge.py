@@ -86,9 +86,9 @@ class MergeSummary:
             f"{f' ({reruns} reruns)' if reruns else ''}, {self.duplicates} already there; "
             f"{self.platforms} platforms, {self.traces} traces added"
         )
-        width = max((len(p) for p in self.added), default=0)
+        width = max((len(_literal(p)) for p in self.added), default=0)
         return [head] + [
-            f"  {p:<{width}}  {n} rows" + (f" ({self.reruns[p]} reruns)" if self.reruns.get(p) else "")
+            f"  {_literal(p):<{width}}  {n} rows" + (f" ({self.reruns[p]} reruns)" if self.reruns.get(p) else "")
             for p, n in sorted(self.added.items())
         ]
 
@@ -158,9 +158,17 @@ def _split_rename(text: str) -> tuple[str, str, str]:
     return (text[:at], "=", text[at + 1 :]) if at >= 0 else ("", "", text)
 
 
+def _literal(text: object) -> str:
+    """``text`` as it reads: every character a terminal would act on or hide (a newline, a tab, an
+    ANSI escape, a zero-width mark) written as its escape (``\\n``, ``\\x1b``), a backslash doubled."""
+    return "".join(
+        "\\\\" if ch == "\\" else ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in str(text)
+    )
+
+
 def _short(text: object, limit: int = 80) -> str:
-    """A value for an error line: one line (a newline or tab shown as ``\\n``, ``\\t``), at most ``limit`` characters."""
-    shown = str(text).replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
+    """A value for an error line: one line, every control character escaped (:func:`_literal`), at most ``limit`` characters."""
+    shown = _literal(text)
     flat = shown if shown.strip() else repr(str(text))
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
