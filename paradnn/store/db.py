@@ -592,6 +592,7 @@ def check_undamaged(path: str | Path) -> None:
     """StoreError when the store at ``path`` (if there is one) is damaged past its header: checked
     with SQLite's ``quick_check`` on a read-only snapshot before anything writes to it, so a sweep or
     report refuses it whole instead of writing pages into it and failing half way."""
+    check_store_path(path)  # a path no file can have: said first, as every command says it
     if not Path(path).is_file():
         return
     try:
