@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup quick test check format durations fixture chromium bench bench-smoke clean gpu lab torch
+.PHONY: setup quick test check format durations fixture chromium bench clean gpu lab torch
 
 setup: $(STAMP)
 
@@ -71,10 +71,6 @@ durations: $(STAMP) chromium
 # about 8 minutes; rerun when the store's schema or columns change (tests/test_reports.py says when).
 fixture: $(STAMP)
 	$(BIN)/python tests/fixtures/build_smoke_store.py
-
-# The heavy benchmark sections at tiny settings (about 2 minutes): checks that they run; CI runs it after `make test`.
-bench-smoke: $(STAMP)
-	$(BIN)/python -m pytest -m bench -n 0 tests/test_benchmarks.py
 
 # Performance evidence for the harness itself: a table of ratios (about 30 minutes).
 bench: $(STAMP)

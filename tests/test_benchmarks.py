@@ -15,45 +15,47 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Every section but Ray's: a Ray cluster is the suite's one heavy Ray path (tests/test_cluster.py),
 # and a second one here would hold the machine's Ray lock for a minute while the other worker waits.
-# `make test` runs the sections that take seconds at tiny settings; the six that start frameworks,
-# sweeps or a second platform's ceilings (about two minutes together on 2 cores) are marked `bench`:
-# `make bench-smoke` runs them, and CI runs it after `make test`.
-SECTIONS = ("harness", "fit", "ceiling", "input", "devices", "overhead", "interleave", "analysis", "merge")
-HEAVY_SECTIONS = ("workloads", "jax", "torch", "repeat", "workers", "projection")
+SECTIONS = (
+    "harness",
+    "fit",
+    "workloads",
+    "ceiling",
+    "input",
+    "devices",
+    "jax",
+    "torch",
+    "overhead",
+    "repeat",
+    "interleave",
+    "workers",
+    "projection",
+    "analysis",
+    "merge",
+)
 
 
 def test_every_section_but_rays_is_run_here():
     spec = importlib.util.spec_from_file_location("bench_run", ROOT / "benchmarks" / "run.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
-    assert set(bench.SECTIONS) - set(SECTIONS) - set(HEAVY_SECTIONS) == {"ray"}
-    assert not set(SECTIONS) & set(HEAVY_SECTIONS)
+    assert set(bench.SECTIONS) - set(SECTIONS) == {"ray"}
 
 
-def run_tiny(sections: tuple[str, ...], folder: Path) -> None:
-    out = folder / "bench.json"
+@pytest.mark.slow
+def test_benchmarks_run_on_tiny_settings(tmp_path):
+    out = tmp_path / "bench.json"
     result = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "run.py"), "--tiny", "--only", ",".join(sections), "--output", str(out)],
+        [sys.executable, str(ROOT / "benchmarks" / "run.py"), "--tiny", "--only", ",".join(SECTIONS), "--output", str(out)],
         capture_output=True,
         text=True,
         cwd=ROOT,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(out.read_text())
-    assert {r["section"] for r in report["rows"]} == set(sections)
+    sections = {r["section"] for r in report["rows"]}
+    assert sections == set(SECTIONS)
     assert all(isinstance(r["value"], float) for r in report["rows"])
     assert report["machine"]["kind"] == "cpu"
-
-
-@pytest.mark.slow
-def test_benchmarks_run_on_tiny_settings(tmp_path):
-    run_tiny(SECTIONS, tmp_path)
-
-
-@pytest.mark.slow
-@pytest.mark.bench
-def test_the_heavy_benchmark_sections_run_on_tiny_settings(tmp_path):
-    run_tiny(HEAVY_SECTIONS, tmp_path)
 
 
 def test_unknown_section_is_exit_2():
