@@ -148,7 +148,7 @@ def check_platforms(notebooks: list[Mapping[str, object]], store: Path) -> None:
     for values in notebooks:
         for name in PLATFORM_PARAMETERS:
             value = values.get(name)
-            if value is None or (isinstance(value, str) and value in names):
+            if value is None or (isinstance(value, str) and (value in names or (is_local(value) and canonical(value) in names))):
                 continue
             if isinstance(value, str) and is_local(value):
                 _check_device(name, value)

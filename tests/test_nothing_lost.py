@@ -586,3 +586,21 @@ def test_a_sigterm_after_the_merge_committed_leaves_success_and_exit_0(tmp_path,
     except KeyboardInterrupt:  # what the SIGTERM handler raises
         pytest.fail("a SIGTERM after the commit interrupted the merge command")
     assert result.exit_code == 0 and echoed == summary.lines()
+
+
+def test_the_damage_check_lets_a_store_being_created_through(store, tmp_path):
+    """An empty file or an SQLite file without tables (another sweep creating the store) is for the
+    writer's own open to make a store of; only damage past a paradnn store's header is refused here."""
+    import sqlite3
+
+    from paradnn.store import StoreError
+    from paradnn.store.db import check_undamaged
+
+    empty = tmp_path / "empty.sqlite"
+    empty.touch()
+    bare = tmp_path / "bare.sqlite"
+    sqlite3.connect(bare).execute("PRAGMA user_version = 0").connection.close()
+    for path in (empty, bare, tmp_path / "absent.sqlite", store):
+        check_undamaged(path)
+    with pytest.raises(StoreError, match="damaged"):
+        check_undamaged(damaged_copy(store, tmp_path))

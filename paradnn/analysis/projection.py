@@ -264,12 +264,12 @@ def source_of(platform: str, family: str, results: Results, traces: pd.DataFrame
             "paradnn; profile a local platform's configurations with `paradnn "
             "profile`)",
         )
+    ok = ok.subset(ok.frame.sort_values("finished_at", na_position="first")) if "finished_at" in ok.frame else ok
     profiles = profiles[profiles["label"].isin(set(ok.frame["label"]))]
     if profiles.empty:
         raise ConfigError("--family", family, f"a family with op profiles on {platform}")
-    dtype = compute_dtype(str(ok.dominant_run(("dtype",))["dtype"]))
-    rows = ok.frame.sort_values("finished_at", na_position="first") if "finished_at" in ok.frame else ok.frame
-    steps = rows.groupby("label")["step_time_s"].last().astype(float)
+    dtype = compute_dtype(str(ok.dominant_run(("dtype",))["dtype"]))  # ties: the dtype measured first
+    steps = ok.frame.groupby("label")["step_time_s"].last().astype(float)
     return Source(platform, dtype, steps, profiles, where, held)
 
 

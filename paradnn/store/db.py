@@ -593,11 +593,15 @@ def check_undamaged(path: str | Path) -> None:
     with SQLite's ``quick_check`` on a read-only snapshot before anything writes to it, so a sweep or
     report refuses it whole instead of writing pages into it and failing half way."""
     check_store_path(path)  # a path no file can have: said first, as every command says it
-    if not Path(path).is_file():
-        return
+    found = Path(path)
+    if not found.is_file() or found.stat().st_size == 0:
+        return  # nothing yet, or a file another writer has just created: the writer's own open makes the store
+    _check_file(found, create=True)  # not SQLite at all: said in the open's own words
     try:
         with Store(path, create=False, readonly=True, snapshot=True) as store:
             damage = store.conn.execute("PRAGMA quick_check").fetchone()[0]
+    except StoreError:
+        return  # SQLite without a paradnn schema yet (being created): the writer's own open decides
     except sqlite3.DatabaseError as exc:
         raise StoreError(f"{_cut(os.fspath(path))}: damaged ({exc})") from None
     if damage != "ok":
