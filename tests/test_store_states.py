@@ -190,7 +190,7 @@ class Stores(RuleBasedStateMachine):
 
         module._write = interrupted
         try:
-            with pytest.raises(KeyboardInterrupt):
+            with pytest.raises((KeyboardInterrupt, StoreError)):  # a refused merge never reaches its write
                 merge([src], dst)
         finally:
             module._write = written
@@ -215,9 +215,8 @@ class Stores(RuleBasedStateMachine):
                 }
                 rows = s.conn.execute("SELECT DISTINCT platform, platform_fingerprint, source FROM results").fetchall()
             machines: dict[str, set] = {}
-            for name, fp, _ in rows:
+            for name, fp, _ in rows:  # one machine may carry two names (merged so): they share its one record
                 assert fp in records, f"{path.name}: rows of {name} without their platform record"
-                assert records[fp][0] == name, f"{path.name}: rows of {name} whose record is named {records[fp][0]}"
                 machines.setdefault(name, set()).add(_machine(records[fp][1]))
             measured_on = {fp for _, fp, _ in rows}
             for fp, (name, info) in records.items():
