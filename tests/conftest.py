@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 ORACLE = Path(os.environ.get("PARADNN_REFERENCE", ROOT.parent / "shared" / "reference" / "paradnn-2019"))
@@ -27,6 +28,12 @@ ORACLE = Path(os.environ.get("PARADNN_REFERENCE", ROOT.parent / "shared" / "refe
 # `make durations` from a full run): xdist hands out files longest first, so the last to start is a short one;
 # `make check` (PARADNN_TIER=check) leaves out every test that took longer than CHECK_SECONDS, its own call or
 # a fixture it uses (the smoke pipeline, a docs walk-through, a Ray cluster).
+# Hypothesis draws the same examples on every run (derandomize), so a property that held here holds in CI;
+# PARADNN_HYPOTHESIS=explore draws new ones each run, to hunt for what the fixed examples miss.
+hypothesis_settings.register_profile("fixed", derandomize=True, print_blob=True)
+hypothesis_settings.register_profile("explore", print_blob=True)
+hypothesis_settings.load_profile(os.environ.get("PARADNN_HYPOTHESIS", "fixed"))
+
 DURATIONS = ROOT / "tests" / "durations.json"
 DURATIONS_ENV = "PARADNN_RECORD_DURATIONS"
 TIER_ENV = "PARADNN_TIER"
