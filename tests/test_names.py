@@ -165,28 +165,26 @@ def test_a_source_with_a_platform_name_no_store_could_hold_is_damaged(tmp_path, 
     assert not (tmp_path / "dst.sqlite").exists()
 
 
-def test_a_sweep_named_as_another_machine_is_refused_before_it_measures(tmp_path):
+def test_a_sweep_named_as_another_machine_is_refused_before_a_worker_starts(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from paradnn.cli import main
+    from paradnn.sweeps import worker
+
+    def started(*args, **kwargs):
+        raise AssertionError("a worker started")
+
+    monkeypatch.setattr(worker.ProcessWorker, "__init__", started)
     store = machine_store(tmp_path / "s.sqlite", device="Intel Xeon", cores=64, platform="xeon-lab")
-    line = one_line_refusal(
-        cli(
-            "sweep",
-            "fc",
-            "--set",
-            "layers=1",
-            "--set",
-            "nodes=8",
-            "--set",
-            "batch=8",
-            "--max-seconds",
-            "0.2",
-            "--name",
-            "xeon-lab",
-            "--store",
-            str(store),
-        )
-    )
-    assert "'xeon-lab' would fold two machines" in line and "Intel Xeon (64 cores, 8 GiB)" in line
-    assert platforms_of(store) == {"xeon-lab": {"Intel Xeon"}}
+    before = sha(store)
+    args = ["sweep", "fc", "--set", "layers=1", "--set", "nodes=8", "--set", "batch=8", "--name", "xeon-lab"]
+    for stack in ([], ["--stack", "current"]):  # the stacks' environments are not even looked for
+        result = CliRunner().invoke(main, [*args, *stack, "--store", str(store)])
+        assert result.exit_code == 2, result.output
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and "'xeon-lab' would fold two machines" in lines[0], result.stderr
+        assert "Intel Xeon (64 cores, 8 GiB)" in lines[0]
+    assert platforms_of(store) == {"xeon-lab": {"Intel Xeon"}} and sha(store) == before
 
 
 def test_two_hosts_of_one_cpu_model_and_core_count_are_told_apart_by_memory_and_vector_units(tmp_path):

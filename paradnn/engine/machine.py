@@ -126,22 +126,36 @@ def accelerator_name(target: Target) -> str:
     return str(details.get("device_name", target.kind.upper()))
 
 
+def cpu_identity(target: Target) -> dict:
+    """What names a CPU target's machine in a store (:func:`paradnn.store.names.machine`), read from the
+    host without TensorFlow: enough to refuse a platform name that another machine holds before a
+    worker starts. :func:`describe` says the same and more."""
+    return {
+        "id": target.id,
+        "name": _cpu_name(),
+        "cores": os.cpu_count() or 1,
+        "memory_bytes": _memory_bytes(),
+        "isa": sorted(set(ISA_FLAGS) & _cpu_flags()),  # the host's vector units: with the memory, what tells hosts apart
+    }
+
+
 def describe(target: Target | None = None) -> dict:
     """Identity and software stack of ``target`` (default: this machine's CPU)."""
     from paradnn.tfimport import tf
 
     target = target or Target()
+    host = cpu_identity(target)
     info = {
         "id": target.id,
         "kind": target.kind,
         "device": target.tf_device,
-        "name": _cpu_name() if target.kind == "cpu" else accelerator_name(target),
+        "name": host["name"] if target.kind == "cpu" else accelerator_name(target),
         "host": pyplatform.node(),
-        "cpu": _cpu_name(),
-        "cores": os.cpu_count() or 1,
+        "cpu": host["name"],
+        "cores": host["cores"],
         "threads": target.threads,
-        "memory_bytes": _memory_bytes(),
-        "isa": sorted(set(ISA_FLAGS) & _cpu_flags()),  # the host's vector units: with the memory, what tells hosts apart
+        "memory_bytes": host["memory_bytes"],
+        "isa": host["isa"],
         "devices": {k: len(tf.config.list_physical_devices(k)) for k in ("CPU", "GPU", "TPU")},
         "software": software_stack(),
         "packages": installed_packages(),

@@ -396,6 +396,12 @@ class Store:
                 (fingerprint, platform, info.get("name"), _dumps(info), _dumps(ceilings), source, time.time()),
             )
 
+    def check_name(self, platform: str, info: dict) -> None:
+        """Refuse (:class:`FoldError`), writing nothing, what :meth:`put_platform` would refuse for a
+        measured ``platform`` on the machine ``info`` names: a sweep asks before its worker starts."""
+        found = machine(info, platform, info.get("name"))
+        check_writes(self.conn, {platform: [(found, "this write")]}, [platform], str(self.path), name_hint)
+
     # ------------------------------------------------------------------ claims
 
     def claim(self, key: str, label: str, done_states: Iterable[str], ttl_s: float) -> str:

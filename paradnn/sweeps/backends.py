@@ -28,6 +28,7 @@ from paradnn.sweeps.worker import (
     WORKER_START_TIMEOUT_S,
     ProcessWorker,
     Worker,
+    check_name_here,
     finish,
     register,
     reuse_or_start,
@@ -102,6 +103,8 @@ class LocalBackend:
         else as a first worker describes it."""
         options = plans[0]
         self.store, self.target, self.cap, self.gated = store, options.target, options.workers, options.workers > 1
+        if self.start_worker is None:  # this machine's own workers (a test's double describes another)
+            check_name_here(store, options.target)
         used = list(dict.fromkeys(plan.settings.framework for plan in plans))
         slots = {}
         for framework in used:
@@ -182,6 +185,8 @@ class StacksBackend(LocalBackend):
                 "--framework", options.settings.framework, "tensorflow with --stack (stacks are TensorFlow versions)"
             )
         self.store, self.target = store, options.target
+        if self.reuse:  # this machine's own workers, checked before any environment is built
+            check_name_here(store, options.target)
         slots = {}
         for stack in self.stacks:
             try:

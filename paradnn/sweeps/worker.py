@@ -396,6 +396,16 @@ def finish(workers: Sequence[Worker | None], ended_normally: bool) -> None:
             worker.stop()
 
 
+def check_name_here(store: Store, target: Target) -> None:
+    """Refuse a CPU sweep's platform name that the store gives another machine before any worker starts
+    (a worker takes seconds to import TensorFlow); an accelerator's name is checked once its worker has
+    described the device (:func:`register`)."""
+    if target.kind == "cpu":
+        from paradnn.engine.machine import cpu_identity
+
+        store.check_name(target.platform, cpu_identity(target))
+
+
 def register(store: Store, target: Target, worker: Started) -> None:
     """Record a started worker's platform (its identity and ceilings) in the store."""
     store.put_platform(fingerprint(worker.info), target.platform, worker.info, worker.ceilings, "measured")
