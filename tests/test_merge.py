@@ -377,3 +377,19 @@ def test_a_merge_summary_shows_control_characters_in_a_name_escaped_never_acted_
     lines = MergeSummary("s.sqlite", ("a.sqlite",), added={"\x1b[31mred": 3, "two\nlines": 1}).lines()
     assert lines[1:] == ["  \\x1b[31mred  3 rows", "  two\\nlines   1 rows"]
     assert all("\x1b" not in line and "\n" not in line for line in lines)
+
+
+def test_one_machine_merged_under_two_names_gives_both_names_its_record(tmp_path):
+    """The record is the machine's (one fingerprint): its second name's rows read their ceilings from it."""
+    a = machine_store(tmp_path / "a.sqlite")
+    b = machine_store(tmp_path / "b.sqlite", platform="xeon-lab", finished=2_000.0)  # the same machine, named apart
+    dst = tmp_path / "study.sqlite"
+    merge([a, b], dst)
+    with Store(dst, create=False, readonly=True) as s:
+        stored = [r[0] for r in s.conn.execute("SELECT platform FROM platforms")]
+        platforms = s.platforms()
+    assert stored == ["cpu"]  # one record, under the name met first
+    assert sorted(platforms["platform"]) == ["cpu", "xeon-lab"] and platforms["fingerprint"].nunique() == 1
+    assert set(platforms["ceilings"]) == {'{"matmul_flops": {"float32": {"xla_off": 100000000000.0}}}'}
+    with Store(a, create=False, readonly=True) as s:  # a store of one name: its records as they are
+        assert list(s.platforms()["platform"]) == ["cpu"]

@@ -467,7 +467,16 @@ class Store:
         return {}
 
     def platforms(self) -> pd.DataFrame:
-        return pd.read_sql_query("SELECT * FROM platforms ORDER BY platform", self.conn)
+        """The platform records as the rows name them: each record under its own name, and again under
+        every other name its machine's rows carry (one machine merged under two names, ``cpu`` and
+        ``xeon-lab``, has one record by fingerprint; ``xeon-lab``'s ceilings are that record's)."""
+        columns = "fingerprint, platform, name, info, ceilings, source, measured_at"
+        aliases = (
+            "SELECT p.fingerprint, r.platform, p.name, p.info, p.ceilings, p.source, p.measured_at FROM platforms p "
+            "JOIN (SELECT DISTINCT platform, platform_fingerprint FROM results) r "
+            "ON r.platform_fingerprint = p.fingerprint AND r.platform != p.platform"
+        )
+        return pd.read_sql_query(f"SELECT {columns} FROM platforms UNION ALL {aliases} ORDER BY platform", self.conn)
 
     def platform_names(self) -> list[str]:
         """Every platform that has results, sorted."""
