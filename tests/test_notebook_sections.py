@@ -157,14 +157,14 @@ def test_measuring_replicas_and_inputs_needs_a_local_platform_and_measure_missin
 
 def test_variants_are_measured_in_one_sweep_and_one_line_names_every_run(monkeypatch, tmp_path):
     from paradnn.config import ConfigError
-    from paradnn.sweeps import backends
+    from paradnn.sweeps import loop
     from paradnn.sweeps.plan import SweepSummary
 
     seen = []
     monkeypatch.setattr(
-        backends,
-        "run_sweep",
-        lambda configs, store, options, progress=None, runs=(): (
+        loop,
+        "sweep",
+        lambda configs, store, options, backend, runs=(), progress=None: (
             seen.append((options, runs)) or SweepSummary(planned=len(configs) * len(runs))
         ),
     )
@@ -285,11 +285,11 @@ def test_the_original_tpu_models_sit_on_the_boards_roofline_at_their_counted_int
 
 def test_the_notebooks_workers_reach_plain_cpu_sweeps_only(monkeypatch, tmp_path):
     from paradnn.config import ConfigError
-    from paradnn.sweeps import backends
+    from paradnn.sweeps import loop
     from paradnn.sweeps.plan import SweepSummary
 
     seen = []
-    monkeypatch.setattr(backends, "run_sweep", lambda configs, store, opts, **kw: seen.append(opts.workers) or SweepSummary())
+    monkeypatch.setattr(loop, "sweep", lambda configs, store, opts, backend, **kw: seen.append(opts.workers) or SweepSummary())
     lanes = common.Lanes("local", 2)  # the notebook's backend and workers, handed over explicitly
     for run in ({}, {"devices": 2}):  # replicas are processes of their own: one worker
         common.ensure_measured(tmp_path / "s.sqlite", ["fc"], preset="smoke", max_seconds=0.3, xla=False, lanes=lanes, **run)

@@ -14,7 +14,7 @@ import types
 import typing
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -231,61 +231,58 @@ def ensure_measured(
     ``variants``: several runs, each ``run`` with some settings changed (``[{"dtype":
     "float32"}, {"dtype": "mixed_bfloat16"}]``), measured within ``budget_minutes`` in all. A
     plain local sweep measures them in one sweep on the same workers
-    (:func:`paradnn.sweeps.backends.run_sweep`'s ``runs``), with one line naming every run; a
+    (:func:`paradnn.sweeps.request.measure_runs`), with one line naming every run; a
     backend that does not support several runs measures them one after the other, with a line each.
     """
-    from paradnn.engine.protocol import RunSettings
     from paradnn.platform import parse_target
     from paradnn.settings import describe, parse
     from paradnn.space import expand
+    from paradnn.sweeps import request as req
     from paradnn.sweeps import stacks as stk
-    from paradnn.sweeps.backends import backend_for, run_sweep
-    from paradnn.sweeps.plan import SweepOptions
+    from paradnn.sweeps.backends import backend_for
 
     check_number("budget_minutes", budget_minutes)
     runs = [parse({**run, **variant}) for variant in variants or [{}]]
-    parsed = runs[0]
-    platform, devices = str(parsed["platform"]), parsed["devices"]
+    platform, devices = str(runs[0]["platform"]), runs[0]["devices"]
     if not measure_missing or not is_local(platform):
         return [f"{platform}: using the data in the store (measure_missing={measure_missing})"]
-    if any(r["platform"] != platform for r in runs):
-        raise ConfigError("variants", variants, "runs of one platform (measure each platform on its own)")
     target = parse_target(platform)
     if configs is None:
         configs = [c for family in families for c in expand(family, preset, (overrides or {}).get(family))]
     families = sorted({c.family for c in configs}) if configs else families
-    stack_list = [stk.parse(text) for text in stacks or []]
     # Replicas and software stacks are measured on this machine (its cores or GPUs, its environments).
-    address = ray_address(lanes.backend) if devices == 1 and not stack_list else ""
-    supports = backend_for(stack_list, address).supports
+    address = ray_address(lanes.backend) if devices == 1 and not stacks else ""
+    supports = backend_for([stk.parse(text) for text in stacks or []], address).supports
     several_workers = "workers" in supports and target.kind == "cpu" and all(r["devices"] == 1 for r in runs)
-    settings = [RunSettings.of(r, target, max_seconds=max_seconds) for r in runs]
-    options = SweepOptions(
-        settings=settings[0],
-        target=target,
-        max_minutes=budget_minutes,
-        workers=lanes.workers if several_workers else 1,
-        rounds=rounds,
-        look=look,
-        force=look > 1,
-        keep_order=look > 1,
+    prepared = req.prepare(
+        req.SweepRequest(
+            family=families[0] if families else "",
+            configs=configs,
+            run=run,
+            variants=variants or (),
+            stacks=tuple(stacks or ()),
+            max_seconds=max_seconds,
+            max_minutes=budget_minutes,
+            workers=lanes.workers if several_workers else 1,
+            rounds=rounds,
+            look=look,
+            backend="ray" if address else "local",
+            address=address or None,
+        ),
+        echo=lambda line: None,
     )
     if os.environ.get(PROGRESS_ENV):  # run by `paradnn report`: it shows the progress
         progress = ProgressFile
     else:  # a notebook opened by hand: a progress bar in the notebook itself
         from tqdm.auto import tqdm as progress
     with Store(store) as s:
-        if "runs" in supports and len(runs) > 1 and ("frameworks" in supports or len({r["framework"] for r in runs}) == 1):
-            summaries = [run_sweep(configs, s, options, progress=progress, runs=settings)]
-        else:
-            each = [replace(options, settings=one, max_minutes=budget_minutes / len(runs)) for one in settings]
-            summaries = [run_sweep(configs, s, o, stacks=stack_list, address=address, progress=progress) for o in each]
+        summaries = req.measure_runs(prepared, s, progress=progress, echo=lambda line: None)
     lines = []
-    for r, one in zip(runs, settings, strict=True):
+    for r, one in zip(runs, prepared.runs, strict=True):
         words = describe({**r, "xla": one.xla})
         if one.xla is None and one.framework == "tensorflow" and one.devices == 1:
             words = words.replace("XLA auto", "XLA " + xla_words(store, target.id, str(one.dtype), None))
-        words += f", stacks {', '.join(stacks)}" if stack_list else ""
+        words += f", stacks {', '.join(stacks)}" if stacks else ""
         lines.append(f"{', '.join(families)} on {target.id}, {words}")
     if len(summaries) < len(lines):  # one sweep of several runs
         return [" | ".join(lines) + f": {summaries[0].line()}"]
@@ -365,11 +362,9 @@ def rerun_sample(
     identity, in a fresh worker (as ``sweep --force`` does), so repeatability rests on true reruns.
     Picks device-resident single-device TensorFlow rows of the newest stack not yet measured twice,
     spread over families; returns the sweeps' summary lines."""
-    from paradnn.engine.protocol import RunSettings
     from paradnn.families import parse_label
     from paradnn.platform import parse_target
-    from paradnn.sweeps.backends import run_sweep
-    from paradnn.sweeps.plan import SweepOptions
+    from paradnn.sweeps import request as req
 
     if not measure_missing or not is_local(platform) or count < 1:
         return [f"{platform}: no reruns measured (measure_missing={measure_missing})"]
@@ -382,11 +377,18 @@ def rerun_sample(
     picks = rows.assign(turn=rows.groupby("family").cumcount()).sort_values(["turn", "id"]).head(count)  # a family each in turn
     lines = []
     for (dtype, xla), group in picks.groupby(["dtype", "xla"]):
-        settings = RunSettings(dtype=dtype, xla=bool(xla), device=target.tf_device, max_seconds=max_seconds)
-        options = SweepOptions(settings=settings, target=target, max_minutes=budget_minutes, force=True)
         configs = [parse_label(f, label) for f, label in zip(group["family"], group["label"])]
+        asked = req.SweepRequest(
+            family=configs[0].family,
+            configs=configs,
+            run={"dtype": dtype, "xla": bool(xla), "platform": platform},
+            max_seconds=max_seconds,
+            max_minutes=budget_minutes,
+            force=True,
+        )
+        prepared = req.prepare(asked, echo=lambda line: None)
         with Store(store) as s:
-            summary = run_sweep(configs, s, options, progress=ProgressFile if os.environ.get(PROGRESS_ENV) else None)
+            (summary,) = req.measure_runs(prepared, s, progress=ProgressFile if os.environ.get(PROGRESS_ENV) else None)
         lines.append(f"reruns on {target.id}, {dtype}, XLA {'on' if xla else 'off'}: {summary.line()}")
     return lines or [f"{platform}: no measured configuration to rerun"]
 

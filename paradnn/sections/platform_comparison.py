@@ -116,23 +116,22 @@ def measure_like_source(store: str | Path, source: str, target: str, labels: lis
     them: ``--xla auto`` may have chosen differently on the two platforms, and a projection is
     checked only against a measurement at the same settings. Returns a summary line."""
     from paradnn.analysis.projection import local_settings
-    from paradnn.engine.protocol import RunSettings
     from paradnn.families import parse_label
-    from paradnn.platform import parse_target
-    from paradnn.sweeps.backends import run_sweep
-    from paradnn.sweeps.plan import SilentProgress, SweepOptions
+    from paradnn.sweeps import request as req
+    from paradnn.sweeps.plan import SilentProgress
 
     held = local_settings(str(store), source, "fc")
     if not labels or not held or not is_local(target):
         return f"{target}: nothing to measure for the projection check"
-    settings = RunSettings(dtype=held["dtype"], xla=held["xla"], max_seconds=max_seconds)
+    asked = req.SweepRequest(
+        family="fc",
+        configs=[parse_label("fc", label) for label in labels],
+        run={"dtype": held["dtype"], "xla": held["xla"], "platform": target},
+        max_seconds=max_seconds,
+    )
+    prepared = req.prepare(asked, echo=lambda line: None)
     with Store(store) as s:
-        summary = run_sweep(
-            [parse_label("fc", label) for label in labels],
-            s,
-            SweepOptions(settings=settings, target=parse_target(target)),
-            progress=SilentProgress,
-        )
+        (summary,) = req.measure_runs(prepared, s, progress=SilentProgress)
     return f"{target} at {source}'s settings ({held_words(held)}): {summary.line()}"
 
 

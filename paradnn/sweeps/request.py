@@ -2,17 +2,19 @@
 (:func:`paradnn.sweep`) ask of the one sweep loop, declared once and checked whole before a
 store is opened.
 
-A :class:`SweepRequest` names what to measure (a family's preset grid, with overrides), the run
-settings, the backend and its options, the budget, the timeout, ``force`` and ``adaptive``;
-:func:`prepare` checks every value and the backend's declared features
-(:func:`paradnn.sweeps.loop.check_supported`) and returns the :class:`Prepared` sweep;
-:func:`run` measures it in a store; :func:`rows` reads its rows back, as both front ends show them.
+A :class:`SweepRequest` names what to measure (a family's preset grid, with overrides, or the
+configurations given), the run settings (one run, or several as variants of it), the backend and
+its options, the budget, the timeout, ``force`` and ``adaptive``; :func:`prepare` checks every
+value and the backend's declared features (:func:`paradnn.sweeps.loop.check_supported`) and
+returns the :class:`Prepared` sweep; :func:`run` measures it in a store (the command line and the
+API), :func:`measure_runs` measures every run of it (the reports); :func:`rows` reads its rows
+back, as both front ends show them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -59,11 +61,15 @@ class SweepRequest:
     budget: str | None = None
     backend: str = "local"
     address: str | None = None
+    configs: Sequence[Config] | None = None  # these instead of ``family``'s grid (a report's families, the study's)
+    variants: Sequence[Mapping[str, object]] = ()  # several runs: ``run`` with these settings changed, in one sweep
+    look: int = 1  # > 1: a further look at an undecided comparison (every configuration again, in the order given)
 
 
 @dataclass
 class Prepared:
-    """A checked request: its configurations, parsed run settings, target, options and backend."""
+    """A checked request: its configurations, parsed run settings (of its first run), target, options
+    and backend; ``runs``: the settings of every run, ``together``: whether one sweep measures them all."""
 
     request: SweepRequest
     configs: list[Config]
@@ -72,6 +78,8 @@ class Prepared:
     options: SweepOptions
     backend: Backend
     budget: Budget | None = None  # with ``adaptive``
+    runs: list[RunSettings] = field(default_factory=list)
+    together: bool = True
 
 
 def run_settings(run: Mapping[str, object], name: str | None = None, **knobs: object) -> tuple[dict, Target, RunSettings]:
@@ -92,8 +100,15 @@ def prepare(request: SweepRequest, echo: Callable[[str], None] = print) -> Prepa
     from paradnn.sweeps.loop import check_supported
     from paradnn.sweeps.plan import check_settings
 
-    configs = grid_of(request.family, request.preset, dict(request.overrides or {}))
-    parsed, target, settings = run_settings(request.run, request.name, max_seconds=request.max_seconds)
+    if request.configs is not None:
+        configs = list(request.configs)
+    else:
+        configs = grid_of(request.family, request.preset, dict(request.overrides or {}))
+    each = [run_settings({**request.run, **v}, request.name, max_seconds=request.max_seconds) for v in request.variants or [{}]]
+    parsed, target, settings = each[0]
+    if any(t.platform != target.platform for _, t, _ in each):
+        raise ConfigError("variants", list(request.variants), "runs of one platform (measure each platform on its own)")
+    runs = [one for _, _, one in each]
     for option, value in (
         ("--max-minutes", request.max_minutes),
         ("--timeout", request.timeout_s),
@@ -118,9 +133,11 @@ def prepare(request: SweepRequest, echo: Callable[[str], None] = print) -> Prepa
         timeout_s=request.timeout_s,
         max_minutes=request.max_minutes,
         retry_failed=request.retry_failed,
-        force=request.force,
         rounds=request.rounds,
         workers=request.workers,
+        look=request.look,
+        force=request.force or request.look > 1,
+        keep_order=request.look > 1,
     )
     budget = None
     if request.adaptive:
@@ -128,13 +145,18 @@ def prepare(request: SweepRequest, echo: Callable[[str], None] = print) -> Prepa
 
         check_adaptive(options, backend)
         budget = Budget.parse(request.budget or "")
-    check_supported(backend, [options])
+    plans = [replace(options, settings=one) for one in runs]
+    frameworks = {one.framework for one in runs}
+    together = len(runs) == 1 or ("runs" in backend.supports and ("frameworks" in backend.supports or len(frameworks) == 1))
+    for group in [plans] if together else [[plan] for plan in plans]:
+        check_supported(backend, group)
     if address:
         from paradnn.sweeps.cluster import check_reachable
 
         check_reachable(address)
-    check_settings(configs, options)
-    return Prepared(request, configs, parsed, target, options, backend, budget)
+    for plan in plans:
+        check_settings(configs, plan)
+    return Prepared(request, configs, parsed, target, options, backend, budget, runs, together)
 
 
 def run(
@@ -150,6 +172,33 @@ def run(
         outcome = adaptive_sweep(prepared.configs, store, prepared.options, prepared.budget, progress=progress, echo=echo)
         return outcome.summary, outcome
     return sweep(prepared.configs, store, prepared.options, prepared.backend, progress=progress), None
+
+
+def measure_runs(
+    prepared: Prepared, store: Store, progress: Callable[..., Progress] | None = None, echo: Callable[[str], None] = print
+) -> list[SweepSummary]:
+    """Measure every run of a prepared request: in one sweep where its backend takes several runs
+    (:attr:`Prepared.together`), else one sweep per run, each with its share of ``max_minutes``
+    and a backend of its own. One summary per sweep."""
+    from paradnn.sweeps.backends import backend_for
+    from paradnn.sweeps.loop import sweep
+
+    options, request = prepared.options, prepared.request
+    if prepared.together:
+        return [sweep(prepared.configs, store, options, prepared.backend, runs=prepared.runs, progress=progress)]
+    share = options.max_minutes / len(prepared.runs) if options.max_minutes else None
+    stacks = [stk.parse(text) for text in request.stacks]
+    address = (request.address or "") if request.backend == "ray" else ""
+    return [
+        sweep(
+            prepared.configs,
+            store,
+            replace(options, settings=one, max_minutes=share),
+            prepared.backend if i == 0 else backend_for(stacks, address, echo=echo),
+            progress=progress,
+        )
+        for i, one in enumerate(prepared.runs)
+    ]
 
 
 def rows(prepared: Prepared, store: str | Path) -> pd.DataFrame:
