@@ -225,6 +225,7 @@ def project(
     from paradnn.analysis.projection import projection
     from paradnn.store.guard import store_errors
 
+    labels = [labels] if isinstance(labels, str) else labels  # one label, not its letters
     if store is None:
         return projection(None, source, target, family, list(labels) if labels else None, batch_scale, dtype)
     with store_errors(_store_path(store)):

@@ -171,7 +171,7 @@ class _OneLineErrors(click.Group):
         except click.UsageError as exc:
             _fail(" ".join(exc.format_message().split()))  # click's choice lists span lines: one line of them
         except ConfigError as exc:
-            _fail(str(exc))
+            _fail(str(self._as_typed(exc, sys.argv[1:] if args is None else args)))
         except StoreError as exc:
             _fail(str(exc))
         except click.ClickException as exc:
@@ -184,6 +184,19 @@ class _OneLineErrors(click.Group):
                 raise
             _fail(f"a store is damaged or not a paradnn store ({exc.__cause__ or exc})")
         return None
+
+    def _as_typed(self, exc: ConfigError, args: list[str]) -> ConfigError:
+        """``exc`` naming what the user typed: a field that is an option of the command run
+        (``max_seconds``) as that option (``--max-seconds``), an axis of ``--set`` as ``--set layers``."""
+        command = self.commands.get(args[0]) if args else None
+        if command is None or exc.field.startswith("-"):
+            return exc
+        options = {p.name: p.opts[0] for p in command.params if isinstance(p, click.Option)}
+        if exc.field in options:
+            return ConfigError(options[exc.field], exc.value, exc.allowed)
+        if "overrides" in options and exc.field in families.hyperparameter_columns():
+            return ConfigError(f"{options['overrides']} {exc.field}", exc.value, exc.allowed)
+        return exc
 
 
 ERROR_CHARS = 1_000  # an error line: whatever a message holds, at most this much of it
@@ -527,6 +540,8 @@ def _overrides(family: str, texts: tuple[str, ...]) -> dict[str, list]:
         name, values = parse_override(family, text)
         if name in out:
             raise ConfigError("--set", text, f"each axis once ({name} is given twice: list its values in one --set)")
+        if len(set(values)) < len(values):
+            raise ConfigError("--set", text, f"each value of {name} once")
         out[name] = values
     return out
 
@@ -575,11 +590,11 @@ def results(
         raise ConfigError("--output", None, "a file name for --format parquet")
     if output:
         _check_output(output, store_path, force)
+    filters = {"--family": ("family", family), "--platform": ("platform", platform_id), "--state": ("state", state)}
     with _open_store(store_path, create=False, readonly=True) as store:
         df = store.results(family=family, platform=platform_id, state=state)
-        known = set(store.platforms()["platform"]) | set(store.results()["platform"]) if platform_id and df.empty else set()
-    if platform_id and df.empty and platform_id not in known:
-        raise ConfigError("--platform", platform_id, f"a platform of the store ({', '.join(sorted(known)) or 'none yet'})")
+        if df.empty and any(value is not None for _, value in filters.values()):
+            _check_filters_match(store.results(), set(store.platforms()["platform"]), filters)
     try:
         if fmt == "table":
             text = _table(df.to_dict("records"))
@@ -646,9 +661,23 @@ def _is_sqlite(path: Path) -> bool:
         return False
 
 
+def _check_filters_match(every, records: set[str], filters: dict[str, tuple[str, str | None]]) -> None:
+    """ConfigError for ``results`` filters that select no row of a store (``every``: all its rows;
+    ``records``: its platforms' names): the first filter that matches nothing alone, with the values the
+    store has, else the filters together. A platform with a record and no rows yet shows an empty table."""
+    given = {option: (column, value) for option, (column, value) in filters.items() if value is not None}
+    for option, (column, value) in given.items():
+        held = set(every[column].dropna().astype(str)) if column in every else set()
+        if value not in held and not (column == "platform" and value in records):
+            raise ConfigError(option, value, f"a {column} of the store's rows ({', '.join(sorted(held)) or 'none yet'})")
+    if len(given) > 1:
+        raise ConfigError("/".join(given), ", ".join(str(v) for _, v in given.values()), "filters that match a row together")
+
+
 def _write_new(output: str, write) -> None:
     """Run ``write(path)`` on a temporary file beside ``output`` and rename it into place: a failed or
-    interrupted export leaves ``output`` as it was."""
+    interrupted export leaves ``output`` as it was. The file gets the permissions a plainly created
+    one would (the umask's), not the temporary file's owner-only ones."""
     import os
     import tempfile
 
@@ -657,6 +686,9 @@ def _write_new(output: str, write) -> None:
     os.close(fd)
     try:
         write(Path(name))
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(name, 0o666 & ~umask)
         os.replace(name, target)
     finally:
         Path(name).unlink(missing_ok=True)
@@ -809,10 +841,14 @@ def _setting_columns(text: str, option: str) -> tuple[str, ...]:
     """The store columns of a comma-separated list of run settings (an unknown name: one error naming the option)."""
     from paradnn.settings import BY_NAME
 
-    names = [name.strip() for name in text.split(",") if name.strip()]
+    if not text.strip():
+        return ()
+    names = [name.strip() for name in text.split(",")]
     for name in names:
         if name not in BY_NAME:
-            raise ConfigError(option, name, ", ".join(BY_NAME))
+            raise ConfigError(option, name, ", ".join(BY_NAME) + " (comma-separated, none empty)")
+    if len(set(names)) < len(names):
+        raise ConfigError(option, text, "each setting once")
     return tuple(BY_NAME[name].column for name in names)
 
 

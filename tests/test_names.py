@@ -207,3 +207,30 @@ def test_one_host_matches_itself_across_stacks_and_records_of_an_older_paradnn(t
     summary = merge([here, older], tmp_path / "study.sqlite")  # one machine: no fold
     assert summary.added == {"cpu": 6} and summary.platforms == 2  # the vector units are part of the fingerprint
     assert platforms_of(tmp_path / "study.sqlite") == {"cpu": {"AMD EPYC 7B13"}}
+
+
+@pytest.mark.parametrize("name", ["GPU", "ｇｐｕ", "ＴＰＵ", "Cpu"])
+def test_a_source_naming_a_cpu_by_another_device_id_or_spelling_is_refused(tmp_path, name):
+    source = machine_store(tmp_path / "s.sqlite")
+    with sqlite3.connect(source) as conn:  # a store no paradnn would write (a sweep is refused the same way)
+        conn.execute("UPDATE results SET platform = ?", (name,))
+        conn.execute("UPDATE platforms SET platform = ?", (name,))
+    dst = tmp_path / "d.sqlite"
+    with pytest.raises(FoldError, match="is a device id, but"):
+        merge([source], dst)
+    assert not dst.exists()
+    with pytest.raises(FoldError, match="is a device id, but"):
+        machine_store(tmp_path / "swept.sqlite", platform=name)
+
+
+def test_two_names_that_differ_only_in_case_or_width_are_refused(tmp_path):
+    a = machine_store(tmp_path / "a.sqlite", platform="lab-x")
+    b = machine_store(tmp_path / "b.sqlite", device="Intel Xeon", cores=64, platform="ＬＡＢ-x")
+    dst = tmp_path / "d.sqlite"
+    merge([a], dst)
+    before = sha(dst)
+    with pytest.raises(FoldError, match="'lab-x' and 'ＬＡＢ-x' differ only in case or width"):
+        merge([b], dst)
+    assert sha(dst) == before
+    merge([b], dst, {"ＬＡＢ-x": "xeon-lab"})  # named apart, it goes in
+    assert platforms_of(dst) == {"lab-x": {"AMD EPYC 7B13"}, "xeon-lab": {"Intel Xeon"}}

@@ -71,6 +71,16 @@ def test_an_export_never_replaces_a_sqlite_file_or_an_existing_file_unasked(stor
     assert kept.read_text().startswith("id,") and not list(tmp_path.glob(".*partial"))  # replaced whole, nothing left
 
 
+def test_an_export_has_the_permissions_the_umask_gives_a_new_file(store, tmp_path):
+    before = os.umask(0o022)
+    try:
+        out = tmp_path / "rows.csv"
+        assert cli("results", "--store", str(store), "--format", "csv", "--output", str(out)).exit_code == 0
+    finally:
+        os.umask(before)
+    assert out.stat().st_mode & 0o777 == 0o644  # readable by others, as any file written there would be
+
+
 def test_an_export_onto_a_fifo_is_refused_before_it_blocks(store, tmp_path):
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
@@ -93,8 +103,13 @@ def test_an_export_that_fails_leaves_the_file_as_it_was(store, tmp_path, monkeyp
     assert kept.read_text() == "[]" and not list(tmp_path.glob(".*partial"))
 
 
-def test_a_platform_the_store_lacks_is_refused(store):
-    refused(cli("results", "--store", str(store), "--platform", "nope"), "a platform of the store (v100)")
+def test_a_filter_that_selects_nothing_is_refused_and_writes_nothing(store, tmp_path):
+    refused(cli("results", "--store", str(store), "--platform", "nope"), "a platform of the store's rows (v100)")
+    out = tmp_path / "rows.csv"
+    refused(cli("results", "--store", str(store), "--family", "rnn", "--output", str(out)), "--family: 'rnn'")
+    assert not out.exists()
+    refused(cli("results", "--store", str(store), "--state", "oom"), "--state: 'oom' is not valid; allowed: a state of")
+    assert cli("results", "--store", str(store), "--family", "fc").exit_code == 0
 
 
 def test_a_legacy_file_is_filed_only_under_its_own_device(reference, tmp_path):
@@ -335,6 +350,14 @@ def test_a_batch_scale_without_rows_says_which_batches_there_are():
     refused(cli("project", "--from", "tpu-v2-8", "--to", "h100", "--family", "fc", "--batch-scale", "3"), "their batches: ")
 
 
+def test_a_projection_takes_one_label_as_a_string_not_its_letters():
+    import paradnn
+
+    label = "layer_4-node_2048-input_2000-output_1000-bs_512"
+    rows, _ = paradnn.project("tpu-v2-8", "h100", "fc", label)
+    assert list(rows["label"]) == [label]
+
+
 def test_the_original_study_is_not_set_beside_itself(store, capsys):
     from paradnn.sections.platform_comparison import original_beside_section
 
@@ -347,6 +370,7 @@ def test_the_original_study_is_not_set_beside_itself(store, capsys):
     [
         (lambda p, s: p.describe(["fc"], "layer_1-node_16-input_10-output_10-bs_8"), "family: ['fc']"),
         (lambda p, s: p.sweep("fc", store=None), "store: None"),
+        (lambda p, s: p.sweep("fc", overrides=[1], store=s), "overrides: [1] is not valid; allowed: a mapping"),
         (lambda p, s: p.load(123), "store: 123"),
         (lambda p, s: p.merge(None, "x.sqlite"), "sources: None"),
         (lambda p, s: p.merge([s], None), "store: None"),

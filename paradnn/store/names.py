@@ -21,7 +21,7 @@ import sqlite3
 from collections.abc import Callable, Iterable, Mapping
 
 from paradnn.identity import hardware
-from paradnn.platform import DATASHEETS, folded
+from paradnn.platform import DATASHEETS, device_id, folded
 from paradnn.store.errors import StoreError
 
 __all__ = ["MAX_NAME", "FoldError", "check_writes", "machine", "name_problem", "reserved"]
@@ -127,6 +127,7 @@ def check_writes(
                 f"platform name {name!r} is reserved for its datasheet and the original study's rows; {hint(name, 'it')}"
             )
     names = [n for n in incoming if isinstance(n, str)]
+    _check_spelling(conn, incoming, names, hint)
     seen = {name: [(m, store) for m in sorted(found, key=str)] for name, found in stored(conn, names, records(conn)).items()}
     for name in names:
         before = seen[name]
@@ -138,3 +139,30 @@ def check_writes(
                     f"and {describe(new)} in {where}; {hint(name, where)}"
                 )
             before.append((new, where))
+
+
+def _check_spelling(
+    conn: sqlite3.Connection,
+    incoming: Mapping[str, Iterable[tuple[Machine, str]]],
+    names: list[str],
+    hint: Callable[[str, str], str],
+) -> None:
+    """Refuse a name that passes for another: a device id (``GPU``, a full-width ``ｇｐｕ``) naming a
+    machine measured as something else, or a name that differs from one the store (or this write)
+    holds only in case or width (``Lab-X`` beside ``lab-x``), which people would read as one."""
+    for name in names:
+        for found, where in incoming[name]:
+            if device_id(name) and name != found[0]:
+                raise FoldError(
+                    f"platform name {name!r} is a device id, but {where} measured that machine as {found[0]!r}; "
+                    f"{hint(name, where)}"
+                )
+    held = conn.execute("SELECT platform FROM results UNION SELECT platform FROM platforms").fetchall()
+    spelt = {folded(str(row[0])): str(row[0]) for row in held}
+    for name in names:
+        other = spelt.setdefault(folded(name), name)
+        if other != name:
+            where = next(iter(incoming[name]))[1]
+            raise FoldError(
+                f"platform names {other!r} and {name!r} differ only in case or width (one name to a reader); {hint(name, where)}"
+            )

@@ -100,6 +100,8 @@ def prepare(request: SweepRequest, echo: Callable[[str], None] = print) -> Prepa
     from paradnn.sweeps.loop import check_supported
     from paradnn.sweeps.plan import check_settings
 
+    if request.overrides is not None and not isinstance(request.overrides, Mapping):
+        raise ConfigError("overrides", request.overrides, "a mapping of axis to values, e.g. {'nodes': [8, 16]}")
     if request.configs is not None:
         configs = list(request.configs)
     else:
@@ -123,6 +125,10 @@ def prepare(request: SweepRequest, echo: Callable[[str], None] = print) -> Prepa
     if request.adaptive != (request.budget is not None):
         raise ConfigError("--adaptive/--budget", request.budget or "(none)", "both together: --adaptive --budget N (or Nm)")
     stacks = [stk.parse(text) for text in request.stacks]
+    names = [stack.name for stack in stacks]
+    if len(set(names)) < len(names):
+        twice = next(name for name in names if names.count(name) > 1)
+        raise ConfigError("--stack", twice, "each software stack once")
     address = (request.address or "") if request.backend == "ray" else ""
     backend = backend_for(stacks, address, echo=echo)
     memory = request.memory_gb * 1e9 if request.memory_gb else None
