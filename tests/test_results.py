@@ -347,3 +347,10 @@ def test_stacks_measured_side_by_side_still_pair_after_a_later_sweep_measured_on
     pairs = results.side_by_side("sw_tensorflow").matched("sw_tensorflow", "2.16.2", "2.21.0", within=("sweep",))
     assert pairs.n == 2 and set(pairs.table["sweep"]) == {"stacks"} and pairs.table["rounds"].eq(3).all()
     assert pairs.median == pytest.approx(1.5)
+
+
+def test_a_subset_keeps_the_xla_choices_and_refuses_what_is_not_a_frame(results):
+    kept = results.subset(results.frame.head(2))
+    assert len(kept) == 2 and kept.xla_choices == results.xla_choices
+    with pytest.raises(ConfigError, match="kept: 123 is not valid; allowed: a DataFrame"):
+        results.subset(123)

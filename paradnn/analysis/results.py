@@ -350,6 +350,8 @@ class Results:
     def subset(self, kept: pd.DataFrame) -> Results:
         """``kept``, a selection pandas made from :attr:`frame` (a groupby's group, a common set),
         as rows of this object: the platforms' XLA choices travel with them."""
+        if not isinstance(kept, pd.DataFrame):
+            raise ConfigError("kept", kept, "a DataFrame selected from this object's frame")
         return self._with(kept)
 
     def imported(self) -> Results:
