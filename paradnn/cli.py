@@ -189,13 +189,14 @@ class _OneLineErrors(click.Group):
         """``exc`` naming what the user typed: a field that is an option of the command run
         (``max_seconds``) as that option (``--max-seconds``), an axis of ``--set`` as ``--set layers``."""
         command = self.commands.get(args[0]) if args else None
-        if command is None or exc.field.startswith("-"):
+        field = getattr(exc, "field", None)  # a subclass with its own message may not name one
+        if command is None or not isinstance(field, str) or field.startswith("-"):
             return exc
         options = {p.name: p.opts[0] for p in command.params if isinstance(p, click.Option)}
-        if exc.field in options:
-            return ConfigError(options[exc.field], exc.value, exc.allowed)
-        if "overrides" in options and exc.field in families.hyperparameter_columns():
-            return ConfigError(f"{options['overrides']} {exc.field}", exc.value, exc.allowed)
+        if field in options:
+            return ConfigError(options[field], exc.value, exc.allowed)
+        if "overrides" in options and field in families.hyperparameter_columns():
+            return ConfigError(f"{options['overrides']} {field}", exc.value, exc.allowed)
         return exc
 
 
