@@ -193,6 +193,22 @@ def _report(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
     )
 
 
+def paradnn_here(*args: str) -> subprocess.CompletedProcess:
+    """``paradnn ARGS`` run in this process (click's CliRunner) and returned as a finished process: for
+    refusals, which start no worker and catch no signal, without an interpreter starting each time."""
+    import traceback
+
+    from click.testing import CliRunner
+
+    from paradnn.cli import main
+
+    result = CliRunner().invoke(main, list(args))
+    stderr = result.stderr
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        stderr += "".join(traceback.format_exception(result.exception))
+    return subprocess.CompletedProcess(["paradnn", *args], result.exit_code, result.stdout, stderr)
+
+
 @pytest.fixture(scope="session")
 def report() -> Callable[..., subprocess.CompletedProcess]:
     """``paradnn report ARGS...`` in a fresh process from the repository root, its output captured

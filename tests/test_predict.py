@@ -22,6 +22,7 @@ from paradnn.space import expand
 from paradnn.store import Store
 from paradnn.sweeps import adaptive
 from paradnn.sweeps.plan import SweepOptions
+from tests.conftest import paradnn_here
 
 CEILINGS = Ceilings(peak_flops=1e12, bandwidth=1e11, source="test")
 GRID = {"layers": [1, 2, 4, 8], "nodes": [16, 32, 64, 128], "input": [64], "output": [8], "batch": [8, 16, 32, 64]}
@@ -314,7 +315,7 @@ def test_an_adaptive_budget_below_the_initial_design_is_refused():
     ],
 )
 def test_adaptive_sweep_bad_input_is_one_line_and_exit_2(tmp_path, args, needle):
-    done = cli("sweep", "fc", "--store", str(tmp_path / "r.sqlite"), *args)
+    done = paradnn_here("sweep", "fc", "--store", str(tmp_path / "r.sqlite"), *args)
     assert done.returncode == 2 and needle in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert not (tmp_path / "r.sqlite").exists()
 
@@ -444,7 +445,7 @@ FC_LABEL = "layer_4-node_256-input_2000-output_1000-bs_64"
 )
 def test_predict_bad_input_is_one_line_and_exit_2(legacy_store, args, needle):
     before = Store(legacy_store).count()
-    done = cli("predict", "--store", str(legacy_store), *args)
+    done = paradnn_here("predict", "--store", str(legacy_store), *args)
     assert done.returncode == 2 and needle in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert Store(legacy_store).count() == before
 

@@ -15,6 +15,7 @@ import pytest
 
 from paradnn.store import Store, StoreError
 from paradnn.sweeps.plan import ordered
+from tests.conftest import paradnn_here
 
 pytestmark = pytest.mark.slow
 
@@ -171,7 +172,7 @@ def test_bad_sweep_input_exits_2_and_leaves_the_store_unchanged(tmp_path, args, 
     with Store(store) as s:
         s.add_results([{"family": "fc", "label": "x", "platform": "p", "state": "ok", "examples_per_sec": 1.0}])
     before = digest(store)
-    result = paradnn(*args, "--store", str(store))
+    result = paradnn_here(*args, "--store", str(store))
     assert result.returncode == 2, result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and needle in result.stderr
     assert digest(store) == before
