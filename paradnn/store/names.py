@@ -127,8 +127,8 @@ def check_writes(
                 f"platform name {name!r} is reserved for its datasheet and the original study's rows; {hint(name, 'it')}"
             )
     names = [n for n in incoming if isinstance(n, str)]
-    _check_spelling(conn, incoming, names, hint)
     seen = {name: [(m, store) for m in sorted(found, key=str)] for name, found in stored(conn, names, records(conn)).items()}
+    _check_spelling(conn, incoming, names, [name for name in names if not seen[name]], hint)
     for name in names:
         before = seen[name]
         for new, where in dict.fromkeys(incoming[name]):
@@ -145,11 +145,14 @@ def _check_spelling(
     conn: sqlite3.Connection,
     incoming: Mapping[str, Iterable[tuple[Machine, str]]],
     names: list[str],
+    new: list[str],
     hint: Callable[[str, str], str],
 ) -> None:
     """Refuse a name that passes for another: a device id (``GPU``, a full-width ``ｇｐｕ``) naming a
-    machine measured as something else, or a name that differs from one the store (or this write)
-    holds only in case or width (``Lab-X`` beside ``lab-x``), which people would read as one."""
+    machine measured as something else, or a name ``new`` to the store that differs from one it (or
+    this write) holds only in case or width (``Lab-X`` beside ``lab-x``), which people would read as
+    one. A name the store already holds was checked when it came in, so a sweep's rows under their
+    platform's name read no other name."""
     for name in names:
         for found, where in incoming[name]:
             if device_id(name) and name != found[0]:
@@ -157,9 +160,11 @@ def _check_spelling(
                     f"platform name {name!r} is a device id, but {where} measured that machine as {found[0]!r}; "
                     f"{hint(name, where)}"
                 )
+    if not new:
+        return
     held = conn.execute("SELECT platform FROM results UNION SELECT platform FROM platforms").fetchall()
     spelt = {folded(str(row[0])): str(row[0]) for row in held}
-    for name in names:
+    for name in new:
         other = spelt.setdefault(folded(name), name)
         if other != name:
             where = next(iter(incoming[name]))[1]

@@ -82,6 +82,11 @@ class Prepared:
     together: bool = True
 
 
+def _where(request: SweepRequest) -> tuple[list[stk.Stack], str]:
+    """The request's software stacks (parsed) and its Ray cluster's address ('' for this machine)."""
+    return [stk.parse(text) for text in request.stacks], (request.address or "") if request.backend == "ray" else ""
+
+
 def run_settings(run: Mapping[str, object], name: str | None = None, **knobs: object) -> tuple[dict, Target, RunSettings]:
     """The parsed run settings (defaults filled in), the target (called ``name``) and the RunSettings they make."""
     from paradnn.platform import parse_target
@@ -124,12 +129,11 @@ def prepare(request: SweepRequest, echo: Callable[[str], None] = print) -> Prepa
         raise ConfigError("--address", "(none)", "HOST:PORT of a running Ray cluster, or $RAY_ADDRESS")
     if request.adaptive != (request.budget is not None):
         raise ConfigError("--adaptive/--budget", request.budget or "(none)", "both together: --adaptive --budget N (or Nm)")
-    stacks = [stk.parse(text) for text in request.stacks]
+    stacks, address = _where(request)
     names = [stack.name for stack in stacks]
     if len(set(names)) < len(names):
         twice = next(name for name in names if names.count(name) > 1)
         raise ConfigError("--stack", twice, "each software stack once")
-    address = (request.address or "") if request.backend == "ray" else ""
     backend = backend_for(stacks, address, echo=echo)
     memory = request.memory_gb * 1e9 if request.memory_gb else None
     options = SweepOptions(
@@ -189,12 +193,11 @@ def measure_runs(
     from paradnn.sweeps.backends import backend_for
     from paradnn.sweeps.loop import sweep
 
-    options, request = prepared.options, prepared.request
+    options = prepared.options
     if prepared.together:
         return [sweep(prepared.configs, store, options, prepared.backend, runs=prepared.runs, progress=progress)]
     share = options.max_minutes / len(prepared.runs) if options.max_minutes else None
-    stacks = [stk.parse(text) for text in request.stacks]
-    address = (request.address or "") if request.backend == "ray" else ""
+    stacks, address = _where(prepared.request)
     return [
         sweep(
             prepared.configs,
